@@ -1,0 +1,38 @@
+# perpd — see README.md. Every target works on a fresh machine with Go.
+GO        ?= go
+BIN       := bin/perpd
+PKGS      := ./...
+TIME      ?= 5m
+NEMESIS   ?= all
+NODES     ?= 5
+
+.PHONY: build run test test-short devnet lint fmt jepsen bench clean
+
+build:
+	$(GO) build -o $(BIN) .
+
+# One node in ./data, bootstrapped on first start, resumed after.
+run: build
+	./$(BIN) serve --bootstrap --data ./data
+
+# The whole suite (unit, property, cluster, short jepsen), under ~10 minutes.
+test:
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 -timeout 15m $(PKGS)
+
+devnet: build
+	./$(BIN) devnet --nodes 3 --dir ./devnet
+
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2026.1 $(PKGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./fsm/... ./node/...
+
+clean:
+	rm -rf bin data devnet

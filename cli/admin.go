@@ -1,0 +1,317 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/perpd/perpd/cluster"
+	"github.com/perpd/perpd/node"
+)
+
+type adminFlags struct {
+	addr, token, data string
+	human             bool
+	timeout           time.Duration
+}
+
+func (f *adminFlags) client() (*cluster.AdminClient, error) {
+	tok := f.token
+	if tok == "" {
+		b, err := os.ReadFile(filepath.Join(f.data, "admin-token"))
+		if err != nil {
+			return nil, fmt.Errorf("no admin token: pass --admin-token, set PERPD_ADMIN_TOKEN, or point --data at the node's data directory")
+		}
+		tok = strings.TrimSpace(string(b))
+	}
+	return cluster.NewAdminClient(f.addr, tok), nil
+}
+
+func (f *adminFlags) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), f.timeout)
+}
+
+// humanOutput is true with --human or when stdout is a terminal.
+func (f *adminFlags) humanOutput() bool {
+	return f.human || isatty.IsTerminal(os.Stdout.Fd())
+}
+
+func adminCmd() *cobra.Command {
+	f := &adminFlags{}
+	cmd := &cobra.Command{Use: "admin", Short: "Operate a cluster through a node's admin listener"}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&f.addr, "addr", "127.0.0.1:9080", "admin listener of any node")
+	pf.StringVar(&f.token, "admin-token", "", "cluster admin token (default: read from --data/admin-token)")
+	pf.StringVar(&f.data, "data", "./data", "data directory to read the admin token from when none is given")
+	pf.BoolVar(&f.human, "human", false, "print tables instead of JSON")
+	pf.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the node")
+	cmd.AddCommand(adminStatusCmd(f), adminStateCmd(f), adminJoinCmd(f), adminRemoveCmd(f),
+		adminTransferCmd(f), adminSnapshotCmd(f), adminRestoreCmd(f))
+	for _, extra := range adminExtras {
+		cmd.AddCommand(extra(f))
+	}
+	return cmd
+}
+
+// adminExtras are domain admin commands (market, oracle, rail).
+var adminExtras []func(f *adminFlags) *cobra.Command
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func adminStatusCmd(f *adminFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show a node's view of the cluster: leader, members, indexes, state hash",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.ctx()
+			defer cancel()
+			st, err := c.Status(ctx)
+			if err != nil {
+				return err
+			}
+			if f.humanOutput() {
+				return printStatusTable(cmd.OutOrStdout(), st)
+			}
+			return printJSON(cmd.OutOrStdout(), st)
+		},
+	}
+}
+
+func printStatusTable(w io.Writer, st *node.Status) error {
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintf(tw, "node\t%s (%s)\n", st.ID, st.State)
+	fmt.Fprintf(tw, "leader\t%s raft=%s http=%s\n", st.Leader.ID, st.Leader.Raft, st.Leader.HTTP)
+	fmt.Fprintf(tw, "applied/commit\t%s / %s\n", st.AppliedIndex, st.CommitIndex)
+	fmt.Fprintf(tw, "last snapshot\t%s\n", st.LastSnapshotIndex)
+	fmt.Fprintf(tw, "state hash\t%s\n\n", st.StateHash)
+	fmt.Fprintln(tw, "MEMBER\tRAFT\tSUFFRAGE")
+	for _, m := range st.Members {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", m.ID, m.Raft, m.Suffrage)
+	}
+	return tw.Flush()
+}
+
+func adminStateCmd(f *adminFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "state",
+		Short: "Print the node's applied index and state hash, for comparing replicas",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.ctx()
+			defer cancel()
+			st, err := c.State(ctx)
+			if err != nil {
+				return err
+			}
+			if f.humanOutput() {
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "applied %s  hash %s\n", st.AppliedIndex, st.StateHash)
+				return err
+			}
+			return printJSON(cmd.OutOrStdout(), st)
+		},
+	}
+}
+
+func adminJoinCmd(f *adminFlags) *cobra.Command {
+	var id, raftAddr string
+	cmd := &cobra.Command{
+		Use:   "join",
+		Short: "Add a voting member (any node relays it to the leader)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if id == "" || raftAddr == "" {
+				return fmt.Errorf("--id and --raft are required")
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.ctx()
+			defer cancel()
+			out, err := c.Join(ctx, id, raftAddr)
+			if err != nil {
+				return err
+			}
+			return printRaw(cmd.OutOrStdout(), out)
+		},
+	}
+	cmd.Flags().StringVar(&id, "id", "", "id of the node to add")
+	cmd.Flags().StringVar(&raftAddr, "raft", "", "raft address of the node to add")
+	return cmd
+}
+
+func printRaw(w io.Writer, raw json.RawMessage) error {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return err
+	}
+	return printJSON(w, v)
+}
+
+func adminRemoveCmd(f *adminFlags) *cobra.Command {
+	var id string
+	cmd := &cobra.Command{
+		Use:   "remove",
+		Short: "Remove a member from the cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if id == "" {
+				return fmt.Errorf("--id is required")
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.ctx()
+			defer cancel()
+			out, err := c.Remove(ctx, id)
+			if err != nil {
+				return err
+			}
+			return printRaw(cmd.OutOrStdout(), out)
+		},
+	}
+	cmd.Flags().StringVar(&id, "id", "", "id of the member to remove")
+	return cmd
+}
+
+func adminTransferCmd(f *adminFlags) *cobra.Command {
+	var to string
+	cmd := &cobra.Command{
+		Use:   "transfer-leadership",
+		Short: "Hand leadership to another member (--to ID, or any)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.ctx()
+			defer cancel()
+			st, err := c.TransferLeadership(ctx, to)
+			if err != nil {
+				return err
+			}
+			if f.humanOutput() {
+				return printStatusTable(cmd.OutOrStdout(), st)
+			}
+			return printJSON(cmd.OutOrStdout(), st)
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "id of the member to lead (default: any up-to-date follower)")
+	return cmd
+}
+
+func adminSnapshotCmd(f *adminFlags) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "snapshot",
+		Short: "Take a consistent snapshot and download it to a file",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return fmt.Errorf("--out is required")
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			tmp := out + ".partial"
+			file, err := os.Create(tmp)
+			if err != nil {
+				return err
+			}
+			defer os.Remove(tmp)
+			var progress func(done, total int64)
+			if isatty.IsTerminal(os.Stderr.Fd()) {
+				progress = progressBar(os.Stderr)
+			}
+			meta, err := c.Snapshot(context.Background(), file, progress)
+			if cerr := file.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+			if err := os.Rename(tmp, out); err != nil {
+				return err
+			}
+			return printJSON(cmd.OutOrStdout(), map[string]any{
+				"file": out, "index": fmt.Sprint(meta.Index), "term": fmt.Sprint(meta.Term), "bytes": fmt.Sprint(meta.Size),
+			})
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "file to write the snapshot to")
+	return cmd
+}
+
+// progressBar draws a one-line bar on a terminal.
+func progressBar(w io.Writer) func(done, total int64) {
+	last := time.Time{}
+	return func(done, total int64) {
+		if time.Since(last) < 100*time.Millisecond && done < total {
+			return
+		}
+		last = time.Now()
+		pct := 100
+		if total > 0 {
+			pct = int(done * 100 / total)
+		}
+		bar := strings.Repeat("#", pct/4) + strings.Repeat(".", 25-pct/4)
+		fmt.Fprintf(w, "\r[%s] %3d%% %d/%d bytes", bar, pct, done, total)
+		if done >= total {
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+func adminRestoreCmd(f *adminFlags) *cobra.Command {
+	var in string
+	cmd := &cobra.Command{
+		Use:   "restore",
+		Short: "Restore the whole cluster from a snapshot file (disaster recovery)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if in == "" {
+				return fmt.Errorf("--in is required")
+			}
+			b, err := os.ReadFile(in)
+			if err != nil {
+				return err
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			st, err := c.Restore(context.Background(), b)
+			if err != nil {
+				return err
+			}
+			return printJSON(cmd.OutOrStdout(), st)
+		},
+	}
+	cmd.Flags().StringVar(&in, "in", "", "snapshot file written by `perpd admin snapshot`")
+	return cmd
+}

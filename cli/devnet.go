@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/perpd/perpd/cluster"
+)
+
+func devnetCmd() *cobra.Command {
+	var cfg cluster.DevnetConfig
+	cmd := &cobra.Command{
+		Use:   "devnet",
+		Short: "Run a local N-node cluster as child processes until Ctrl-C",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+				return err
+			}
+			d, err := cluster.StartDevnet(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer d.Stop()
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "devnet: %d nodes up (logs in %s/<id>.log)\n", len(d.Nodes), cfg.Dir)
+			for _, n := range d.Nodes {
+				fmt.Fprintf(out, "  %-6s http=%s raft=%s admin=%s\n", n.ID, n.HTTP, n.Raft, n.Admin)
+			}
+			fmt.Fprintf(out, "admin token: %s\n", d.Token)
+			fmt.Fprintf(out, "try: perpd admin status --addr %s --admin-token %s\n", d.Nodes[0].Admin, d.Token)
+			fmt.Fprintln(out, "Ctrl-C stops every node.")
+			<-ctx.Done()
+			fmt.Fprintln(out, "devnet: stopping")
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&cfg.Nodes, "nodes", 3, "number of nodes")
+	fl.StringVar(&cfg.Dir, "dir", "./devnet", "directory for the nodes' data and logs")
+	fl.IntVar(&cfg.HTTPBase, "http-base", 8080, "HTTP port of node1; node i uses base+i-1 (raft base-1000, admin base+1000)")
+	fl.StringVar(&cfg.Host, "host", "127.0.0.1", "listen host")
+	fl.StringVar(&cfg.Deployment, "deployment", "testnet", "deployment profile of every node")
+	fl.StringVar(&cfg.Token, "admin-token", "", "cluster admin token (random when empty)")
+	return cmd
+}

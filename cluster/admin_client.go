@@ -1,0 +1,208 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/perpd/perpd/node"
+)
+
+// AdminClient calls one node's admin listener.
+type AdminClient struct {
+	Addr  string
+	Token string
+	HTTP  *http.Client
+}
+
+// NewAdminClient returns a client for the admin listener at addr.
+func NewAdminClient(addr, token string) *AdminClient {
+	return &AdminClient{Addr: addr, Token: token, HTTP: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// Do sends a JSON request and decodes a JSON answer into out (may be nil).
+// A non-2xx answer becomes an error carrying the server's message.
+func (c *AdminClient) Do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.Addr+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(b, &e) == nil && e.Error != "" {
+			return fmt.Errorf("%s %s: %d: %s", method, path, resp.StatusCode, e.Error)
+		}
+		return fmt.Errorf("%s %s: %d: %s", method, path, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// Status fetches the node's status.
+func (c *AdminClient) Status(ctx context.Context) (*node.Status, error) {
+	var st node.Status
+	return &st, c.Do(ctx, http.MethodGet, "/admin/status", nil, &st)
+}
+
+// State fetches applied index and state hash.
+func (c *AdminClient) State(ctx context.Context) (*StateView, error) {
+	var st StateView
+	return &st, c.Do(ctx, http.MethodGet, "/admin/state", nil, &st)
+}
+
+// Join adds a voter (relayed to the leader by any member).
+func (c *AdminClient) Join(ctx context.Context, id, raftAddr string) (json.RawMessage, error) {
+	var out json.RawMessage
+	return out, c.Do(ctx, http.MethodPost, "/admin/join", JoinRequest{ID: id, Raft: raftAddr}, &out)
+}
+
+// Remove removes a member.
+func (c *AdminClient) Remove(ctx context.Context, id string) (json.RawMessage, error) {
+	var out json.RawMessage
+	return out, c.Do(ctx, http.MethodPost, "/admin/remove", RemoveRequest{ID: id}, &out)
+}
+
+// TransferLeadership hands leadership to `to` (any when empty).
+func (c *AdminClient) TransferLeadership(ctx context.Context, to string) (*node.Status, error) {
+	var st node.Status
+	return &st, c.Do(ctx, http.MethodPost, "/admin/transfer-leadership", TransferRequest{To: to}, &st)
+}
+
+// Snapshot downloads a consistent snapshot, writing the backup format
+// (metadata line, then the raw snapshot) to w. progress, when set, is
+// called with bytes done and total.
+func (c *AdminClient) Snapshot(ctx context.Context, w io.Writer, progress func(done, total int64)) (*raft.SnapshotMeta, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.Addr+"/admin/snapshot", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	cl := *c.HTTP
+	cl.Timeout = 0
+	resp, err := cl.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		return nil, fmt.Errorf("snapshot: %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	var meta raft.SnapshotMeta
+	mh := resp.Header.Get(SnapshotMetaHeader)
+	if err := json.Unmarshal([]byte(mh), &meta); err != nil {
+		return nil, fmt.Errorf("snapshot metadata: %w", err)
+	}
+	if _, err := fmt.Fprintf(w, "%s\n%s\n", backupMagic, mh); err != nil {
+		return nil, err
+	}
+	pr := &progressReader{r: resp.Body, total: meta.Size, fn: progress}
+	n, err := io.Copy(w, pr)
+	if err != nil {
+		return nil, err
+	}
+	if n != meta.Size {
+		return nil, fmt.Errorf("snapshot truncated: got %d of %d bytes", n, meta.Size)
+	}
+	return &meta, nil
+}
+
+// backupMagic heads a snapshot file written by `perpd admin snapshot`.
+const backupMagic = "perpd-snapshot v1"
+
+// Restore uploads a backup file written by Snapshot to the leader (any
+// member relays it) and returns the resulting applied index and hash.
+func (c *AdminClient) Restore(ctx context.Context, backup []byte) (*StateView, error) {
+	magic, rest, ok := bytes.Cut(backup, []byte("\n"))
+	if !ok || string(magic) != backupMagic {
+		return nil, fmt.Errorf("not a perpd snapshot file")
+	}
+	mh, data, ok := bytes.Cut(rest, []byte("\n"))
+	if !ok {
+		return nil, fmt.Errorf("snapshot file has no metadata line")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.Addr+"/admin/restore", bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req.Header.Set(SnapshotMetaHeader, string(mh))
+	cl := *c.HTTP
+	cl.Timeout = 0
+	resp, err := cl.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("restore: %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	var st StateView
+	return &st, json.Unmarshal(b, &st)
+}
+
+type progressReader struct {
+	r     io.Reader
+	done  int64
+	total int64
+	fn    func(done, total int64)
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.done += int64(n)
+	if p.fn != nil {
+		p.fn(p.done, p.total)
+	}
+	return n, err
+}
+
+// JoinOnStart asks an existing member to add this node, retrying until the
+// cluster answers or ctx ends. It is a no-op when the node already belongs.
+func JoinOnStart(ctx context.Context, via, token, id, raftAddr string) error {
+	c := NewAdminClient(via, token)
+	var last error
+	for {
+		if _, err := c.Join(ctx, id, raftAddr); err == nil {
+			return nil
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("join via %s: %w", via, last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,259 @@
+package cluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/perpd/perpd/node"
+)
+
+// maxAdminBody bounds admin request bodies other than snapshot restores.
+const maxAdminBody = 1 << 20
+
+// maxRestoreBytes bounds an uploaded snapshot.
+const maxRestoreBytes = 4 << 30
+
+// AdminServer is the admin listener of one node. Every route but /healthz
+// needs the cluster's admin token as a bearer token.
+type AdminServer struct {
+	n      *node.Node
+	mux    *http.ServeMux
+	client *http.Client
+}
+
+// NewAdminServer builds the admin routes for n. extra lets other packages
+// (markets, oracle, rail) add their operator routes.
+func NewAdminServer(n *node.Node) *AdminServer {
+	s := &AdminServer{n: n, mux: http.NewServeMux(), client: &http.Client{Timeout: 3 * time.Minute}}
+	s.mux.Handle(node.ForwardPath, n.ForwardHandler())
+	s.Handle("GET /admin/status", s.status)
+	s.Handle("GET /admin/state", s.state)
+	s.Handle("POST /admin/join", s.leaderOnly(s.join))
+	s.Handle("POST /admin/remove", s.leaderOnly(s.remove))
+	s.Handle("POST /admin/transfer-leadership", s.leaderOnly(s.transfer))
+	s.Handle("GET /admin/snapshot", s.snapshot)
+	s.Handle("POST /admin/restore", s.leaderOnly(s.restore))
+	return s
+}
+
+// Handle registers an authenticated admin route.
+func (s *AdminServer) Handle(pattern string, h http.HandlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if !node.CheckToken(r, s.n.Config().AdminToken) {
+			writeJSON(w, http.StatusUnauthorized, errBody("admin token missing or wrong"))
+			return
+		}
+		h(w, r)
+	})
+}
+
+// ServeHTTP implements http.Handler.
+func (s *AdminServer) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Node returns the served node.
+func (s *AdminServer) Node() *node.Node { return s.n }
+
+func errBody(msg string) map[string]string { return map[string]string{"error": msg} }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// WriteJSON is writeJSON for other packages' admin routes.
+func WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }
+
+// DecodeJSON reads a bounded JSON body, answering 400 itself on failure.
+func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxAdminBody))
+	if err := dec.Decode(v); err != nil {
+		writeJSON(w, http.StatusBadRequest, errBody("bad request body: "+err.Error()))
+		return false
+	}
+	return true
+}
+
+func (s *AdminServer) status(w http.ResponseWriter, r *http.Request) {
+	st, err := s.n.Status()
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error()))
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// StateView is the body of GET /admin/state.
+type StateView struct {
+	AppliedIndex string `json:"appliedIndex"`
+	StateHash    string `json:"stateHash"`
+}
+
+func (s *AdminServer) state(w http.ResponseWriter, r *http.Request) {
+	idx, hash, err := s.n.StateHash()
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, errBody(err.Error()))
+		return
+	}
+	writeJSON(w, http.StatusOK, StateView{AppliedIndex: strconv.FormatUint(idx, 10), StateHash: hash})
+}
+
+// leaderOnly runs h on the leader; a follower relays the request to the
+// leader's admin listener and relays the answer back.
+func (s *AdminServer) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.n.IsLeader() || r.Header.Get("X-Perpd-Relayed") != "" {
+			h(w, r)
+			return
+		}
+		_, _, _, admin := s.n.LeaderInfo()
+		if admin == "" {
+			writeJSON(w, http.StatusServiceUnavailable, errBody("no leader known"))
+			return
+		}
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+admin+r.URL.RequestURI(), r.Body)
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, errBody(err.Error()))
+			return
+		}
+		req.Header = r.Header.Clone()
+		req.Header.Set("X-Perpd-Relayed", s.n.Config().ID)
+		resp, err := s.client.Do(req)
+		if err != nil {
+			writeJSON(w, http.StatusBadGateway, errBody("relay to leader: "+err.Error()))
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}
+}
+
+// JoinRequest asks the leader to add a voter.
+type JoinRequest struct {
+	ID   string `json:"id"`
+	Raft string `json:"raft"`
+}
+
+func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
+	var req JoinRequest
+	if !DecodeJSON(w, r, &req) {
+		return
+	}
+	if req.ID == "" || req.Raft == "" {
+		writeJSON(w, http.StatusBadRequest, errBody("id and raft are required"))
+		return
+	}
+	if err := s.n.AddVoter(req.ID, req.Raft); err != nil {
+		writeJSON(w, statusFor(err), errBody(err.Error()))
+		return
+	}
+	s.members(w)
+}
+
+// RemoveRequest asks the leader to remove a member.
+type RemoveRequest struct {
+	ID string `json:"id"`
+}
+
+func (s *AdminServer) remove(w http.ResponseWriter, r *http.Request) {
+	var req RemoveRequest
+	if !DecodeJSON(w, r, &req) {
+		return
+	}
+	if err := s.n.RemoveServer(req.ID); err != nil {
+		writeJSON(w, statusFor(err), errBody(err.Error()))
+		return
+	}
+	s.members(w)
+}
+
+// TransferRequest asks the leader to hand over leadership.
+type TransferRequest struct {
+	To string `json:"to"`
+}
+
+func (s *AdminServer) transfer(w http.ResponseWriter, r *http.Request) {
+	var req TransferRequest
+	if !DecodeJSON(w, r, &req) {
+		return
+	}
+	if err := s.n.TransferLeadership(req.To); err != nil {
+		writeJSON(w, statusFor(err), errBody(err.Error()))
+		return
+	}
+	// Wait briefly for the new leader so the answer names it.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if id, _, _, _ := s.n.LeaderInfo(); id != "" && id != s.n.Config().ID {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.status(w, r)
+}
+
+func (s *AdminServer) members(w http.ResponseWriter) {
+	m, err := s.n.Members()
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error()))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"members": m})
+}
+
+func statusFor(err error) int {
+	if errors.Is(err, node.ErrNotLeaderAdmin) || errors.Is(err, raft.ErrNotLeader) {
+		return http.StatusMisdirectedRequest
+	}
+	return http.StatusConflict
+}
+
+// SnapshotMetaHeader carries the raft snapshot metadata next to its bytes.
+const SnapshotMetaHeader = "X-Perpd-Snapshot-Meta"
+
+func (s *AdminServer) snapshot(w http.ResponseWriter, r *http.Request) {
+	meta, rc, err := s.n.TakeSnapshot()
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error()))
+		return
+	}
+	defer rc.Close()
+	mb, _ := json.Marshal(meta)
+	w.Header().Set(SnapshotMetaHeader, string(mb))
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(meta.Size, 10))
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, rc)
+}
+
+func (s *AdminServer) restore(w http.ResponseWriter, r *http.Request) {
+	var meta raft.SnapshotMeta
+	if err := json.Unmarshal([]byte(r.Header.Get(SnapshotMetaHeader)), &meta); err != nil {
+		writeJSON(w, http.StatusBadRequest, errBody("missing or bad snapshot metadata header"))
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRestoreBytes))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, errBody(err.Error()))
+		return
+	}
+	meta.Size = int64(len(body))
+	if err := s.n.RestoreSnapshot(&meta, bytes.NewReader(body)); err != nil {
+		writeJSON(w, statusFor(err), errBody(err.Error()))
+		return
+	}
+	s.state(w, r)
+}

@@ -1,0 +1,202 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// DevnetNode is one child process of a local cluster.
+type DevnetNode struct {
+	ID    string `json:"id"`
+	HTTP  string `json:"http"`
+	Raft  string `json:"raft"`
+	Admin string `json:"admin"`
+	Data  string `json:"data"`
+	cmd   *exec.Cmd
+}
+
+// Devnet is a local N-node cluster of child processes.
+type Devnet struct {
+	Nodes []*DevnetNode
+	Token string
+	mu    sync.Mutex
+}
+
+// DevnetConfig says where to put a devnet.
+type DevnetConfig struct {
+	Binary     string // perpd executable (default: this one)
+	Nodes      int
+	Dir        string
+	Host       string // listen host, default 127.0.0.1
+	HTTPBase   int    // node i (0-based) serves HTTP on HTTPBase+i
+	RaftBase   int    // default HTTPBase-1000
+	AdminBase  int    // default HTTPBase+1000
+	Deployment string
+	Token      string
+	ExtraArgs  []string
+	Stdout     io.Writer // children's logs (default: per-node file in Dir)
+}
+
+// StartDevnet launches the children: node1 bootstraps, the others join
+// through node1's admin listener. Children die with the parent (Pdeathsig),
+// so a killed launcher leaves no orphans.
+func StartDevnet(ctx context.Context, cfg DevnetConfig) (*Devnet, error) {
+	if cfg.Nodes < 1 {
+		return nil, fmt.Errorf("need at least one node")
+	}
+	if cfg.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Binary = exe
+	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if cfg.RaftBase == 0 {
+		cfg.RaftBase = cfg.HTTPBase - 1000
+	}
+	if cfg.AdminBase == 0 {
+		cfg.AdminBase = cfg.HTTPBase + 1000
+	}
+	if cfg.Deployment == "" {
+		cfg.Deployment = "testnet"
+	}
+	if cfg.Token == "" {
+		var b [24]byte
+		_, _ = rand.Read(b[:])
+		cfg.Token = hex.EncodeToString(b[:])
+	}
+	d := &Devnet{Token: cfg.Token}
+	hostport := func(p int) string { return net.JoinHostPort(cfg.Host, strconv.Itoa(p)) }
+	for i := 0; i < cfg.Nodes; i++ {
+		n := &DevnetNode{
+			ID:    fmt.Sprintf("node%d", i+1),
+			HTTP:  hostport(cfg.HTTPBase + i),
+			Raft:  hostport(cfg.RaftBase + i),
+			Admin: hostport(cfg.AdminBase + i),
+		}
+		n.Data = filepath.Join(cfg.Dir, n.ID)
+		d.Nodes = append(d.Nodes, n)
+	}
+	for i, n := range d.Nodes {
+		args := []string{"serve", "--id", n.ID, "--data", n.Data, "--http", n.HTTP, "--raft", n.Raft,
+			"--admin", n.Admin, "--deployment", cfg.Deployment, "--admin-token", cfg.Token}
+		if i == 0 {
+			args = append(args, "--bootstrap")
+		} else {
+			args = append(args, "--join", d.Nodes[0].Admin)
+		}
+		args = append(args, cfg.ExtraArgs...)
+		if err := d.start(n, cfg, args); err != nil {
+			d.Stop()
+			return nil, err
+		}
+		if i == 0 {
+			// Let node1 elect itself before the others ask to join.
+			if err := d.WaitLeader(ctx, 1); err != nil {
+				d.Stop()
+				return nil, err
+			}
+		}
+	}
+	if err := d.WaitLeader(ctx, cfg.Nodes); err != nil {
+		d.Stop()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *Devnet) start(n *DevnetNode, cfg DevnetConfig, args []string) error {
+	if err := os.MkdirAll(n.Data, 0o700); err != nil {
+		return err
+	}
+	cmd := exec.Command(cfg.Binary, args...)
+	out := cfg.Stdout
+	if out == nil {
+		f, err := os.OpenFile(filepath.Join(cfg.Dir, n.ID+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return err
+		}
+		out = f
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", n.ID, err)
+	}
+	d.mu.Lock()
+	n.cmd = cmd
+	d.mu.Unlock()
+	return nil
+}
+
+// WaitLeader waits until node1 reports a leader and at least `members`
+// members, and every started node knows the leader.
+func (d *Devnet) WaitLeader(ctx context.Context, members int) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		ok := true
+		for i, n := range d.Nodes {
+			if i >= members {
+				break
+			}
+			c := NewAdminClient(n.Admin, d.Token)
+			c.HTTP.Timeout = time.Second
+			st, err := c.Status(ctx)
+			if err != nil || st.Leader.ID == "" || st.Leader.HTTP == "" || len(st.Members) < members {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("devnet: no leader with %d members in time", members)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Stop sends SIGTERM to every child and waits; a child still running after
+// ten seconds is killed.
+func (d *Devnet) Stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, n := range d.Nodes {
+		if n.cmd == nil || n.cmd.Process == nil {
+			continue
+		}
+		wg.Add(1)
+		go func(c *exec.Cmd) {
+			defer wg.Done()
+			_ = c.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { _ = c.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = c.Process.Kill()
+				<-done
+			}
+		}(n.cmd)
+		n.cmd = nil
+	}
+	wg.Wait()
+}

@@ -1,0 +1,62 @@
+package fsm
+
+import (
+	"net/http"
+
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+func init() {
+	register(CmdTick, applyTick)
+	register(CmdNoop, applyTick)
+	register(CmdNodeMeta, applyNodeMeta)
+	register(CmdGenesis, applyGenesis)
+	registerTimer(func(c *Ctx) { c.St.Idem.prune(c.St.NowMs) })
+}
+
+// TickResult is the body of a tick: the FSM time after it.
+type TickResult struct {
+	NowMs wire.Int `json:"nowMs"`
+}
+
+// applyTick does nothing itself: advancing the clock (and so firing timers)
+// happens for every entry before dispatch.
+func applyTick(c *Ctx) (int, any, *wire.Refusal) {
+	return http.StatusOK, TickResult{NowMs: wire.Int(c.Now())}, nil
+}
+
+func applyNodeMeta(c *Ctx) (int, any, *wire.Refusal) {
+	var m NodeMeta
+	if ref := c.Decode(&m); ref != nil {
+		return 0, nil, ref
+	}
+	if m.ID == "" || m.Raft == "" {
+		return 0, nil, wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "node meta needs id and raft address")
+	}
+	c.St.Nodes[m.ID] = &m
+	return http.StatusOK, struct{}{}, nil
+}
+
+// GenesisPayload is proposed once by the first leader of a new cluster.
+type GenesisPayload struct {
+	Seed       uint64 `cbor:"1,keyasint"`
+	Deployment string `cbor:"2,keyasint"`
+}
+
+func applyGenesis(c *Ctx) (int, any, *wire.Refusal) {
+	if c.St.Genesis != nil {
+		return 0, nil, wire.Refuse(http.StatusConflict, wire.CodeConflict, "cluster already has a genesis")
+	}
+	var p GenesisPayload
+	if ref := c.Decode(&p); ref != nil {
+		return 0, nil, ref
+	}
+	c.St.Genesis = &Genesis{TsMs: c.Now(), Seed: p.Seed, Deployment: p.Deployment}
+	for _, g := range genesisHooks {
+		g(c, &p)
+	}
+	return http.StatusOK, struct{}{}, nil
+}
+
+// genesisHooks let domains seed their state (the market catalogue, ...).
+var genesisHooks []func(c *Ctx, p *GenesisPayload)

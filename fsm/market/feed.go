@@ -1,0 +1,124 @@
+package market
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// PrintFutureToleranceMs is how far a print's timestamp may run ahead of the
+// entry's time. Leader and oracle read one clock, so any skew is small; a
+// larger lead would let one print block every honest print after it (prints
+// never go back in time).
+const PrintFutureToleranceMs = 2_000
+
+// PriceQ8Max is the highest price the book accepts, a billion dollars. It
+// keeps every later product of a price with sizes and rates well inside the
+// 128-bit helpers, and turns a feed gone mad into a refusal.
+const PriceQ8Max = 1_000_000_000 * Q8
+
+// Errors of ApplyPrint.
+var (
+	ErrBadPrint        = errors.New("invalid oracle print")
+	ErrPrintOutOfOrder = errors.New("oracle print not newer than the last")
+	ErrPrintInFuture   = errors.New("oracle print timestamp too far in the future")
+)
+
+// ApplyPrint takes an oracle print for a feed and updates the feed's last
+// print and the candles of every market priced from it. Prices never go back
+// in time: a print not strictly newer than the feed's last is refused, and so
+// is one stamped beyond nowMs + PrintFutureToleranceMs. A refused print
+// changes nothing.
+func (s *State) ApplyPrint(nowMs int64, feedID string, midQ8, confQ9, tsMs int64) error {
+	f, ok := s.FeedsByID[feedID]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownFeed, feedID)
+	}
+	switch {
+	case midQ8 <= 0 || midQ8 > PriceQ8Max:
+		return fmt.Errorf("%w: midQ8 %d outside [1, %d]", ErrBadPrint, midQ8, PriceQ8Max)
+	case confQ9 < 0 || confQ9 > Q9:
+		return fmt.Errorf("%w: confQ9 %d outside [0, 1e9]", ErrBadPrint, confQ9)
+	case tsMs <= 0:
+		return fmt.Errorf("%w: tsMs %d must be positive", ErrBadPrint, tsMs)
+	case f.Last != nil && tsMs <= f.Last.TsMs:
+		return fmt.Errorf("%w: %s tsMs %d, last %d", ErrPrintOutOfOrder, feedID, tsMs, f.Last.TsMs)
+	case tsMs > nowMs+PrintFutureToleranceMs:
+		return fmt.Errorf("%w: %s tsMs %d, now %d", ErrPrintInFuture, feedID, tsMs, nowMs)
+	}
+	f.Last = &Print{MidQ8: midQ8, ConfQ9: confQ9, TsMs: tsMs}
+	for _, id := range f.MarketIDs {
+		s.MarketsByID[id].takePrint(midQ8, tsMs)
+	}
+	return nil
+}
+
+// takePrint folds a print into the market's bars. A market re-pointed to
+// another feed may see that feed's clock behind its own last print; such
+// prints still update the feed but not this market's candles, so bars never
+// take a close older than their latest.
+func (m *MarketState) takePrint(midQ8, tsMs int64) {
+	if tsMs <= m.LastPrintTsMs {
+		return
+	}
+	if m.FirstPrintTsMs == 0 {
+		m.FirstPrintTsMs = tsMs
+	}
+	m.LastPrintTsMs, m.LastPrintMidQ8 = tsMs, midQ8
+	for _, iv := range intervals {
+		m.setSeries(iv, addPrint(m.series(iv), iv, midQ8, tsMs))
+	}
+}
+
+// IsStale reports whether a market has no usable oracle price at nowMs: no
+// print yet, or a last print older than oracleStalenessMs. A print exactly
+// oracleStalenessMs old is still fresh. Unknown markets are stale.
+func (s *State) IsStale(marketID string, nowMs int64) bool {
+	last := s.lastPrint(marketID)
+	if last == nil {
+		return true
+	}
+	return nowMs-last.TsMs > s.MarketsByID[marketID].Params.OracleStalenessMs
+}
+
+// LastPrint returns the last print of the market's feed.
+func (s *State) LastPrint(marketID string) (Print, bool) {
+	last := s.lastPrint(marketID)
+	if last == nil {
+		return Print{}, false
+	}
+	return *last, true
+}
+
+// FeedLast returns a feed's last print; ok is false for an unknown feed or
+// one without prints. The oracle driver resumes from it after a leadership
+// change.
+func (s *State) FeedLast(feedID string) (Print, bool) {
+	f, ok := s.FeedsByID[feedID]
+	if !ok || f.Last == nil {
+		return Print{}, false
+	}
+	return *f.Last, true
+}
+
+// FeedIDs returns every feed id, sorted.
+func (s *State) FeedIDs() []string {
+	ids := make([]string, 0, len(s.FeedsByID))
+	for id := range s.FeedsByID {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func (s *State) lastPrint(marketID string) *Print {
+	m, ok := s.MarketsByID[marketID]
+	if !ok {
+		return nil
+	}
+	f, ok := s.FeedsByID[m.Params.OracleFeedID]
+	if !ok {
+		return nil
+	}
+	return f.Last
+}

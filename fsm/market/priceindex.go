@@ -1,0 +1,175 @@
+package market
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tidwall/btree"
+)
+
+// PriceIndexEntriesMax bounds one index (one market's resting triggers and
+// liquidation levels); the trading engine refuses new entries beyond it.
+const PriceIndexEntriesMax = 1_000_000
+
+// Direction says which way the price must move to reach an entry.
+type Direction int8
+
+const (
+	// Rising entries fire when the price rises to >= their level
+	// (a buy stop, a short's liquidation price, a long's take-profit).
+	Rising Direction = 1
+	// Falling entries fire when the price falls to <= their level
+	// (a sell stop, a long's liquidation price, a short's take-profit).
+	Falling Direction = -1
+)
+
+// Errors of PriceIndex.Insert.
+var (
+	ErrIndexFull  = errors.New("price index full")
+	ErrIndexEntry = errors.New("invalid price index entry")
+)
+
+// IndexEntry is one resting level.
+type IndexEntry struct {
+	LevelQ8 int64
+	Dir     Direction
+}
+
+// PriceIndex holds the price levels of one market in two ordered sets, so
+// that a print finds what it crossed in O(log n + k) instead of scanning
+// every order and position.
+//
+// Entries is the canonical content and the only field a snapshot encodes;
+// the two B-trees are derived from it, built on first use after a decode (or
+// by Rebuild), and never serialised. Like State, it is used from apply only
+// and is not safe for concurrent use.
+type PriceIndex struct {
+	Entries map[string]IndexEntry
+
+	rising  *btree.BTreeG[indexItem] // ascending level, then id
+	falling *btree.BTreeG[indexItem] // descending level, then id
+}
+
+type indexItem struct {
+	level int64
+	id    string
+}
+
+func risingLess(a, b indexItem) bool {
+	if a.level != b.level {
+		return a.level < b.level
+	}
+	return a.id < b.id
+}
+
+// fallingLess orders by descending level so that a falling price meets the
+// entries in ascending order of the tree, ids still ascending within a level.
+func fallingLess(a, b indexItem) bool {
+	if a.level != b.level {
+		return a.level > b.level
+	}
+	return a.id < b.id
+}
+
+// NewPriceIndex returns an empty index.
+func NewPriceIndex() *PriceIndex {
+	x := &PriceIndex{Entries: map[string]IndexEntry{}}
+	x.Rebuild()
+	return x
+}
+
+// Rebuild derives the trees from Entries. The core calls it after decoding a
+// snapshot; the other methods also call it when the trees are missing.
+// Insertion order does not matter: a B-tree's content is its sorted set.
+func (x *PriceIndex) Rebuild() {
+	opts := btree.Options{NoLocks: true}
+	x.rising = btree.NewBTreeGOptions(risingLess, opts)
+	x.falling = btree.NewBTreeGOptions(fallingLess, opts)
+	for id, e := range x.Entries {
+		x.tree(e.Dir).Set(indexItem{level: e.LevelQ8, id: id})
+	}
+}
+
+func (x *PriceIndex) ensure() {
+	if x.Entries == nil {
+		x.Entries = map[string]IndexEntry{}
+	}
+	if x.rising == nil || x.falling == nil {
+		x.Rebuild()
+	}
+}
+
+func (x *PriceIndex) tree(d Direction) *btree.BTreeG[indexItem] {
+	if d == Rising {
+		return x.rising
+	}
+	return x.falling
+}
+
+// Insert adds id at levelQ8, or moves it there if it is already present.
+func (x *PriceIndex) Insert(id string, levelQ8 int64, dir Direction) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty id", ErrIndexEntry)
+	case levelQ8 <= 0 || levelQ8 > PriceQ8Max:
+		return fmt.Errorf("%w: level %d outside [1, %d]", ErrIndexEntry, levelQ8, PriceQ8Max)
+	case dir != Rising && dir != Falling:
+		return fmt.Errorf("%w: direction %d", ErrIndexEntry, dir)
+	}
+	x.ensure()
+	if old, ok := x.Entries[id]; ok {
+		x.tree(old.Dir).Delete(indexItem{level: old.LevelQ8, id: id})
+	} else if len(x.Entries) >= PriceIndexEntriesMax {
+		return fmt.Errorf("%w: %d entries", ErrIndexFull, PriceIndexEntriesMax)
+	}
+	x.Entries[id] = IndexEntry{LevelQ8: levelQ8, Dir: dir}
+	x.tree(dir).Set(indexItem{level: levelQ8, id: id})
+	return nil
+}
+
+// Remove deletes id and reports whether it was present.
+func (x *PriceIndex) Remove(id string) bool {
+	x.ensure()
+	old, ok := x.Entries[id]
+	if !ok {
+		return false
+	}
+	delete(x.Entries, id)
+	x.tree(old.Dir).Delete(indexItem{level: old.LevelQ8, id: id})
+	return true
+}
+
+// Len returns the number of entries.
+func (x *PriceIndex) Len() int { return len(x.Entries) }
+
+// Crossed returns the ids whose level the price passed moving from oldMidQ8
+// to newMidQ8: on a rise, Rising entries with old < level <= new; on a fall,
+// Falling entries with new <= level < old; nothing when the price is
+// unchanged. A level equal to the old price is not crossed again: it fired
+// (or was placed) when the price got there. Ids come in the order the price
+// met them (rising: ascending level; falling: descending level), ties by id.
+// It visits only the returned entries plus one tree descent, and leaves the
+// index unchanged: the engine decides what to remove.
+func (x *PriceIndex) Crossed(oldMidQ8, newMidQ8 int64) []string {
+	x.ensure()
+	var out []string
+	switch {
+	case newMidQ8 > oldMidQ8:
+		x.rising.Ascend(indexItem{level: oldMidQ8 + 1}, func(it indexItem) bool {
+			if it.level > newMidQ8 {
+				return false
+			}
+			out = append(out, it.id)
+			return true
+		})
+	case newMidQ8 < oldMidQ8:
+		x.falling.Ascend(indexItem{level: oldMidQ8 - 1}, func(it indexItem) bool {
+			if it.level < newMidQ8 {
+				return false
+			}
+			out = append(out, it.id)
+			return true
+		})
+	}
+	return out
+}

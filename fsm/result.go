@@ -1,0 +1,45 @@
+package fsm
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// Result is the state machine's answer to one command: the HTTP status and
+// JSON body the client receives. Successful answers to idempotent commands
+// are stored, so a retry gets these exact bytes back.
+type Result struct {
+	Status int    `cbor:"1,keyasint"`
+	Body   []byte `cbor:"2,keyasint"`
+	// Code is the refusal code, empty on success.
+	Code string `cbor:"3,keyasint,omitempty"`
+	// Replay is true when the answer came from the idempotency store.
+	Replay bool `cbor:"4,keyasint,omitempty"`
+	// Index is the log index the command was applied at.
+	Index uint64 `cbor:"5,keyasint,omitempty"`
+}
+
+// OK reports whether the command was accepted.
+func (r *Result) OK() bool { return r != nil && r.Code == "" && r.Status < 400 }
+
+// Decode unmarshals the JSON body into v.
+func (r *Result) Decode(v any) error { return json.Unmarshal(r.Body, v) }
+
+func refusalResult(ref *wire.Refusal) *Result {
+	body, _ := json.Marshal(wire.ErrorBody{Error: ref.Msg, Code: ref.Code})
+	st := ref.Status
+	if st == 0 {
+		st = http.StatusBadRequest
+	}
+	return &Result{Status: st, Body: body, Code: ref.Code}
+}
+
+func okResult(status int, v any) (*Result, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Status: status, Body: body}, nil
+}

@@ -1,0 +1,75 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/perpd/perpd/node"
+)
+
+// MaxBodyBytes is the request body limit behind `413 body_too_large`:
+// 64 KiB, far above the largest request the spec defines.
+const MaxBodyBytes = 64 << 10
+
+// Server is the public HTTP API of one node.
+type Server struct {
+	Node   *node.Node
+	Engine *gin.Engine
+	Routes []*Route
+	log    hclog.Logger
+}
+
+// New builds the gin engine with every route of the table.
+func New(n *node.Node, log hclog.Logger) *Server {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.RedirectTrailingSlash = false
+	e.RedirectFixedPath = false
+	s := &Server{Node: n, Engine: e, log: log}
+	e.Use(gin.CustomRecovery(recovery), s.bodyLimit, s.indexHeaders)
+	e.NoRoute(func(c *gin.Context) { notFound(c, "route "+c.Request.URL.Path) })
+	e.NoMethod(func(c *gin.Context) {
+		fail(c, http.StatusMethodNotAllowed, "validation", "method "+c.Request.Method+" not allowed on "+c.Request.URL.Path)
+	})
+	for _, r := range s.routes() {
+		s.add(r)
+	}
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.Engine.ServeHTTP(w, r) }
+
+// bodyLimit refuses oversized bodies up front (by Content-Length) and caps
+// the reader for chunked ones.
+func (s *Server) bodyLimit(c *gin.Context) {
+	if c.Request.ContentLength > MaxBodyBytes {
+		fail(c, http.StatusRequestEntityTooLarge, "body_too_large", "request body exceeds "+strconv.Itoa(MaxBodyBytes)+" bytes")
+		return
+	}
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
+	c.Next()
+}
+
+// indexHeaders honours X-Min-Index (read-your-writes on any node) and stamps
+// every response with the node's applied index.
+func (s *Server) indexHeaders(c *gin.Context) {
+	if v := c.GetHeader("X-Min-Index"); v != "" {
+		want, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			invalid(c, "X-Min-Index must be a decimal log index")
+			return
+		}
+		if err := s.Node.WaitApplied(c.Request.Context(), want); err != nil {
+			c.Header("X-Raft-Index", strconv.FormatUint(s.Node.Machine().Applied(), 10))
+			unavailable(c, "this node has not applied index "+v+" yet; retry or ask another node")
+			return
+		}
+	}
+	c.Writer.Header().Set("X-Raft-Index", strconv.FormatUint(s.Node.Machine().Applied(), 10))
+	c.Next()
+}

@@ -1,0 +1,97 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/perpd/perpd/fsm"
+)
+
+// runDrivers is the leader-side loop: while this node leads it proposes a
+// clock tick every TickInterval, seeds genesis on a new cluster, and keeps
+// its own advertised addresses current. Every node also makes sure its own
+// addresses are recorded, so the leader's admin endpoint can be found.
+func (n *Node) runDrivers() {
+	defer n.wg.Done()
+	tick := time.NewTicker(n.cfg.TickInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-tick.C:
+		}
+		n.ensureMeta()
+		if n.Raft.State() != raft.Leader {
+			continue
+		}
+		n.ensureGenesis()
+		n.proposeInternal(fsm.CmdTick, nil)
+		for _, d := range n.leaderDrivers {
+			d(n)
+		}
+	}
+}
+
+// leaderDrivers run once per tick on the leader (oracle, rail, ...).
+// Registered before Start by the owning packages' wiring.
+
+// AddLeaderDriver registers a function run on every leader tick.
+func (n *Node) AddLeaderDriver(d func(*Node)) { n.leaderDrivers = append(n.leaderDrivers, d) }
+
+func (n *Node) proposeInternal(t fsm.CmdType, payload any) (*fsm.Result, error) {
+	cmd, err := fsm.NewCommand(t, payload)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ProposeTimeout)
+	defer cancel()
+	res, err := n.Propose(ctx, cmd)
+	if err != nil {
+		n.cfg.Logger.Debug("internal propose failed", "type", t, "err", err)
+	}
+	return res, err
+}
+
+// ProposeInternal proposes a command that carries no client identity.
+func (n *Node) ProposeInternal(t fsm.CmdType, payload any) (*fsm.Result, error) {
+	return n.proposeInternal(t, payload)
+}
+
+func (n *Node) ensureGenesis() {
+	var has bool
+	n.machine.Read(func(st *fsm.State, _ uint64) { has = st.Genesis != nil })
+	if has {
+		return
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	n.proposeInternal(fsm.CmdGenesis, fsm.GenesisPayload{Seed: binary.BigEndian.Uint64(b[:]), Deployment: n.cfg.Deployment})
+}
+
+func (n *Node) ensureMeta() {
+	want := fsm.NodeMeta{ID: n.cfg.ID, Raft: string(n.trans.LocalAddr()), HTTP: n.cfg.HTTPAddr, Admin: n.cfg.AdminAddr}
+	var ok bool
+	n.machine.Read(func(st *fsm.State, _ uint64) {
+		if m, found := st.Nodes[want.ID]; found && *m == want {
+			ok = true
+		}
+	})
+	if ok {
+		return
+	}
+	if _, id := n.Raft.LeaderWithID(); id == "" {
+		return
+	}
+	if !n.metaInFlight.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer n.metaInFlight.Store(false)
+		_, _ = n.proposeInternal(fsm.CmdNodeMeta, want)
+	}()
+}

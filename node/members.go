@@ -1,0 +1,130 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// membershipTimeout bounds a configuration change.
+const membershipTimeout = 10 * time.Second
+
+// Member is one server of the raft configuration.
+type Member struct {
+	ID       string `json:"id"`
+	Raft     string `json:"raft"`
+	Suffrage string `json:"suffrage"`
+}
+
+// Members lists the current raft configuration.
+func (n *Node) Members() ([]Member, error) {
+	f := n.Raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	var out []Member
+	for _, s := range f.Configuration().Servers {
+		out = append(out, Member{ID: string(s.ID), Raft: string(s.Address), Suffrage: s.Suffrage.String()})
+	}
+	return out, nil
+}
+
+// ErrNotLeaderAdmin is returned by membership calls made on a follower.
+var ErrNotLeaderAdmin = errors.New("membership changes must be made on the leader")
+
+// AddVoter adds (or re-adds) a voting member. Leader only.
+func (n *Node) AddVoter(id, raftAddr string) error {
+	if !n.IsLeader() {
+		return ErrNotLeaderAdmin
+	}
+	return n.Raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, membershipTimeout).Error()
+}
+
+// RemoveServer removes a member. Leader only.
+func (n *Node) RemoveServer(id string) error {
+	if !n.IsLeader() {
+		return ErrNotLeaderAdmin
+	}
+	members, err := n.Members()
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, m := range members {
+		found = found || m.ID == id
+	}
+	if !found {
+		return fmt.Errorf("no member %q", id)
+	}
+	return n.Raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout).Error()
+}
+
+// TransferLeadership hands leadership to member to, or to any up-to-date
+// follower when to is empty. Leader only.
+func (n *Node) TransferLeadership(to string) error {
+	if !n.IsLeader() {
+		return ErrNotLeaderAdmin
+	}
+	if to == "" {
+		return n.Raft.LeadershipTransfer().Error()
+	}
+	members, err := n.Members()
+	if err != nil {
+		return err
+	}
+	for _, m := range members {
+		if m.ID == to {
+			return n.Raft.LeadershipTransferToServer(raft.ServerID(m.ID), raft.ServerAddress(m.Raft)).Error()
+		}
+	}
+	return fmt.Errorf("no member %q", to)
+}
+
+// Status is the admin view of this node.
+type Status struct {
+	ID                string   `json:"id"`
+	State             string   `json:"state"`
+	Leader            Leader   `json:"leader"`
+	Members           []Member `json:"members"`
+	AppliedIndex      string   `json:"appliedIndex"`
+	CommitIndex       string   `json:"commitIndex"`
+	LastSnapshotIndex string   `json:"lastSnapshotIndex"`
+	StateHash         string   `json:"stateHash"`
+}
+
+// Leader names the current leader.
+type Leader struct {
+	ID   string `json:"id"`
+	Raft string `json:"raft"`
+	HTTP string `json:"http"`
+}
+
+// Status reports this node's view of the cluster.
+func (n *Node) Status() (*Status, error) {
+	members, err := n.Members()
+	if err != nil {
+		return nil, err
+	}
+	idx, hash, err := n.machine.StateHash()
+	if err != nil {
+		return nil, err
+	}
+	id, raftAddr, httpAddr, _ := n.LeaderInfo()
+	stats := n.Raft.Stats()
+	return &Status{
+		ID:                n.cfg.ID,
+		State:             n.Raft.State().String(),
+		Leader:            Leader{ID: id, Raft: raftAddr, HTTP: httpAddr},
+		Members:           members,
+		AppliedIndex:      strconv.FormatUint(idx, 10),
+		CommitIndex:       strconv.FormatUint(n.Raft.CommitIndex(), 10),
+		LastSnapshotIndex: stats["last_snapshot_index"],
+		StateHash:         hash,
+	}, nil
+}
+
+// StateHash returns the applied index and state hash, read atomically.
+func (n *Node) StateHash() (uint64, string, error) { return n.machine.StateHash() }
