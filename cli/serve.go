@@ -25,9 +25,10 @@ import (
 
 type serveFlags struct {
 	id, data, httpAddr, raftAddr, adminAddr, join, deployment, token, logLevel string
-	bootstrap                                                                  bool
+	bootstrap, checkInvariants                                                 bool
 	snapThreshold, trailingLogs                                                uint64
-	checkInvariants                                                            bool
+	faucetGrants                                                               int
+	faucetGrantSats                                                            int64
 }
 
 func serveCmd() *cobra.Command {
@@ -52,6 +53,8 @@ func serveCmd() *cobra.Command {
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fl.Uint64Var(&f.snapThreshold, "snapshot-threshold", node.DefaultSnapshotThreshold, "log entries between snapshots")
 	fl.Uint64Var(&f.trailingLogs, "trailing-logs", node.DefaultTrailingLogs, "log entries kept after a snapshot")
+	fl.IntVar(&f.faucetGrants, "faucet-grants-per-hour", 0, "faucet grants per account per rolling hour, fixed at genesis (0: default 3)")
+	fl.Int64Var(&f.faucetGrantSats, "faucet-grant-sats", 0, "sats per faucet grant, fixed at genesis (0: default 1000000)")
 	fl.BoolVar(&f.checkInvariants, "check-invariants", false, "check ledger conservation after every entry (slow; for tests)")
 	return cmd
 }
@@ -81,16 +84,20 @@ func runServe(parent context.Context, f serveFlags) error {
 		Bootstrap: f.bootstrap, Deployment: f.deployment, AdminToken: token,
 		SnapshotThreshold: f.snapThreshold, TrailingLogs: f.trailingLogs,
 		CheckInvariants: f.checkInvariants, Logger: log,
+		FaucetGrantsPerHour: f.faucetGrants, FaucetGrantMsat: f.faucetGrantSats * 1000,
 	})
 	if err != nil {
 		return err
 	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	wireDomains(n)
 	n.Start()
 
 	admin := cluster.NewAdminServer(n)
 	wireAdmin(admin)
 	api := httpapi.New(n, log.Named("http"))
+	go api.RunTouches(ctx)
 	servers, err := listen(log, map[string]http.Handler{f.adminAddr: admin, f.httpAddr: api})
 	if err != nil {
 		_ = n.Shutdown()
@@ -98,8 +105,6 @@ func runServe(parent context.Context, f serveFlags) error {
 	}
 	log.Info("perpd node started", "http", f.httpAddr, "raft", f.raftAddr, "admin", f.adminAddr, "deployment", f.deployment)
 
-	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if f.join != "" && fresh {
 		go func() {
 			jctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

@@ -33,6 +33,7 @@ type AdminServer struct {
 func NewAdminServer(n *node.Node) *AdminServer {
 	s := &AdminServer{n: n, mux: http.NewServeMux(), client: &http.Client{Timeout: 3 * time.Minute}}
 	s.mux.Handle(node.ForwardPath, n.ForwardHandler())
+	s.mux.Handle(node.ReadIndexPath, n.ReadIndexHandler())
 	s.Handle("GET /admin/status", s.status)
 	s.Handle("GET /admin/state", s.state)
 	s.Handle("POST /admin/join", s.leaderOnly(s.join))

@@ -41,6 +41,9 @@ func applyNodeMeta(c *Ctx) (int, any, *wire.Refusal) {
 type GenesisPayload struct {
 	Seed       uint64 `cbor:"1,keyasint"`
 	Deployment string `cbor:"2,keyasint"`
+	// Faucet sizing; zero keeps the defaults.
+	FaucetGrantMsat     int64 `cbor:"3,keyasint,omitempty"`
+	FaucetGrantsPerHour int   `cbor:"4,keyasint,omitempty"`
 }
 
 func applyGenesis(c *Ctx) (int, any, *wire.Refusal) {
@@ -52,6 +55,12 @@ func applyGenesis(c *Ctx) (int, any, *wire.Refusal) {
 		return 0, nil, ref
 	}
 	c.St.Genesis = &Genesis{TsMs: c.Now(), Seed: p.Seed, Deployment: p.Deployment}
+	if p.FaucetGrantMsat > 0 {
+		c.St.Access.Faucet.GrantMsat = p.FaucetGrantMsat
+	}
+	if p.FaucetGrantsPerHour > 0 {
+		c.St.Access.Faucet.GrantsPerHour = p.FaucetGrantsPerHour
+	}
 	for _, g := range genesisHooks {
 		g(c, &p)
 	}

@@ -17,6 +17,14 @@ const (
 	CmdNodeMeta CmdType = 2 // record a node's advertised addresses
 	CmdGenesis  CmdType = 3 // seed a new cluster's state once
 	CmdNoop     CmdType = 4 // carries nothing; used by tests and read barriers
+
+	CmdSignup     CmdType = 20 // create an account and its master key
+	CmdMintKey    CmdType = 21 // mint a delegate key (session)
+	CmdRevokeKeys CmdType = 22 // revoke one key or all but the caller's
+	CmdFaucet     CmdType = 23 // testnet faucet grant, settled as a deposit
+	CmdTouchKeys  CmdType = 24 // record keys' last use, batched by nodes
+
+	CmdDepositSettled CmdType = 40 // the rail saw a deposit arrive
 )
 
 // Command is the envelope of every log entry the state machine applies.

@@ -73,7 +73,9 @@ func (m *Machine) Apply(index uint64, data []byte) (*Result, []Event) {
 func (m *Machine) applyOne(index uint64, data []byte) (res *Result, events []Event) {
 	cmd, err := DecodeCommand(data)
 	if err != nil {
-		return refusalResult(wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "undecodable command")), nil
+		res = refusalResult(wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "undecodable command"))
+		res.Index = index
+		return res, nil
 	}
 	c := &Ctx{St: m.st, Cmd: cmd, Index: index}
 	defer func() {
@@ -91,7 +93,11 @@ func (m *Machine) applyOne(index uint64, data []byte) (res *Result, events []Eve
 	}()
 	m.advanceClock(c)
 	res = m.dispatch(c)
-	res.Index = index
+	if !res.Replay {
+		// A replayed answer keeps the index its command was first applied
+		// at: that is where the client's write happened.
+		res.Index = index
+	}
 	if m.opts.CheckInvariants {
 		if err := m.st.Ledger.Check(); err != nil {
 			panic(fmt.Sprintf("invariant broken after entry %d (type %d): %v", index, cmd.Type, err))

@@ -81,6 +81,14 @@ func (s *State) fillNil() {
 	if s.Nodes == nil {
 		s.Nodes = fresh.Nodes
 	}
+	if s.Access == nil {
+		s.Access = fresh.Access
+	}
+	s.Access.FillNil()
+	if s.Funds == nil {
+		s.Funds = fresh.Funds
+	}
+	s.Funds.FillNil()
 	for _, f := range fillHooks {
 		f(s)
 	}

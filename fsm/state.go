@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"github.com/perpd/perpd/fsm/access"
+	"github.com/perpd/perpd/fsm/funds"
 	"github.com/perpd/perpd/fsm/ledger"
 )
 
@@ -19,6 +21,8 @@ type State struct {
 	Ledger  *ledger.Ledger       `cbor:"5,keyasint"`
 	Idem    *IdemStore           `cbor:"6,keyasint"`
 	Nodes   map[string]*NodeMeta `cbor:"7,keyasint"`
+	Access  *access.State        `cbor:"8,keyasint"`
+	Funds   *funds.State         `cbor:"9,keyasint"`
 }
 
 // Genesis records how the cluster was born.
@@ -46,6 +50,8 @@ func NewState() *State {
 		Ledger:  ledger.New(),
 		Idem:    newIdemStore(),
 		Nodes:   map[string]*NodeMeta{},
+		Access:  access.NewState(),
+		Funds:   funds.NewState(),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/perpd/perpd/node"
+	"github.com/perpd/perpd/node/rail"
 )
 
 // MaxBodyBytes is the request body limit behind `413 body_too_large`:
@@ -19,17 +20,27 @@ type Server struct {
 	Node   *node.Node
 	Engine *gin.Engine
 	Routes []*Route
-	log    hclog.Logger
+	// Rail describes deposit paths and derives account addresses.
+	Rail  rail.Rail
+	log   hclog.Logger
+	meter *meter
+	touch *touches
 }
 
 // New builds the gin engine with every route of the table.
-func New(n *node.Node, log hclog.Logger) *Server {
+func New(n *node.Node, log hclog.Logger, opts ...Option) *Server {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
-	s := &Server{Node: n, Engine: e, log: log}
+	s := &Server{Node: n, Engine: e, log: log, meter: newMeter(), touch: newTouches()}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.Rail == nil {
+		s.Rail = defaultRail(n.Config().Deployment)
+	}
 	e.Use(gin.CustomRecovery(recovery), s.bodyLimit, s.indexHeaders)
 	e.NoRoute(func(c *gin.Context) { notFound(c, "route "+c.Request.URL.Path) })
 	e.NoMethod(func(c *gin.Context) {
@@ -39,6 +50,35 @@ func New(n *node.Node, log hclog.Logger) *Server {
 		s.add(r)
 	}
 	return s
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithRail sets the payment rail the API describes and derives addresses
+// with.
+func WithRail(r rail.Rail) Option { return func(s *Server) { s.Rail = r } }
+
+// defaultRail is a simulated rail with a throwaway node key, for tests and
+// tools that build a server without wiring a rail.
+func defaultRail(deployment string) rail.Rail {
+	key, err := rail.NewNodeKey(nil)
+	if err != nil {
+		panic(err)
+	}
+	r, err := rail.NewSimRail(rail.SimConfig{Network: RailNetwork(deployment), NodeKey: key})
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// RailNetwork is the Bitcoin network a deployment's rail serves.
+func RailNetwork(deployment string) rail.Network {
+	if deployment == "prod" {
+		return rail.Mainnet
+	}
+	return rail.Testnet
 }
 
 // ServeHTTP implements http.Handler.

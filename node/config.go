@@ -32,6 +32,9 @@ type Config struct {
 	TickInterval time.Duration
 	// ProposeTimeout bounds a write's wait for a leader and a commit.
 	ProposeTimeout time.Duration
+	// Faucet sizing proposed at genesis (zero keeps the defaults).
+	FaucetGrantsPerHour int
+	FaucetGrantMsat     int64
 	// CheckInvariants runs the full conservation check after every entry.
 	CheckInvariants bool
 

@@ -50,6 +50,15 @@ func (n *Node) proposeInternal(t fsm.CmdType, payload any) (*fsm.Result, error) 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ProposeTimeout)
 	defer cancel()
+	// Shutdown waits for the drivers: without a quorum a propose would
+	// otherwise hold it for the whole ProposeTimeout.
+	go func() {
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	res, err := n.Propose(ctx, cmd)
 	if err != nil {
 		n.cfg.Logger.Debug("internal propose failed", "type", t, "err", err)
@@ -70,7 +79,8 @@ func (n *Node) ensureGenesis() {
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	n.proposeInternal(fsm.CmdGenesis, fsm.GenesisPayload{Seed: binary.BigEndian.Uint64(b[:]), Deployment: n.cfg.Deployment})
+	n.proposeInternal(fsm.CmdGenesis, fsm.GenesisPayload{Seed: binary.BigEndian.Uint64(b[:]), Deployment: n.cfg.Deployment,
+		FaucetGrantMsat: n.cfg.FaucetGrantMsat, FaucetGrantsPerHour: n.cfg.FaucetGrantsPerHour})
 }
 
 func (n *Node) ensureMeta() {

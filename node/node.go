@@ -41,7 +41,9 @@ type Node struct {
 
 // New opens (or creates) the node's data directory and starts raft. With
 // cfg.Bootstrap and no existing raft state it forms a one-voter cluster.
-func New(cfg Config) (*Node, error) {
+// On failure everything it opened is closed again, so a caller may retry
+// (a held bolt file lock would make the retry wait forever).
+func New(cfg Config) (n *Node, err error) {
 	cfg.setDefaults()
 	if cfg.ID == "" || cfg.DataDir == "" || cfg.RaftAddr == "" {
 		return nil, errors.New("node: id, data dir and raft address are required")
@@ -49,7 +51,7 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, Events: NewBus(), stop: make(chan struct{})}
+	n = &Node{cfg: cfg, Events: NewBus(), stop: make(chan struct{})}
 	n.machine = fsm.NewMachine(fsm.Options{CheckInvariants: cfg.CheckInvariants})
 	n.fsm = newRaftFSM(n.machine, n.Events.Publish)
 	n.forwarder = newForwarder(cfg.AdminToken)
@@ -59,6 +61,19 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("open raft store: %w", err)
 	}
 	n.store = store
+	defer func() {
+		if err == nil {
+			return
+		}
+		if n.Raft != nil {
+			_ = n.Raft.Shutdown().Error()
+		}
+		if n.trans != nil {
+			_ = n.trans.Close()
+		}
+		_ = store.Close()
+		n = nil
+	}()
 	logs, err := raft.NewLogCache(512, store)
 	if err != nil {
 		return nil, err

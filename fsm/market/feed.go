@@ -46,7 +46,10 @@ func (s *State) ApplyPrint(nowMs int64, feedID string, midQ8, confQ9, tsMs int64
 	case tsMs > nowMs+PrintFutureToleranceMs:
 		return fmt.Errorf("%w: %s tsMs %d, now %d", ErrPrintInFuture, feedID, tsMs, nowMs)
 	}
-	f.Last = &Print{MidQ8: midQ8, ConfQ9: confQ9, TsMs: tsMs}
+	if f.Last == nil {
+		f.Last = &Print{}
+	}
+	*f.Last = Print{MidQ8: midQ8, ConfQ9: confQ9, TsMs: tsMs}
 	for _, id := range f.MarketIDs {
 		s.MarketsByID[id].takePrint(midQ8, tsMs)
 	}

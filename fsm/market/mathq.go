@@ -18,9 +18,9 @@ const (
 type rounding int
 
 const (
-	roundFloor    rounding = iota // toward minus infinity
-	roundCeil                     // toward plus infinity
-	roundTowardZero               // truncation, symmetric around zero
+	roundFloor      rounding = iota // toward minus infinity
+	roundCeil                       // toward plus infinity
+	roundTowardZero                 // truncation, symmetric around zero
 )
 
 var errOverflow = errors.New("market: integer overflow")

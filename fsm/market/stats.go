@@ -93,7 +93,8 @@ func addFill(bars []Bar, interval, contracts, tsMs, fallbackQ8 int64) []Bar {
 	return bars
 }
 
-// Stats24h returns the rolling 24h statistics of a market at nowMs.
+// Stats24h returns the rolling 24h statistics of a market at nowMs: the
+// minute bars from floor(nowMs, 1 min) - 1439 min through nowMs's minute.
 func (s *State) Stats24h(marketID string, nowMs int64) (Stats24h, error) {
 	m, err := s.market(marketID)
 	if err != nil {
@@ -102,9 +103,15 @@ func (s *State) Stats24h(marketID string, nowMs int64) (Stats24h, error) {
 	st := Stats24h{MarketID: marketID, WindowMs: Stats24hWindowMs, Basis: Stats24hBasis}
 	windowStart := floorTo(nowMs, 60_000) - (stats24hMinutes-1)*60_000
 	st.Truncated = m.FirstPrintTsMs == 0 || windowStart < m.FirstPrintTsMs
+	windowEnd := windowStart + Stats24hWindowMs
 	bars := m.Minute
 	for i := len(bars) - 1; i >= 0 && bars[i].TsMs >= windowStart; i-- {
 		b := bars[i]
+		if b.TsMs >= windowEnd {
+			// A print stamped slightly ahead of now (PrintFutureToleranceMs)
+			// counts once now reaches its minute.
+			continue
+		}
 		st.Fills += b.Fills
 		st.VolumeContracts = addSaturating(st.VolumeContracts, b.VolumeContracts)
 		if b.Prints == 0 {

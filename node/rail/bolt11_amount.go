@@ -61,15 +61,23 @@ func decodeAmount(s string) (int64, error) {
 	if digits[0] == '0' {
 		return 0, invalid(nil, "invalid Lightning invoice: amount %q has a leading zero", s)
 	}
-	v, err := strconv.ParseInt(digits, 10, 64)
-	if err != nil {
-		return 0, invalid(nil, "invalid Lightning invoice: amount %q is too large", s)
-	}
 	if letter == 'p' {
-		if v%10 != 0 {
+		// Ten pico-bitcoin make a msat, and the largest amount in pico does
+		// not fit 64 bits: drop the required trailing zero instead of
+		// dividing.
+		if digits[len(digits)-1] != '0' {
 			return 0, invalid(nil, "invalid Lightning invoice: amount %q is not a whole number of millisatoshis", s)
 		}
-		return checkAmount(v/10, s)
+		digits = digits[:len(digits)-1]
+		msat, err := strconv.ParseInt(digits, 10, 64)
+		if err != nil {
+			return 0, invalid(nil, "invalid Lightning invoice: amount %q exceeds 21,000,000 BTC", s)
+		}
+		return checkAmount(msat, s)
+	}
+	v, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil {
+		return 0, invalid(nil, "invalid Lightning invoice: amount %q exceeds 21,000,000 BTC", s)
 	}
 	for _, m := range multipliers {
 		if m.letter == letter {

@@ -51,10 +51,14 @@ func EncodeSparkAddress(n Network, identityPubKey []byte) (string, error) {
 	if _, err := btcec.ParsePubKey(identityPubKey); err != nil {
 		return "", invalid(err, "Spark identity key is not a valid secp256k1 public key")
 	}
+	return encodeSparkWithHRP(p.sparkHRP, identityPubKey)
+}
+
+func encodeSparkWithHRP(hrp string, identityPubKey []byte) (string, error) {
 	payload := make([]byte, 0, sparkPayloadLen)
 	payload = append(payload, sparkKeyField, sparkKeyLen)
 	payload = append(payload, identityPubKey...)
-	return bech32.EncodeM(p.sparkHRP, bytesToWords(payload))
+	return bech32.EncodeM(hrp, bytesToWords(payload))
 }
 
 // ParseSparkAddress decodes a Spark address of any network, upper or lower

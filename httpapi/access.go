@@ -1,0 +1,331 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/fsm/access"
+	"github.com/perpd/perpd/fsm/ledger"
+	"github.com/perpd/perpd/fsm/wire"
+	"github.com/perpd/perpd/node/rail"
+)
+
+type depositView = fsm.DepositView
+
+func init() { routeSets = append(routeSets, (*Server).accessRoutes) }
+
+// Empty is a request with no fields (signup, faucet).
+type Empty struct{}
+
+// MintRequest is the body of POST /v1/sessions.
+type MintRequest struct {
+	Label  *string  `json:"label" maxLen:"64"`
+	Scopes []string `json:"scopes" enum:"read,trade,withdraw,admin-sessions" maxLen:"4"`
+}
+
+// RevokeRequest is the body of POST /v1/sessions/revoke.
+type RevokeRequest struct {
+	KeyID         *string `json:"keyId" maxLen:"64"`
+	AllButCurrent *bool   `json:"allButCurrent"`
+}
+
+// PageQuery is the cursor query of history endpoints.
+type PageQuery struct {
+	Limit     *wire.Int `json:"limit" unit:"int" min:"1" max:"200"`
+	BeforeSeq *wire.Int `json:"beforeSeq" unit:"seq" min:"1"`
+}
+
+// Page sizes of history endpoints.
+const (
+	PageLimitDefault = 50
+	PageLimitMax     = 200
+)
+
+func (s *Server) accessRoutes() []*Route {
+	return []*Route{
+		{Method: http.MethodPost, Path: "/v1/signup", Summary: "Create an account and its full-scope master key (testnet only)",
+			Budget: "order", Idem: true, Request: Empty{},
+			Responses: map[int]any{201: fsm.SignupResult{}, 403: wire.ErrorBody{}, 409: wire.ErrorBody{}}, Handler: s.signup},
+		{Method: http.MethodPost, Path: "/v1/faucet", Summary: "Credit test sats through the deposit path (limited per hour)",
+			Auth: Keyed, Budget: "read", Idem: true, Request: Empty{},
+			Responses: map[int]any{201: fsm.FaucetResult{}}, Handler: s.faucet},
+		{Method: http.MethodGet, Path: "/v1/account", Summary: "The caller's account and balances",
+			Auth: Keyed, Scope: "read", Budget: "read", Responses: map[int]any{200: AccountView{}}, Handler: s.account},
+		{Method: http.MethodGet, Path: "/v1/deposits", Summary: "Deposits, newest first",
+			Auth: Keyed, Scope: "read", Budget: "read", Query: PageQuery{},
+			Responses: map[int]any{200: DepositsPage{}}, Handler: s.deposits},
+		{Method: http.MethodGet, Path: "/v1/sessions", Summary: "The account's keys (never their values)",
+			Auth: Keyed, Budget: "read", Responses: map[int]any{200: SessionsView{}}, Handler: s.sessions},
+		{Method: http.MethodPost, Path: "/v1/sessions", Summary: "Mint a delegate key; scopes are intersected with the minter's",
+			Auth: Keyed, Scope: "admin-sessions", Budget: "order", Idem: true, Request: MintRequest{},
+			Responses: map[int]any{201: fsm.MintResult{}, 403: wire.ErrorBody{}}, Handler: s.mintSession},
+		{Method: http.MethodPost, Path: "/v1/sessions/revoke", Summary: "Revoke one key, or all but the calling key",
+			Auth: Keyed, Scope: "admin-sessions", Budget: "read", Idem: true, Request: RevokeRequest{},
+			Responses: map[int]any{200: fsm.RevokeResult{}, 404: wire.ErrorBody{}}, Handler: s.revokeSessions},
+		{Method: http.MethodGet, Path: "/v1/limits", Summary: "Live rate budgets of the calling key",
+			Auth: Keyed, Budget: "read", Responses: map[int]any{200: LimitsView{}}, Handler: s.limits},
+	}
+}
+
+// newAPIKey draws a key value. The pdk_ prefix lets secret scanners spot
+// leaked keys.
+func newAPIKey() string { return "pdk_" + randomID(24) }
+
+// uaClass buckets a User-Agent into a coarse client class; the raw string
+// is never stored.
+func uaClass(ua string) string {
+	u := strings.ToLower(ua)
+	switch {
+	case u == "":
+		return ""
+	case strings.HasPrefix(u, "curl/") || strings.HasPrefix(u, "wget/") || strings.HasPrefix(u, "httpie/"):
+		return "cli"
+	case strings.Contains(u, "python") || strings.Contains(u, "aiohttp") || strings.Contains(u, "httpx"):
+		return "python"
+	case strings.HasPrefix(u, "go-http-client"):
+		return "go"
+	case strings.Contains(u, "node") || strings.Contains(u, "axios") || strings.Contains(u, "undici"):
+		return "node"
+	case strings.Contains(u, "mozilla"):
+		return "browser"
+	}
+	return "other"
+}
+
+func (s *Server) signup(c *gin.Context) {
+	var req Empty
+	if !s.decode(c, &req) {
+		return
+	}
+	if s.Node.Config().Deployment == "prod" {
+		fail(c, http.StatusForbidden, wire.CodeFeatureUnavailable, "self-serve signup is testnet only")
+		return
+	}
+	key := newAPIKey()
+	seed, err := rail.DrawSeed(nil)
+	if err != nil {
+		unavailable(c, "cannot draw randomness")
+		return
+	}
+	p := access.NewAccount{AccountID: "acc_" + randomID(8), UserID: "usr_" + randomID(8),
+		RailAddress: s.Rail.AccountAddress(seed), KeyID: "key_" + randomID(8), KeyHashHex: HashKey(key),
+		UAClass: uaClass(c.GetHeader("User-Agent"))}
+	cmd, err := s.command(c, fsm.CmdSignup, p, req)
+	if err != nil {
+		unavailable(c, err.Error())
+		return
+	}
+	res, ok := s.propose(c, cmd)
+	if !ok {
+		return
+	}
+	if res.Replay {
+		// The key value is returned exactly once; a replayed signup must
+		// not hand it to whoever knows the idempotency key.
+		fail(c, http.StatusConflict, wire.CodeConflict,
+			"this idempotency-key already created an account; its key was returned once and cannot be shown again")
+		return
+	}
+	if !res.OK() {
+		respond(c, res)
+		return
+	}
+	var out fsm.SignupResult
+	if err := res.Decode(&out); err != nil {
+		unavailable(c, "bad stored result")
+		return
+	}
+	out.APIKey = key
+	c.JSON(res.Status, out)
+}
+
+func (s *Server) faucet(c *gin.Context) {
+	var req Empty
+	if !s.decode(c, &req) {
+		return
+	}
+	cmd, err := s.command(c, fsm.CmdFaucet, nil, req)
+	if err != nil {
+		unavailable(c, err.Error())
+		return
+	}
+	res, ok := s.propose(c, cmd)
+	if !ok {
+		return
+	}
+	if res.Code == wire.CodeRateLimited {
+		c.Header("Retry-After", s.faucetRetryAfter(callerOf(c).AccountID))
+	}
+	respond(c, res)
+}
+
+// faucetRetryAfter is the seconds until the oldest grant of the window
+// leaves it.
+func (s *Server) faucetRetryAfter(accountID string) string {
+	secs := int64(1)
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
+		if a := st.Access.Accounts[accountID]; a != nil && len(a.FaucetGrantsTsMs) > 0 {
+			wait := a.FaucetGrantsTsMs[0] + time.Hour.Milliseconds() - st.NowMs
+			if w := (wait + 999) / 1000; w > secs {
+				secs = w
+			}
+		}
+	})
+	return itoa(secs)
+}
+
+func (s *Server) account(c *gin.Context) {
+	cl := callerOf(c)
+	var v AccountView
+	found := false
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
+		a := st.Access.Accounts[cl.AccountID]
+		if a == nil {
+			return
+		}
+		found = true
+		v = AccountView{AccountID: a.ID, UserID: a.UserID, RailAddress: a.RailAddress,
+			FreeMsat:     wire.Int(st.Ledger.Balance(ledger.Free(a.ID))),
+			ReservedMsat: wire.Int(st.Ledger.Balance(ledger.Reserved(a.ID)))}
+		if a.AutoSweepThresholdMsat != nil {
+			v.AutoSweepThresholdMsat = wire.Ptr(*a.AutoSweepThresholdMsat)
+		}
+	})
+	if !found {
+		notFound(c, "account")
+		return
+	}
+	v.DepositFees = s.depositFees()
+	c.JSON(http.StatusOK, v)
+}
+
+func (s *Server) depositFees() []DepositFeeView {
+	out := []DepositFeeView{}
+	for _, f := range s.Rail.DepositFees() {
+		v := DepositFeeView{Path: f.Path, Description: f.Description}
+		if f.RecommendedMinimumSats != nil {
+			v.RecommendedMinimumSats = wire.Ptr(*f.RecommendedMinimumSats)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func (s *Server) deposits(c *gin.Context) {
+	limit, before, ok := s.pageQuery(c)
+	if !ok {
+		return
+	}
+	cl := callerOf(c)
+	page := DepositsPage{Deposits: []depositView{}}
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
+		seqs, next := pageSeqs(st.Funds.ByAccount[cl.AccountID], before, limit)
+		for _, q := range seqs {
+			page.Deposits = append(page.Deposits, fsm.NewDepositView(st.Funds.Deposits[q]))
+		}
+		page.NextBeforeSeq = next
+	})
+	c.JSON(http.StatusOK, page)
+}
+
+func (s *Server) sessions(c *gin.Context) {
+	cl := callerOf(c)
+	out := SessionsView{TsMs: wire.Int(time.Now().UnixMilli()), Sessions: []SessionView{}}
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
+		for _, k := range st.Access.AccountKeys(cl.AccountID) {
+			v := SessionView{KeyID: k.ID, AccountID: k.AccountID, Label: k.Label, Scopes: k.Scopes.Names(),
+				UAClass: strPtr(k.UAClass), IPCountryFirst: strPtr(k.IPCountryFirst),
+				CreatedTsMs: wire.Int(k.CreatedTsMs), LastSeenTsMs: msPtr(k.LastSeenTsMs),
+				RevokedTsMs: msPtr(k.RevokedTsMs), RevokedBy: strPtr(k.RevokedBy), RevokeReason: strPtr(k.RevokeReason)}
+			if k.ID == cl.KeyID {
+				v.Current = 1
+			}
+			out.Sessions = append(out.Sessions, v)
+		}
+	})
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) mintSession(c *gin.Context) {
+	var req MintRequest
+	if !s.decode(c, &req) {
+		return
+	}
+	key := newAPIKey()
+	p := access.NewKey{KeyID: "key_" + randomID(8), KeyHashHex: HashKey(key), UAClass: uaClass(c.GetHeader("User-Agent"))}
+	if req.Label != nil {
+		p.Label = *req.Label
+	}
+	if req.Scopes != nil {
+		if len(req.Scopes) == 0 {
+			invalid(c, "field scopes: must name at least one scope (omit it to copy the minting key's)")
+			return
+		}
+		var sc access.Scope
+		for _, n := range req.Scopes {
+			sc |= access.ParseScope(n)
+		}
+		p.Scopes = &sc
+	}
+	cmd, err := s.command(c, fsm.CmdMintKey, p, req)
+	if err != nil {
+		unavailable(c, err.Error())
+		return
+	}
+	res, ok := s.propose(c, cmd)
+	if !ok {
+		return
+	}
+	if res.Replay || !res.OK() {
+		// A replay answers the stored body, which never holds the key.
+		respond(c, res)
+		return
+	}
+	var out fsm.MintResult
+	if err := res.Decode(&out); err != nil {
+		unavailable(c, "bad stored result")
+		return
+	}
+	out.APIKey = key
+	c.JSON(res.Status, out)
+}
+
+func (s *Server) revokeSessions(c *gin.Context) {
+	var req RevokeRequest
+	if !s.decode(c, &req) {
+		return
+	}
+	all := req.AllButCurrent != nil && *req.AllButCurrent
+	if (req.KeyID == nil) == !all {
+		invalid(c, "give either keyId or allButCurrent: true")
+		return
+	}
+	p := fsm.RevokePayload{AllButCurrent: all}
+	if req.KeyID != nil {
+		p.KeyID = *req.KeyID
+	}
+	cmd, err := s.command(c, fsm.CmdRevokeKeys, p, req)
+	if err != nil {
+		unavailable(c, err.Error())
+		return
+	}
+	if res, ok := s.propose(c, cmd); ok {
+		respond(c, res)
+	}
+}
+
+func (s *Server) limits(c *gin.Context) {
+	cl := callerOf(c)
+	now := time.Now()
+	view := func(name string) BudgetView {
+		b := Budgets[name]
+		return BudgetView{LimitPerMin: b.PerKeyPerMin, Burst: b.KeyBurst,
+			Remaining: s.meter.peek(b, "key:"+cl.KeyID, cl.AccountID, now)}
+	}
+	c.JSON(http.StatusOK, LimitsView{Tier: s.Node.Config().Deployment,
+		Budgets: BudgetsView{Read: view("read"), Order: view("order"), Withdraw: view("withdraw")}})
+}

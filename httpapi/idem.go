@@ -1,0 +1,44 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// IdemHeader is the idempotency header of `idem` routes.
+const IdemHeader = "idempotency-key"
+
+// MaxIdemKeyLen bounds an idempotency key.
+const MaxIdemKeyLen = 255
+
+const idemKeyCtx = "perpd.idem"
+
+func init() { guardFactories = append(guardFactories, idemGuard) }
+
+// idemGuard requires a well-formed idempotency-key on idem routes.
+func idemGuard(s *Server, r *Route) gin.HandlerFunc {
+	if !r.Idem {
+		return nil
+	}
+	return func(c *gin.Context) {
+		k := c.GetHeader(IdemHeader)
+		if k == "" {
+			fail(c, http.StatusBadRequest, wire.CodeValidation, "header idempotency-key is required on this route")
+			return
+		}
+		if len(k) > MaxIdemKeyLen {
+			fail(c, http.StatusBadRequest, wire.CodeValidation, "header idempotency-key is longer than 255 characters")
+			return
+		}
+		for i := 0; i < len(k); i++ {
+			if k[i] < 0x21 || k[i] > 0x7e {
+				fail(c, http.StatusBadRequest, wire.CodeValidation, "header idempotency-key must be printable ASCII without spaces")
+				return
+			}
+		}
+		c.Set(idemKeyCtx, k)
+	}
+}

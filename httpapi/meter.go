@@ -1,0 +1,189 @@
+package httpapi
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"golang.org/x/time/rate"
+
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// Budget sizes one rate budget (SPEC section 8). Buckets live in memory on
+// the node the client called: a write forwarded to the leader is metered
+// once, where it arrived. A client spreading calls over N nodes gets up to
+// N times the budget, which is why clients are asked to stick to one node.
+type Budget struct {
+	Name             string
+	PerKeyPerMin     int
+	KeyBurst         int
+	PerAccountPerMin int
+	// AccountBurst lets three keys burst at once before the account bucket
+	// binds; more keys never add throughput beyond the per-minute rate.
+	AccountBurst int
+}
+
+// Budgets are the testnet starting values of SPEC section 8.
+var Budgets = map[string]Budget{
+	"read":     {Name: "read", PerKeyPerMin: 600, KeyBurst: 120, PerAccountPerMin: 3000, AccountBurst: 360},
+	"order":    {Name: "order", PerKeyPerMin: 60, KeyBurst: 20, PerAccountPerMin: 180, AccountBurst: 60},
+	"withdraw": {Name: "withdraw", PerKeyPerMin: 10, KeyBurst: 5, PerAccountPerMin: 20, AccountBurst: 15},
+}
+
+// BudgetNames in the order /v1/limits lists them.
+var BudgetNames = []string{"read", "order", "withdraw"}
+
+// meterIdle is how long an unused bucket is kept; an idle bucket is full,
+// so forgetting it changes nothing.
+const meterIdle = 10 * time.Minute
+
+// meterMaxBuckets bounds memory whatever the key churn.
+const meterMaxBuckets = 1_000_000
+
+type bucket struct {
+	lim  *rate.Limiter
+	used time.Time
+}
+
+// meter holds the token buckets of one node.
+type meter struct {
+	mu      sync.Mutex
+	buckets map[string]*bucket
+	swept   time.Time
+}
+
+func newMeter() *meter { return &meter{buckets: map[string]*bucket{}} }
+
+func (m *meter) get(id string, perMin, burst int, now time.Time) *rate.Limiter {
+	b := m.buckets[id]
+	if b == nil {
+		if len(m.buckets) >= meterMaxBuckets {
+			m.sweep(now, 0)
+		}
+		b = &bucket{lim: rate.NewLimiter(rate.Limit(float64(perMin)/60), burst)}
+		m.buckets[id] = b
+	}
+	b.used = now
+	return b.lim
+}
+
+func (m *meter) sweep(now time.Time, idle time.Duration) {
+	for id, b := range m.buckets {
+		if now.Sub(b.used) >= idle {
+			delete(m.buckets, id)
+		}
+	}
+	m.swept = now
+}
+
+// verdict is the outcome of drawing one token.
+type verdict struct {
+	ok         bool
+	limit      int // per-minute limit of the binding bucket
+	remaining  int
+	resetUnix  int64
+	retryAfter time.Duration
+}
+
+// take draws a token from the subject's bucket and, when account is set,
+// from the account's bucket too: both or neither.
+func (m *meter) take(b Budget, subject, account string, now time.Time) verdict {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if now.Sub(m.swept) > time.Minute {
+		m.sweep(now, meterIdle)
+	}
+	kl := m.get(b.Name+"|"+subject, b.PerKeyPerMin, b.KeyBurst, now)
+	var al *rate.Limiter
+	if account != "" {
+		al = m.get(b.Name+"|acct:"+account, b.PerAccountPerMin, b.AccountBurst, now)
+	}
+	kr := kl.ReserveN(now, 1)
+	if d := kr.DelayFrom(now); d > 0 {
+		kr.CancelAt(now)
+		return m.refused(b.PerKeyPerMin, d, now)
+	}
+	if al != nil {
+		ar := al.ReserveN(now, 1)
+		if d := ar.DelayFrom(now); d > 0 {
+			ar.CancelAt(now)
+			kr.CancelAt(now)
+			return m.refused(b.PerAccountPerMin, d, now)
+		}
+	}
+	v := verdict{ok: true, limit: b.PerKeyPerMin}
+	kt := kl.TokensAt(now)
+	tokens := kt
+	if al != nil {
+		if at := al.TokensAt(now); at < kt {
+			tokens, v.limit = at, b.PerAccountPerMin
+		}
+	}
+	v.remaining = int(math.Max(0, math.Floor(tokens)))
+	v.resetUnix = resetAt(now, tokens, v.limit)
+	return v
+}
+
+// peek reports remaining tokens without drawing (for /v1/limits).
+func (m *meter) peek(b Budget, subject, account string, now time.Time) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.get(b.Name+"|"+subject, b.PerKeyPerMin, b.KeyBurst, now).TokensAt(now)
+	if account != "" {
+		t = math.Min(t, m.get(b.Name+"|acct:"+account, b.PerAccountPerMin, b.AccountBurst, now).TokensAt(now))
+	}
+	return int(math.Max(0, math.Floor(t)))
+}
+
+func (m *meter) refused(perMin int, delay time.Duration, now time.Time) verdict {
+	return verdict{limit: perMin, retryAfter: delay, resetUnix: now.Add(delay).Unix() + 1}
+}
+
+// resetAt is the epoch second at which a bucket holding tokens next admits
+// a request.
+func resetAt(now time.Time, tokens float64, perMin int) int64 {
+	if tokens >= 1 {
+		return now.Unix()
+	}
+	wait := time.Duration((1 - tokens) * 60 / float64(perMin) * float64(time.Second))
+	return int64(math.Ceil(float64(now.Add(wait).UnixNano()) / 1e9))
+}
+
+func init() { guardFactories = append(guardFactories, meterGuard) }
+
+// meterGuard draws the route's budget: per key and per account for keyed
+// routes, per client address for public ones that have a budget (signup).
+func meterGuard(s *Server, r *Route) gin.HandlerFunc {
+	if r.Budget == "" {
+		return nil
+	}
+	b, ok := Budgets[r.Budget]
+	if !ok {
+		panic("route " + r.Path + " names unknown budget " + r.Budget)
+	}
+	return func(c *gin.Context) {
+		subject, account := "ip:"+c.ClientIP(), ""
+		if r.Auth == Keyed {
+			cl := callerOf(c)
+			subject, account = "key:"+cl.KeyID, cl.AccountID
+		}
+		v := s.meter.take(b, subject, account, time.Now())
+		h := c.Writer.Header()
+		h.Set("X-RateLimit-Limit", strconv.Itoa(v.limit))
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(v.remaining))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(v.resetUnix, 10))
+		if !v.ok {
+			secs := int64(math.Ceil(v.retryAfter.Seconds()))
+			if secs < 1 {
+				secs = 1
+			}
+			h.Set("Retry-After", strconv.FormatInt(secs, 10))
+			fail(c, http.StatusTooManyRequests, wire.CodeRateLimited,
+				"the "+b.Name+" budget is empty; retry after "+strconv.FormatInt(secs, 10)+"s")
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package httpapi
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/node"
+)
+
+// command builds the envelope of a client write. The idempotency key is
+// scoped by account (or by route for public writes such as signup), and the
+// request hash covers the method, the route and the decoded body, so the
+// same request sent with other whitespace or key order is still "the same".
+// Writes without a client key get a random one, so node-level retries after
+// a leader change still apply once.
+func (s *Server) command(c *gin.Context, t fsm.CmdType, payload any, req any) (*fsm.Command, error) {
+	cmd, err := fsm.NewCommand(t, payload)
+	if err != nil {
+		return nil, err
+	}
+	cl := callerOf(c)
+	cmd.Account, cmd.KeyID = cl.AccountID, cl.KeyID
+	canon, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	route := c.FullPath()
+	cmd.ReqHash = fsm.RequestHash([]byte(c.Request.Method), []byte(route), canon)
+	if k, ok := c.Get(idemKeyCtx); ok {
+		scope := "acct:" + cl.AccountID
+		if cl.AccountID == "" {
+			scope = "route:" + route
+		}
+		cmd.IdemKey = scope + ":" + k.(string)
+	} else {
+		cmd.IdemKey = "auto:" + randomID(16)
+	}
+	return cmd, nil
+}
+
+// propose sends a write through the log. It answers 503 itself when no
+// leader took it; otherwise the caller renders the result.
+func (s *Server) propose(c *gin.Context, cmd *fsm.Command) (*fsm.Result, bool) {
+	res, err := s.Node.Propose(c.Request.Context(), cmd)
+	if err != nil {
+		if errors.Is(err, node.ErrUnavailable) {
+			unavailable(c, "no leader accepted the write in time; retry with the same idempotency-key")
+		} else {
+			unavailable(c, "write failed: "+err.Error())
+		}
+		return nil, false
+	}
+	c.Writer.Header().Set("X-Raft-Index", strconv.FormatUint(res.Index, 10))
+	if res.Replay {
+		c.Writer.Header().Set("Idempotent-Replayed", "true")
+	}
+	return res, true
+}
+
+// respond writes a state-machine result as it was stored.
+func respond(c *gin.Context, res *fsm.Result) {
+	c.Data(res.Status, "application/json; charset=utf-8", res.Body)
+}
+
+// randomID returns n random bytes as hex.
+func randomID(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,322 @@
+package rail
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+const testNowMs int64 = 1_700_000_000_123
+
+func TestNewSimRailRefusesBadConfig(t *testing.T) {
+	key := mustHex(t, specKeyHex)
+	for _, cfg := range []SimConfig{
+		{Network: "", NodeKey: key},
+		{Network: "litecoin", NodeKey: key},
+		{Network: Testnet, NodeKey: nil},
+		{Network: Testnet, NodeKey: key[:31]},
+		{Network: Testnet, NodeKey: make([]byte, 32)},
+	} {
+		if _, err := NewSimRail(cfg); err == nil {
+			t.Errorf("NewSimRail(%+v) succeeded", cfg)
+		}
+	}
+}
+
+func TestCreateInvoiceIssuesAVerifiableTestnetInvoice(t *testing.T) {
+	r := newTestRail(t, Testnet)
+	inv, err := r.CreateInvoice(InvoiceRequest{AccountID: "acct-1", AmountMsat: 21_000, ExpirySeconds: 600, Memo: "top up", NowMs: testNowMs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(inv.PaymentRequest, "lntb210n1") {
+		t.Fatalf("payment request %q, want lntb210n1...", inv.PaymentRequest)
+	}
+	d, err := DecodeInvoice(inv.PaymentRequest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hex.EncodeToString(d.PaymentHash[:]) != inv.PaymentRef {
+		t.Errorf("PaymentRef %s is not the invoice's payment hash %x", inv.PaymentRef, d.PaymentHash)
+	}
+	if d.AmountMsat != 21_000 || d.Description != "top up" || d.ExpirySeconds != 600 ||
+		d.TimestampSec != testNowMs/1000 || d.MinFinalCLTVExpiry != DefaultMinFinalCLTVExpiry ||
+		len(d.PaymentSecret) != 32 || !bytes.Equal(d.PayeePubKey, r.NodePubKey()) {
+		t.Errorf("decoded %+v", d)
+	}
+	if want := (testNowMs/1000 + 600) * 1000; inv.ExpiresAtMs != want || d.ExpiresAtMs() != want {
+		t.Errorf("ExpiresAtMs %d (decoded %d), want %d", inv.ExpiresAtMs, d.ExpiresAtMs(), want)
+	}
+	dest, err := r.ParseDestination(inv.PaymentRequest)
+	if err != nil || dest.PaymentRef != inv.PaymentRef {
+		t.Errorf("own invoice as a destination: %+v, %v", dest, err)
+	}
+}
+
+func TestCreateInvoiceDefaults(t *testing.T) {
+	r := newTestRail(t, Testnet)
+	inv, err := r.CreateInvoice(InvoiceRequest{AccountID: "a", NowMs: testNowMs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := DecodeInvoice(inv.PaymentRequest)
+	if d.AmountMsat != 0 || d.ExpirySeconds != DefaultInvoiceExpirySeconds || d.Description != DefaultInvoiceMemo {
+		t.Errorf("defaults: amount %d expiry %d memo %q", d.AmountMsat, d.ExpirySeconds, d.Description)
+	}
+	if !strings.HasPrefix(inv.PaymentRequest, "lntb1") {
+		t.Errorf("amountless invoice %q should have no amount in its prefix", inv.PaymentRequest)
+	}
+}
+
+func TestCreateInvoiceRefusesBadRequests(t *testing.T) {
+	r := newTestRail(t, Testnet)
+	base := InvoiceRequest{AccountID: "a", AmountMsat: 1_000, ExpirySeconds: 60, NowMs: testNowMs}
+	cases := map[string]func(*InvoiceRequest){
+		"negative amount":     func(q *InvoiceRequest) { q.AmountMsat = -1 },
+		"amount over 21e6":    func(q *InvoiceRequest) { q.AmountMsat = MaxInvoiceAmountMsat + 1 },
+		"negative expiry":     func(q *InvoiceRequest) { q.ExpirySeconds = -1 },
+		"expiry over 2^53-1":  func(q *InvoiceRequest) { q.ExpirySeconds = MaxInvoiceExpirySeconds + 1 },
+		"memo over 639 bytes": func(q *InvoiceRequest) { q.Memo = strings.Repeat("m", MaxMemoBytes+1) },
+		"memo not UTF-8":      func(q *InvoiceRequest) { q.Memo = "\xc3\x28" },
+	}
+	for name, mod := range cases {
+		q := base
+		mod(&q)
+		if _, err := r.CreateInvoice(q); !IsValidation(err) {
+			t.Errorf("%s: err %v, want a validation error", name, err)
+		}
+	}
+	q := base
+	q.NowMs = -1
+	if _, err := r.CreateInvoice(q); err == nil {
+		t.Error("negative clock accepted")
+	}
+	q = base
+	q.ExpirySeconds = MaxInvoiceExpirySeconds
+	if inv, err := r.CreateInvoice(q); err != nil || inv.ExpiresAtMs != (testNowMs/1000+MaxInvoiceExpirySeconds)*1000 {
+		t.Errorf("largest expiry: %+v, %v", inv, err)
+	}
+}
+
+func TestCreateInvoiceDrawsFreshSecretsEachCall(t *testing.T) {
+	r := newTestRail(t, Testnet)
+	seen := map[string]bool{}
+	for range 50 {
+		inv, err := r.CreateInvoice(InvoiceRequest{AccountID: "a", NowMs: testNowMs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[inv.PaymentRef] {
+			t.Fatalf("payment hash %s issued twice", inv.PaymentRef)
+		}
+		seen[inv.PaymentRef] = true
+	}
+	// The randomness comes from the injected reader: the first preimage is
+	// its first 32 bytes.
+	first, _ := newTestRail(t, Testnet).CreateInvoice(InvoiceRequest{NowMs: testNowMs})
+	var pre [32]byte
+	newDetReader(t.Name()).Read(pre[:])
+	if h := sha256.Sum256(pre[:]); hex.EncodeToString(h[:]) != first.PaymentRef {
+		t.Error("payment hash is not SHA-256 of the first 32 bytes drawn")
+	}
+}
+
+type failingReader struct{}
+
+func (failingReader) Read([]byte) (int, error) { return 0, errors.New("entropy exhausted") }
+
+func TestCreateInvoiceReportsARandomSourceFailure(t *testing.T) {
+	r, _ := NewSimRail(SimConfig{Network: Testnet, NodeKey: mustHex(t, specKeyHex), Rand: failingReader{}})
+	if _, err := r.CreateInvoice(InvoiceRequest{NowMs: testNowMs}); err == nil || IsValidation(err) {
+		t.Fatalf("err %v, want a non-validation error", err)
+	}
+	if _, err := DrawSeed(failingReader{}); err == nil {
+		t.Fatal("DrawSeed ignored a failing reader")
+	}
+	if _, err := NewNodeKey(failingReader{}); err == nil {
+		t.Fatal("NewNodeKey ignored a failing reader")
+	}
+}
+
+func TestPayOutcomesOnTheSimulatedRail(t *testing.T) {
+	r := newTestRail(t, Testnet)
+	spark := r.AccountAddress([]byte("recipient"))
+	mainSpark, _ := EncodeSparkAddress(Mainnet, mustHex(t, sparkDocsKey))
+	validInvoice := mustEncode(t, testInvoiceFields(Testnet))
+	cases := []struct {
+		name   string
+		p      Payout
+		status string
+		reason string
+	}{
+		{"Spark payout is paid", Payout{"w1", PathSpark, spark, 50_000}, PayoutPaid, ""},
+		{"1 sat Spark payout is paid", Payout{"w2", PathSpark, spark, 1_000}, PayoutPaid, ""},
+		{"Lightning payout to a valid invoice fails as unknown", Payout{"w3", PathLightning, validInvoice, 250_000_000}, PayoutReturned, ReasonUnknownPayoutInvoice},
+		{"Lightning payout to anything fails as unknown", Payout{"w4", PathLightning, "lntb1garbage", 1}, PayoutReturned, ReasonUnknownPayoutInvoice},
+		{"Spark payout of part of a sat", Payout{"w5", PathSpark, spark, 1_500}, PayoutReturned, "whole sats"},
+		{"Spark payout of nothing", Payout{"w6", PathSpark, spark, 0}, PayoutReturned, "positive"},
+		{"Spark payout to a mainnet address", Payout{"w7", PathSpark, mainSpark, 1_000}, PayoutReturned, "testnet"},
+		{"Spark payout to garbage", Payout{"w8", PathSpark, "sparkt1nope", 1_000}, PayoutReturned, "invalid Spark address"},
+		{"unknown path", Payout{"w9", PathL1, spark, 1_000}, PayoutReturned, "unknown payout path"},
+		{"no railRef", Payout{"", PathSpark, spark, 1_000}, PayoutReturned, "railRef"},
+	}
+	for _, c := range cases {
+		got := r.Pay(c.p)
+		if got.Status != c.status || !strings.Contains(got.Reason, c.reason) || (c.reason == "" && got.Reason != "") {
+			t.Errorf("%s: %+v, want status %s reason containing %q", c.name, got, c.status, c.reason)
+		}
+	}
+}
+
+func TestPayIsIdempotentByRailRef(t *testing.T) {
+	r := newTestRail(t, Testnet)
+	spark := r.AccountAddress([]byte("recipient"))
+	first := r.Pay(Payout{"w1", PathSpark, spark, 1_000})
+	// A retry after a leadership change reports the first outcome, even if
+	// the retried payout differs (it is the same withdrawal).
+	again := r.Pay(Payout{"w1", PathLightning, "x", 1})
+	if first != again || first.Status != PayoutPaid {
+		t.Fatalf("first %+v, retry %+v", first, again)
+	}
+	returned := r.Pay(Payout{"w2", PathLightning, "x", 1})
+	if r.Pay(Payout{"w2", PathSpark, spark, 1_000}) != returned {
+		t.Fatal("a returned payout turned into another outcome on retry")
+	}
+}
+
+func TestSimulatePaymentSettlesOwnInvoices(t *testing.T) {
+	r := newTestRail(t, Testnet)
+	fixed, _ := r.CreateInvoice(InvoiceRequest{AccountID: "acct-fixed", AmountMsat: 5_000, ExpirySeconds: 60, NowMs: testNowMs})
+	open, _ := r.CreateInvoice(InvoiceRequest{AccountID: "acct-open", ExpirySeconds: 60, NowMs: testNowMs})
+
+	s, err := r.SimulatePayment(fixed.PaymentRequest, 0, testNowMs)
+	if err != nil || s != (Settlement{PaymentRef: fixed.PaymentRef, AmountMsat: 5_000, FeeMsat: 0, AccountID: "acct-fixed"}) {
+		t.Fatalf("fixed-amount invoice: %+v, %v", s, err)
+	}
+	if s, err = r.SimulatePayment(fixed.PaymentRequest, 5_000, testNowMs); err != nil || s.AmountMsat != 5_000 {
+		t.Fatalf("fixed-amount invoice paid its exact amount: %+v, %v", s, err)
+	}
+	if s, err = r.SimulatePayment("lightning:"+strings.ToUpper(open.PaymentRequest), 1, fixed.ExpiresAtMs-1); err != nil ||
+		s != (Settlement{PaymentRef: open.PaymentRef, AmountMsat: 1, AccountID: "acct-open"}) {
+		t.Fatalf("amountless invoice paid 1 msat just before expiry: %+v, %v", s, err)
+	}
+	// After a restart the cache is empty, but the signature still proves the
+	// invoice is ours: it settles, and the state machine names the account.
+	restarted := newTestRail(t, Testnet)
+	if s, err = restarted.SimulatePayment(fixed.PaymentRequest, 0, testNowMs); err != nil || s.AccountID != "" || s.PaymentRef != fixed.PaymentRef {
+		t.Fatalf("after restart: %+v, %v", s, err)
+	}
+}
+
+func TestSimulatePaymentRefusals(t *testing.T) {
+	r := newTestRail(t, Testnet)
+	fixed, _ := r.CreateInvoice(InvoiceRequest{AmountMsat: 5_000, ExpirySeconds: 60, NowMs: testNowMs})
+	open, _ := r.CreateInvoice(InvoiceRequest{ExpirySeconds: 60, NowMs: testNowMs})
+	foreign, _ := EncodeInvoice(testInvoiceFields(Testnet), otherKey(t))
+	mainnet := mustEncode(t, testInvoiceFields(Mainnet)) // signed by our key, wrong network
+	cases := []struct {
+		name   string
+		pr     string
+		amount int64
+		nowMs  int64
+		cause  error
+	}{
+		{"expired at its expiry instant", fixed.PaymentRequest, 0, fixed.ExpiresAtMs, ErrInvoiceExpired},
+		{"long expired", fixed.PaymentRequest, 0, fixed.ExpiresAtMs + 86_400_000, ErrInvoiceExpired},
+		{"issued by another node", foreign, 0, testNowMs, ErrUnknownInvoice},
+		{"mainnet invoice", mainnet, 0, testNowMs, ErrWrongNetwork},
+		{"amountless without an amount", open.PaymentRequest, 0, testNowMs, ErrAmountRequired},
+		{"amount differs from the invoice's", fixed.PaymentRequest, 4_999, testNowMs, ErrAmountMismatch},
+		{"negative amount", open.PaymentRequest, -1, testNowMs, nil},
+		{"amount over 21e6 BTC", open.PaymentRequest, MaxInvoiceAmountMsat + 1, testNowMs, nil},
+		{"not an invoice", "hello", 0, testNowMs, nil},
+		{"a Spark address", r.AccountAddress([]byte("x")), 0, testNowMs, nil},
+	}
+	for _, c := range cases {
+		_, err := r.SimulatePayment(c.pr, c.amount, c.nowMs)
+		if !IsValidation(err) || (c.cause != nil && !errors.Is(err, c.cause)) {
+			t.Errorf("%s: err %v, want a validation error wrapping %v", c.name, err, c.cause)
+		}
+	}
+}
+
+func TestIssuedInvoiceMemoryIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("signs MaxIssuedInvoices invoices")
+	}
+	r := newTestRail(t, Testnet)
+	first, _ := r.CreateInvoice(InvoiceRequest{AccountID: "oldest", NowMs: testNowMs})
+	var last Invoice
+	for i := range MaxIssuedInvoices {
+		last, _ = r.CreateInvoice(InvoiceRequest{AccountID: fmt.Sprint("acct-", i), NowMs: testNowMs})
+	}
+	if n := r.issued.len(); n != MaxIssuedInvoices {
+		t.Fatalf("remembers %d invoices, want %d", n, MaxIssuedInvoices)
+	}
+	s, err := r.SimulatePayment(first.PaymentRequest, 1, testNowMs)
+	if err != nil || s.AccountID != "" {
+		t.Fatalf("evicted invoice: %+v, %v; want a settlement with no account", s, err)
+	}
+	if s, _ := r.SimulatePayment(last.PaymentRequest, 1, testNowMs); s.AccountID != fmt.Sprint("acct-", MaxIssuedInvoices-1) {
+		t.Fatalf("newest invoice lost its account: %+v", s)
+	}
+}
+
+func TestFIFOCacheEvictsOldestFirst(t *testing.T) {
+	c := newFIFOCache[int](3)
+	for i, k := range []string{"a", "b", "c"} {
+		c.put(k, i)
+	}
+	c.put("a", 10) // replacing keeps a's age
+	c.put("d", 3)  // evicts a, the oldest
+	if _, ok := c.get("a"); ok {
+		t.Fatal("oldest entry survived")
+	}
+	c.put("e", 4) // evicts b
+	for k, want := range map[string]int{"c": 2, "d": 3, "e": 4} {
+		if v, ok := c.get(k); !ok || v != want {
+			t.Errorf("get(%q) = %d, %v; want %d", k, v, ok, want)
+		}
+	}
+	if c.len() != 3 {
+		t.Errorf("len %d, want 3", c.len())
+	}
+}
+
+func TestPayoutMemoryIsBounded(t *testing.T) {
+	r := newTestRail(t, Testnet)
+	for i := range MaxRememberedPayouts + 10 {
+		r.Pay(Payout{fmt.Sprint("w", i), PathLightning, "x", 1})
+	}
+	if n := r.payouts.len(); n != MaxRememberedPayouts {
+		t.Fatalf("remembers %d payouts, want %d", n, MaxRememberedPayouts)
+	}
+}
+
+func TestSimRailIsSafeForConcurrentUse(t *testing.T) {
+	r := newTestRail(t, Testnet)
+	spark := r.AccountAddress([]byte("recipient"))
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				inv, err := r.CreateInvoice(InvoiceRequest{AccountID: "a", AmountMsat: 1_000, NowMs: testNowMs})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := r.SimulatePayment(inv.PaymentRequest, 0, testNowMs); err != nil {
+					t.Error(err)
+				}
+				r.Pay(Payout{fmt.Sprint(g, "-", i), PathSpark, spark, 1_000})
+				r.ParseDestination(inv.PaymentRequest)
+			}
+		})
+	}
+	wg.Wait()
+}
