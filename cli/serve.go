@@ -21,6 +21,7 @@ import (
 	"github.com/perpd/perpd/cluster"
 	"github.com/perpd/perpd/httpapi"
 	"github.com/perpd/perpd/node"
+	"github.com/perpd/perpd/node/rail"
 )
 
 type serveFlags struct {
@@ -96,7 +97,12 @@ func runServe(parent context.Context, f serveFlags) error {
 
 	admin := cluster.NewAdminServer(n)
 	wireAdmin(admin)
-	api := httpapi.New(n, log.Named("http"))
+	rl, err := newRail(f.deployment, token)
+	if err != nil {
+		_ = n.Shutdown()
+		return err
+	}
+	api := httpapi.New(n, log.Named("http"), httpapi.WithRail(rl))
 	go api.RunTouches(ctx)
 	servers, err := listen(log, map[string]http.Handler{f.adminAddr: admin, f.httpAddr: api})
 	if err != nil {
@@ -170,6 +176,17 @@ func adminToken(dataDir, given string) (string, error) {
 	}
 	t := hex.EncodeToString(raw[:])
 	return t, os.WriteFile(path, []byte(t+"\n"), 0o600)
+}
+
+// newRail builds the simulated rail of testnet and local deployments; its
+// node key is derived from the cluster's shared admin token, so every
+// member signs and recognises the same invoices.
+func newRail(deployment, token string) (*rail.SimRail, error) {
+	key, err := rail.NodeKeyFromSecret(token)
+	if err != nil {
+		return nil, err
+	}
+	return rail.NewSimRail(rail.SimConfig{Network: httpapi.RailNetwork(deployment), NodeKey: key})
 }
 
 // wireDomains registers the leader drivers of the domains (oracle, rail).

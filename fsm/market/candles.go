@@ -193,7 +193,8 @@ func (s *State) Candles(marketID string, interval int64, limit int, nowMs int64)
 
 func (m *MarketState) candle(b Bar, interval int64) Candle {
 	c := Candle{TsMs: b.TsMs, OQ8: b.OQ8, HQ8: b.HQ8, LQ8: b.LQ8, CQ8: b.CQ8, Prints: b.Prints, Seeded: b.Seeded}
-	if m.FirstFillTsMs != 0 && b.TsMs+interval*1000 > m.FirstFillTsMs {
+	// Seeded bars are pre-launch index history: no fill can belong to them.
+	if m.FirstFillTsMs != 0 && !b.Seeded && b.TsMs+interval*1000 > m.FirstFillTsMs {
 		v := b.VolumeContracts
 		c.VolumeContracts = &v
 	}

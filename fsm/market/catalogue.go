@@ -17,13 +17,13 @@ const CatalogueMarketsMax = MarketsMax
 // catalogueBytesMax bounds how much LoadCatalogue reads.
 const catalogueBytesMax = 1 << 20
 
-// EthQuantoMultiplierMsat is the default ETH-PERP multiplier: 100 msat per
-// contract per dollar of ETH price. BitMEX ETHUSD uses 0.000001 XBT = 100 sat
-// = 100,000 msat; ours is that scaled down 1000 times, so one contract at
-// ETH 3,400 USD is worth 340,000 msat (340 sat, about a third of a dollar at
-// BTC 97,000) and stays in the "about a dollar" range of the inverse market
-// instead of being a 330-dollar contract.
-const EthQuantoMultiplierMsat int64 = 100
+// EthQuantoMultiplierMsat is the default ETH-PERP multiplier: 300 msat per
+// contract per dollar of ETH price, chosen so that one contract is about one
+// dollar of notional at launch prices (ETH 3,400 x 300 msat = 1,020,000 msat,
+// about 1.05 USD at BTC 97,000), as SPEC's "contracts of 1 dollar notional"
+// asks. BitMEX ETHUSD's 0.000001 XBT (100,000 msat) would make a contract
+// worth about 330 dollars.
+const EthQuantoMultiplierMsat int64 = 300
 
 // DefaultCatalogue returns the markets a fresh deployment ships with, sorted
 // by id. Values follow common venue practice: 0.05% taker fee, 1% initial

@@ -35,7 +35,7 @@ func TestDefaultCatalogueShipsBTCAndETH(t *testing.T) {
 		{"eth type", eth.ContractType, Quanto},
 		{"eth feed", eth.OracleFeedID, "ETHUSD"},
 		{"eth underlying", eth.Underlying, "ETH"},
-		{"eth multiplier", *eth.QuantoMultiplierMsat, int64(100)},
+		{"eth multiplier", *eth.QuantoMultiplierMsat, int64(300)},
 		{"eth tick 0.05 USD", eth.TickSizeQ8, int64(5_000_000)},
 		{"taker fee 0.05%", btc.TakerFeeQ9, int64(500_000)},
 		{"im 1%", btc.IMRateQ9, int64(10_000_000)},
@@ -53,7 +53,7 @@ func TestDefaultCatalogueShipsBTCAndETH(t *testing.T) {
 	}
 	// Two calls share nothing mutable.
 	*DefaultCatalogue()[1].QuantoMultiplierMsat = 7
-	if *DefaultCatalogue()[1].QuantoMultiplierMsat != 100 {
+	if *DefaultCatalogue()[1].QuantoMultiplierMsat != EthQuantoMultiplierMsat {
 		t.Fatal("DefaultCatalogue shares its multiplier pointer")
 	}
 }

@@ -43,8 +43,10 @@
 //     zero, 0 with no open interest. The hourly rate is
 //     clamp(skewQ9 x FundingSkewCoefQ9 / 1e9, -cap, +cap), truncated toward
 //     zero; with FundingSkewCoefQ9 = 1e5 a fully one-sided book pays 0.01% per
-//     hour before the cap. A positive rate means longs pay. Truncation toward
-//     zero keeps the rule symmetric: mirrored books get mirrored rates.
+//     hour before the cap, and the shipped cap (maxFundingRateHourlyQ9 =
+//     50,000, 0.005%/h) binds from 50% skew. A positive rate means longs pay.
+//     Truncation toward zero keeps the rule symmetric: mirrored books get
+//     mirrored rates.
 //   - Missed funding boundaries (the cluster was down or no entry arrived for
 //     several hours): Advance records only the latest passed boundary and
 //     reports how many it skipped. Nobody could trade during the gap, so

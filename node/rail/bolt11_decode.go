@@ -66,11 +66,11 @@ func DecodeInvoice(s string) (DecodedInvoice, error) {
 	if err != nil {
 		return d, bech32Invalid("Lightning invoice", err)
 	}
-	if version != bech32.Version0 {
-		return d, invalid(nil, "invalid Lightning invoice: it has a bech32m checksum; invoices use bech32")
-	}
 	if d.Network, d.AmountMsat, err = parseInvoiceHRP(hrp); err != nil {
 		return d, err
+	}
+	if version != bech32.Version0 {
+		return d, invalid(nil, "invalid Lightning invoice: it has a bech32m checksum; invoices use bech32")
 	}
 	if len(words) < timestampWords+signatureWords {
 		return d, invalid(nil, "invalid Lightning invoice: too short to hold a timestamp and a signature")

@@ -1,0 +1,92 @@
+package clustertest
+
+import (
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/perpd/perpd/cluster"
+	"github.com/perpd/perpd/node"
+)
+
+// Option tunes a test cluster.
+type Option func(*config)
+
+type config struct {
+	snapshotThreshold uint64
+	trailingLogs      uint64
+	snapshotInterval  time.Duration
+	tickInterval      time.Duration
+	proposeTimeout    time.Duration
+	checkInvariants   bool
+	deployment        string
+	logLevel          hclog.Level
+	logOutput         io.Writer
+	onNode            []func(*node.Node)
+	onAdmin           []func(*cluster.AdminServer)
+	api               func(n *node.Node, log hclog.Logger) http.Handler
+}
+
+// Defaults keep a cluster quick to form and quick to notice change on a
+// loaded two-core machine: a tick every 100ms records every node's
+// addresses within a few ticks, and the raft timeouts are node's own.
+func defaultConfig() config {
+	return config{
+		tickInterval:    100 * time.Millisecond,
+		checkInvariants: true,
+		deployment:      "testnet",
+		logLevel:        hclog.Info,
+	}
+}
+
+// SnapshotThreshold sets how many new entries trigger a snapshot; with
+// SnapshotInterval and TrailingLogs small it forces log compaction.
+func SnapshotThreshold(n uint64) Option { return func(c *config) { c.snapshotThreshold = n } }
+
+// TrailingLogs sets how many entries survive a compaction.
+func TrailingLogs(n uint64) Option { return func(c *config) { c.trailingLogs = n } }
+
+// SnapshotInterval sets how often raft checks the snapshot threshold.
+func SnapshotInterval(d time.Duration) Option { return func(c *config) { c.snapshotInterval = d } }
+
+// TickInterval sets how often the leader proposes a clock tick (and every
+// node checks that its addresses are recorded).
+func TickInterval(d time.Duration) Option { return func(c *config) { c.tickInterval = d } }
+
+// ProposeTimeout bounds a write's wait for a leader and a commit.
+func ProposeTimeout(d time.Duration) Option { return func(c *config) { c.proposeTimeout = d } }
+
+// CheckInvariants turns the ledger check after every entry on or off (on
+// by default: a broken invariant panics the applying node).
+func CheckInvariants(on bool) Option { return func(c *config) { c.checkInvariants = on } }
+
+// Deployment sets the deployment profile of every node.
+func Deployment(name string) Option { return func(c *config) { c.deployment = name } }
+
+// LogLevel sets the level of the nodes' logs. They are kept in memory and
+// printed only when the test fails, unless LogOutput says otherwise.
+func LogLevel(l hclog.Level) Option { return func(c *config) { c.logLevel = l } }
+
+// LogOutput sends the nodes' logs to w as they are written.
+func LogOutput(w io.Writer) Option { return func(c *config) { c.logOutput = w } }
+
+// OnNode runs fn on every node after it is created and before it starts,
+// on first start and on every restart: where domains register their
+// leader drivers, as `perpd serve` does.
+func OnNode(fn func(*node.Node)) Option {
+	return func(c *config) { c.onNode = append(c.onNode, fn) }
+}
+
+// OnAdmin runs fn on every node's admin server before it serves, to add
+// the domains' operator routes.
+func OnAdmin(fn func(*cluster.AdminServer)) Option {
+	return func(c *config) { c.onAdmin = append(c.onAdmin, fn) }
+}
+
+// API replaces the public HTTP handler each node serves (default: the
+// httpapi server over a simulated rail).
+func API(build func(n *node.Node, log hclog.Logger) http.Handler) Option {
+	return func(c *config) { c.api = build }
+}

@@ -1,0 +1,175 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+func TestIdemRetryReturnsTheStoredAnswer(t *testing.T) {
+	r := newReplica(t)
+	first := r.apply(noopAt(1000, "acct1:K", []byte("h1")))
+	wantOK(t, first)
+	if first.Replay || first.Index != 1 {
+		t.Fatalf("first answer: replay %v index %d", first.Replay, first.Index)
+	}
+	r.apply(tickAt(2000))
+	retry := r.apply(noopAt(3000, "acct1:K", []byte("h1")))
+	if !retry.Replay {
+		t.Fatal("a retry must be answered from the store")
+	}
+	if retry.Index != first.Index {
+		t.Fatalf("a retry must report the original index %d, got %d", first.Index, retry.Index)
+	}
+	if retry.Status != first.Status || !bytes.Equal(retry.Body, first.Body) {
+		t.Fatalf("retry answered %d %s, first answer was %d %s", retry.Status, retry.Body, first.Status, first.Body)
+	}
+	// The stored body is the first answer, not a fresh one at the retry's time.
+	if nowOf(t, retry) != 1000 {
+		t.Fatalf("retry body says nowMs %d, want the original 1000", nowOf(t, retry))
+	}
+	// The retry moved time like any entry, but stored nothing new.
+	var recs, order int
+	r.m.Read(func(st *State, _ uint64) { recs, order = len(st.Idem.Records), len(st.Idem.Order) })
+	if recs != 1 || order != 1 {
+		t.Fatalf("records %d order %d after a retry, want 1 and 1", recs, order)
+	}
+}
+
+func TestIdemKeyReusedWithAnotherRequestIsRefused(t *testing.T) {
+	r := newReplica(t)
+	wantOK(t, r.apply(noopAt(1000, "K", []byte("h1"))))
+	before := r.hash()
+	res := r.apply(noopAt(1000, "K", []byte("h2")))
+	wantRefused(t, res, http.StatusConflict, wire.CodeIdempotencyReused)
+	if r.hash() != before {
+		t.Fatal("a reuse refusal changed the state")
+	}
+	// The original request is still answered from the store.
+	if !r.apply(noopAt(1000, "K", []byte("h1"))).Replay {
+		t.Fatal("the original answer must survive a refused reuse")
+	}
+	// A missing hash is a different request too.
+	wantRefused(t, r.apply(noopAt(1000, "K", nil)), http.StatusConflict, wire.CodeIdempotencyReused)
+}
+
+func TestIdemRefusalsAreNotStored(t *testing.T) {
+	r := newReplica(t)
+	bad := mustCommand(t, CmdNodeMeta, 1000, NodeMeta{ID: "n1"}) // no raft address
+	bad.IdemKey, bad.ReqHash = "K", []byte("h1")
+	wantRefused(t, r.apply(bad), http.StatusBadRequest, wire.CodeValidation)
+	var stored bool
+	r.m.Read(func(st *State, _ uint64) { _, stored = st.Idem.Records["K"] })
+	if stored {
+		t.Fatal("a refused command must not be stored")
+	}
+	// Judged afresh: the same key with another body is not a reuse.
+	good := mustCommand(t, CmdNodeMeta, 1000, NodeMeta{ID: "n1", Raft: "127.0.0.1:1"})
+	good.IdemKey, good.ReqHash = "K", []byte("h2")
+	res := r.apply(good)
+	wantOK(t, res)
+	if res.Replay {
+		t.Fatal("the retry after a refusal must be applied, not replayed")
+	}
+}
+
+func TestIdemEmptyKeyIsNeverStored(t *testing.T) {
+	r := newReplica(t)
+	for i := range 5 {
+		wantOK(t, r.apply(noopAt(int64(1000+i), "", nil)))
+	}
+	r.m.Read(func(st *State, _ uint64) {
+		if len(st.Idem.Records) != 0 || len(st.Idem.Order) != 0 {
+			t.Fatalf("keyless commands stored: %d records", len(st.Idem.Records))
+		}
+	})
+}
+
+func TestIdemRecordKeptFor24hOfFSMTime(t *testing.T) {
+	r := newReplica(t)
+	const t0 = 1_700_000_000_000
+	first := r.apply(noopAt(t0, "K", []byte("h1")))
+	r.apply(tickAt(t0 + IdemRetentionMs - 1))
+	if res := r.apply(noopAt(0, "K", []byte("h1"))); !res.Replay || res.Index != first.Index {
+		t.Fatalf("one millisecond before expiry the answer must still be stored: %+v", res)
+	}
+	r.apply(tickAt(t0 + IdemRetentionMs))
+	r.m.Read(func(st *State, _ uint64) {
+		if _, ok := st.Idem.Records["K"]; ok || len(st.Idem.Order) != 0 {
+			t.Fatal("record kept past its 24h retention")
+		}
+	})
+	// The key is free again: another body is applied, not refused as a reuse.
+	res := r.apply(noopAt(0, "K", []byte("h2")))
+	wantOK(t, res)
+	if res.Replay {
+		t.Fatal("an expired key must be applied afresh")
+	}
+}
+
+func TestIdemPruneDropsOnlyExpiredRecords(t *testing.T) {
+	r := newReplica(t)
+	const t0 = 10_000_000
+	for i := range 10 {
+		wantOK(t, r.apply(noopAt(t0+int64(i)*1000, fmt.Sprintf("k%d", i), []byte{1})))
+	}
+	// Records k0..k3 were stored at t0..t0+3000: they expire at t0+24h+3000.
+	r.apply(tickAt(t0 + IdemRetentionMs + 3000))
+	r.m.Read(func(st *State, _ uint64) {
+		if len(st.Idem.Records) != 6 || len(st.Idem.Order) != 6 || st.Idem.Order[0] != "k4" {
+			t.Fatalf("records %d order %v, want k4..k9", len(st.Idem.Records), st.Idem.Order)
+		}
+	})
+}
+
+// The bound is checked on the store itself: filling two million real
+// records would cost hundreds of megabytes per test run. The dead keys in
+// Order are fine stand-ins, since drop deletes by key.
+func TestIdemStoreIsBounded(t *testing.T) {
+	s := newIdemStore()
+	s.Order = make([]string, IdemMaxRecords)
+	s.Order[0] = "oldest"
+	s.Records["oldest"] = &IdemRecord{ReqHash: []byte{1}, ExpiresAtMs: IdemRetentionMs}
+	s.Order[1] = "second"
+	s.Records["second"] = &IdemRecord{ReqHash: []byte{1}, ExpiresAtMs: IdemRetentionMs}
+
+	s.store("newest", []byte{1}, &Result{Status: 200, Body: []byte("{}")}, 5, 9)
+	if len(s.Order) != IdemMaxRecords {
+		t.Fatalf("order holds %d keys, bound is %d", len(s.Order), IdemMaxRecords)
+	}
+	if _, ok := s.Records["oldest"]; ok {
+		t.Fatal("the oldest record must be dropped when the bound is passed")
+	}
+	if _, ok := s.Records["second"]; !ok {
+		t.Fatal("only one record should be dropped per new record")
+	}
+	if s.Order[len(s.Order)-1] != "newest" || s.Records["newest"] == nil {
+		t.Fatal("the new record must be kept")
+	}
+	if res, ref := s.lookup("newest", []byte{1}); ref != nil || res == nil || res.Index != 9 {
+		t.Fatalf("lookup of the new record: %+v %v", res, ref)
+	}
+}
+
+func TestIdemOrderDoesNotGrowWithoutBound(t *testing.T) {
+	s := newIdemStore()
+	for i := range 20_000 {
+		s.store(fmt.Sprintf("k%d", i), nil, &Result{Status: 200}, int64(i), uint64(i+1))
+	}
+	// Expire all but the last ten.
+	s.prune(19_989 + IdemRetentionMs)
+	if len(s.Order) != 10 || len(s.Records) != 10 {
+		t.Fatalf("kept %d keys, %d records; want 10", len(s.Order), len(s.Records))
+	}
+	if cap(s.Order) > 1024 {
+		t.Fatalf("order keeps a backing array of %d for 10 keys", cap(s.Order))
+	}
+	for i, k := range s.Order {
+		if want := fmt.Sprintf("k%d", 19_990+i); k != want {
+			t.Fatalf("order[%d] = %q, want %q", i, k, want)
+		}
+	}
+}

@@ -1,0 +1,159 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"testing"
+
+	"github.com/perpd/perpd/fsm/ledger"
+)
+
+// busyReplica has a bit of every core domain: genesis, node metadata,
+// stored idempotent answers, advanced time.
+func busyReplica(t *testing.T) *replica {
+	r := newReplica(t)
+	wantOK(t, r.apply(mustCommand(t, CmdGenesis, 1000, GenesisPayload{Seed: 42, Deployment: "testnet"})))
+	for i := range 3 {
+		id := fmt.Sprintf("node%d", i+1)
+		wantOK(t, r.apply(mustCommand(t, CmdNodeMeta, 1000, NodeMeta{ID: id, Raft: "127.0.0.1:700" + id[4:], HTTP: "h", Admin: "a"})))
+	}
+	for i := range 20 {
+		wantOK(t, r.apply(noopAt(int64(2000+i), fmt.Sprintf("acct:%d", i), []byte{byte(i)})))
+	}
+	r.apply(tickAt(5000))
+	return r
+}
+
+func TestSnapshotRoundTripKeepsStateHash(t *testing.T) {
+	src := busyReplica(t)
+	snap, err := src.m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := newReplica(t)
+	if err := dst.m.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	dst.next = src.next
+	if dst.hash() != src.hash() {
+		t.Fatal("restored state hashes differently")
+	}
+	if dst.m.Applied() != src.m.Applied() {
+		t.Fatalf("restored applied index %d, want %d", dst.m.Applied(), src.m.Applied())
+	}
+	// The restored replica goes on exactly like the original: stored answers
+	// replay with their original index, new entries land the same way.
+	for _, cmd := range []*Command{
+		noopAt(6000, "acct:3", []byte{3}),
+		noopAt(6001, "acct:3", []byte{9}),
+		noopAt(6002, "fresh", []byte{1}),
+		tickAt(6000 + IdemRetentionMs),
+	} {
+		a, b := src.apply(cmd), dst.apply(cmd)
+		if a.Status != b.Status || !bytes.Equal(a.Body, b.Body) || a.Replay != b.Replay || a.Index != b.Index {
+			t.Fatalf("answers differ after restore: %+v vs %+v", a, b)
+		}
+		if src.hash() != dst.hash() {
+			t.Fatal("hashes differ after applying the same entry")
+		}
+	}
+}
+
+func TestSnapshotOfEmptyMachineRestores(t *testing.T) {
+	a := newReplica(t)
+	snap, err := a.m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newReplica(t)
+	b.apply(tickAt(99)) // some state to be replaced
+	if err := b.m.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	b.next = 1
+	if a.hash() != b.hash() {
+		t.Fatal("restoring an empty snapshot must give the empty state")
+	}
+}
+
+func TestRestoreRefusesGarbage(t *testing.T) {
+	r := busyReplica(t)
+	before := r.hash()
+	good, err := r.m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := good[:len(snapshotMagic)+12]
+	cases := map[string][]byte{
+		"empty":             nil,
+		"magic only":        []byte("PERPDSNP"),
+		"truncated header":  good[:len(snapshotMagic)+11],
+		"wrong magic":       append([]byte("PERPDSNQ"), good[len(snapshotMagic):]...),
+		"json":              []byte(`{"version":1,"nowMs":"5"}`),
+		"body not cbor":     append(bytes.Clone(header), 0xff, 0xff, 0xff),
+		"body truncated":    good[:len(good)-3],
+		"body not a state":  append(bytes.Clone(header), mustMarshal(t, []string{"a", "b"})...),
+		"trailing bytes":    append(bytes.Clone(good), 0x00),
+		"header, no body":   bytes.Clone(header),
+		"random bytes 1234": bytes.Repeat([]byte{0x5a}, 1234),
+	}
+	for name, b := range cases {
+		if err := r.m.Restore(b); err == nil {
+			t.Errorf("%s: restore accepted", name)
+		}
+	}
+	if r.hash() != before {
+		t.Fatal("a refused restore changed the state")
+	}
+}
+
+func TestRestoreRefusesNewerVersion(t *testing.T) {
+	r := busyReplica(t)
+	before := r.hash()
+	snap, err := r.m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.BigEndian.PutUint32(snap[len(snapshotMagic):], StateVersion+1)
+	if err := r.m.Restore(snap); err == nil {
+		t.Fatal("a snapshot from a newer build must be refused")
+	}
+	if r.hash() != before {
+		t.Fatal("a refused restore changed the state")
+	}
+	binary.BigEndian.PutUint32(snap[len(snapshotMagic):], StateVersion)
+	if err := r.m.Restore(snap); err != nil {
+		t.Fatalf("the current version must restore: %v", err)
+	}
+}
+
+func TestRestoreFillsDomainsMissingFromOldSnapshots(t *testing.T) {
+	// A state written before the idempotency store and node table existed.
+	old := &State{Version: StateVersion, NowMs: 500, Ledger: ledger.New()}
+	var b bytes.Buffer
+	b.Write(snapshotMagic)
+	_ = binary.Write(&b, binary.BigEndian, uint32(StateVersion))
+	_ = binary.Write(&b, binary.BigEndian, uint64(7))
+	b.Write(mustMarshal(t, old))
+
+	r := newReplica(t)
+	if err := r.m.Restore(b.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	r.next = 8
+	wantOK(t, r.apply(noopAt(600, "K", []byte{1})))
+	wantOK(t, r.apply(mustCommand(t, CmdNodeMeta, 600, NodeMeta{ID: "n", Raft: "r"})))
+	if r.now() != 600 {
+		t.Fatalf("now %d", r.now())
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

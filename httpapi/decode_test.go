@@ -1,0 +1,120 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// decodeProbe has one field of every kind the decoder handles.
+type decodeProbe struct {
+	Amount  *wire.Int      `json:"amount" req:"true" unit:"msat" min:"1"`
+	Side    *string        `json:"side" enum:"buy,sell"`
+	Flag    *bool          `json:"flag"`
+	Count   *int64         `json:"count" min:"1" max:"9007199254740991"`
+	Scopes  []string       `json:"scopes" enum:"read,trade" maxLen:"2"`
+	Label   *string        `json:"label" maxLen:"4"`
+	Nested  *nestedProbe   `json:"nested"`
+	Levels  []nestedProbe  `json:"levels"`
+	private string         //nolint:unused // must be ignored
+	_       map[string]int // unexported, ignored
+}
+
+type nestedProbe struct {
+	Level *wire.Int `json:"level" req:"true"`
+}
+
+func TestStrictDecodingRefusals(t *testing.T) {
+	cases := []struct {
+		body, field string
+	}{
+		{`{"amount": 5}`, "amount"},                     // JSON number where a string is required
+		{`{"amount": "1.5"}`, "amount"},                 // fraction
+		{`{"amount": "+1"}`, "amount"},                  // plus sign
+		{`{"amount": "1e3"}`, "amount"},                 // exponent
+		{`{"amount": " 1"}`, "amount"},                  // space
+		{`{"amount": "1 "}`, "amount"},                  // trailing space
+		{`{"amount": ""}`, "amount"},                    // empty
+		{`{"amount": "-"}`, "amount"},                   // sign alone
+		{`{"amount": "9223372036854775808"}`, "amount"}, // out of int64 range
+		{`{"amount": "0"}`, "amount"},                   // below min
+		{`{}`, "amount"},                                // missing required
+		{`{"amount": null}`, "amount"},                  // null required
+		{`{"amount": "1", "side": "hold"}`, "side"},     // unknown enum value
+		{`{"amount": "1", "side": 1}`, "side"},          // wrong type
+		{`{"amount": "1", "flag": "true"}`, "flag"},     // string for bool
+		{`{"amount": "1", "count": 1.5}`, "count"},      // fraction for integer
+		{`{"amount": "1", "count": "3"}`, "count"},      // string for integer
+		{`{"amount": "1", "count": 0}`, "count"},        // below min
+		{`{"amount": "1", "count": 9007199254740992}`, "count"},
+		{`{"amount": "1", "scopes": ["read", "fly"]}`, "scopes[1]"},
+		{`{"amount": "1", "scopes": "read"}`, "scopes"},
+		{`{"amount": "1", "scopes": ["read","trade","read"]}`, "scopes"},
+		{`{"amount": "1", "label": "toolong"}`, "label"},
+		{`{"amount": "1", "nested": {}}`, "nested.level"},
+		{`{"amount": "1", "nested": {"level": 3}}`, "nested.level"},
+		{`{"amount": "1", "levels": [{"level": "1"}, {}]}`, "levels[1].level"},
+		{`[]`, "body"},
+		{`"x"`, "body"},
+		{`{"amount": "1"`, "body"},
+	}
+	for _, c := range cases {
+		var p decodeProbe
+		err := decodeJSON([]byte(c.body), &p)
+		if err == nil {
+			t.Errorf("%s: accepted", c.body)
+			continue
+		}
+		if !strings.Contains(err.Error(), "field "+c.field+":") {
+			t.Errorf("%s: error %q does not name field %s", c.body, err, c.field)
+		}
+	}
+}
+
+func TestStrictDecodingAccepts(t *testing.T) {
+	var p decodeProbe
+	body := `{"amount":"0012","side":"sell","flag":false,"count":9007199254740991,"scopes":["trade"],
+		"label":"abcd","nested":{"level":"7"},"levels":[{"level":"1"}],"unknownField":{"x":1}}`
+	if err := decodeJSON([]byte(body), &p); err != nil {
+		t.Fatal(err)
+	}
+	if *p.Amount != 12 || *p.Side != "sell" || *p.Flag || *p.Count != 9007199254740991 ||
+		p.Scopes[0] != "trade" || *p.Nested.Level != 7 || *p.Levels[0].Level != 1 {
+		t.Fatalf("decoded %+v", p)
+	}
+	var empty Empty
+	if err := decodeJSON(nil, &empty); err != nil {
+		t.Fatalf("an empty body reads as {}: %v", err)
+	}
+}
+
+// FuzzDecode: the strict decoder never panics, and whatever it accepts
+// re-encodes to JSON that it accepts again with the same meaning.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{`{"amount":"1"}`, `{"amount":"-9223372036854775808","side":"buy"}`,
+		`{"amount":"1","levels":[{"level":"2"}]}`, `{`, `null`, `{"amount":1e400}`, `{"scopes":[null]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var p decodeProbe
+		if err := decodeJSON(b, &p); err != nil {
+			return
+		}
+		if p.Amount == nil || *p.Amount < 1 {
+			t.Fatalf("accepted without a valid required amount: %s", b)
+		}
+		again, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var q decodeProbe
+		if err := decodeJSON(again, &q); err != nil {
+			t.Fatalf("re-encoded body refused: %s: %v", again, err)
+		}
+		if *q.Amount != *p.Amount {
+			t.Fatalf("round trip changed amount")
+		}
+	})
+}

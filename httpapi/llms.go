@@ -1,0 +1,122 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// llms serves the agent indexes, generated from the route table like the
+// OpenAPI description, so the three never disagree.
+func (s *Server) llms(full bool) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Data(http.StatusOK, "text/plain; charset=utf-8", []byte(s.LLMSText(full)))
+	}
+}
+
+// LLMSText renders llms.txt (full: llms-full.txt).
+func (s *Server) LLMSText(full bool) string {
+	var b strings.Builder
+	b.WriteString("# perpd\n\n")
+	b.WriteString("> A sats-denominated perpetual-futures venue for automated and AI-agent traders. ")
+	b.WriteString("Contract version " + ContractVersion + ". Machine-readable description: /openapi.json.\n\n")
+	b.WriteString("Wire rules: every money, price, rate, timestamp, duration, contract count and sequence value is a JSON string of a decimal integer (^-?[0-9]+$); never parse it as a float. ")
+	b.WriteString("Units: msat (1 sat = 1000 msat), sats, q8 (price x 1e8), q9 (rate x 1e9), ms, seq, contracts, int. ")
+	b.WriteString("Errors are {error, code}; branch on code. Keyed routes take the key in the x-api-key header only. ")
+	b.WriteString("Routes marked idem need an idempotency-key header; a retry with the same key and body returns the original answer. ")
+	b.WriteString("Reads accept X-Min-Index: N (wait until this node applied log index N, as returned in X-Raft-Index) and X-Consistency: linearizable.\n\n")
+	b.WriteString("Typical loop: POST /v1/signup, POST /v1/faucet, GET /v1/markets, subscribe to prices on /v1/ws, POST /v1/orders, POST /v1/sessions for a read+trade delegate key, POST /v1/cancel-all-after, POST /v1/withdrawals/quote then POST /v1/withdrawals.\n\n")
+	b.WriteString("## Endpoints\n\n")
+	routes := append([]*Route(nil), s.Routes...)
+	sort.SliceStable(routes, func(i, j int) bool { return routes[i].Path < routes[j].Path })
+	for _, r := range routes {
+		auth := "public"
+		if r.Auth == Keyed {
+			auth = "key"
+			if r.Scope != "" {
+				auth += ", scope " + r.Scope
+			}
+		}
+		if r.Idem {
+			auth += ", idem"
+		}
+		fmt.Fprintf(&b, "- %s %s (%s): %s\n", r.Method, openapiPath(r.Path), auth, r.Summary)
+		if !full {
+			continue
+		}
+		if r.Query != nil {
+			fmt.Fprintf(&b, "  query: %s\n", fieldList(reflect.TypeOf(r.Query), true))
+		}
+		if r.Request != nil {
+			fmt.Fprintf(&b, "  body: %s\n", fieldList(reflect.TypeOf(r.Request), true))
+		}
+		statuses := make([]int, 0, len(r.Responses))
+		for st := range r.Responses {
+			statuses = append(statuses, st)
+		}
+		sort.Ints(statuses)
+		for _, st := range statuses {
+			body := r.Responses[st]
+			if body == nil || reflect.TypeOf(body).Kind() != reflect.Struct {
+				continue
+			}
+			fmt.Fprintf(&b, "  %d: %s\n", st, fieldList(reflect.TypeOf(body), false))
+		}
+	}
+	return b.String()
+}
+
+// fieldList renders a struct's fields as name:type[unit], marking required
+// request fields with "!" and nullable response fields with "?".
+func fieldList(t reflect.Type, request bool) string {
+	var parts []string
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		name := jsonName(sf)
+		if name == "" {
+			continue
+		}
+		ft := sf.Type
+		mark := ""
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+			if !request {
+				mark = "?"
+			}
+		}
+		if request && sf.Tag.Get("req") == "true" {
+			mark = "!"
+		}
+		typ := typeLabel(ft)
+		if u := sf.Tag.Get("unit"); u != "" {
+			typ += "/" + u
+		}
+		if e := sf.Tag.Get("enum"); e != "" {
+			typ += "(" + strings.ReplaceAll(e, ",", "|") + ")"
+		}
+		parts = append(parts, name+mark+":"+typ)
+	}
+	if len(parts) == 0 {
+		return "{}"
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+func typeLabel(t reflect.Type) string {
+	if t == intType {
+		return "str"
+	}
+	switch t.Kind() {
+	case reflect.Slice:
+		return "[]" + typeLabel(t.Elem())
+	case reflect.Struct:
+		return t.Name()
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "int"
+	}
+	return t.Kind().String()
+}

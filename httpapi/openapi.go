@@ -1,0 +1,376 @@
+package httpapi
+
+import (
+	"net/http"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// ContractVersion is info.version of /openapi.json: the API contract, not
+// the build (SPEC section 9).
+const ContractVersion = "1.4.0"
+
+func init() { routeSets = append(routeSets, (*Server).docRoutes) }
+
+func (s *Server) docRoutes() []*Route {
+	return []*Route{
+		{Method: http.MethodGet, Path: "/openapi.json", Summary: "This OpenAPI 3.1 description", Content: "application/json",
+			Responses: map[int]any{200: map[string]any{}}, Handler: s.openapi},
+		{Method: http.MethodGet, Path: "/llms.txt", Summary: "Agent index of the API", Content: "text/plain",
+			Responses: map[int]any{200: ""}, Handler: s.llms(false)},
+		{Method: http.MethodGet, Path: "/llms-full.txt", Summary: "Agent index with every field", Content: "text/plain",
+			Responses: map[int]any{200: ""}, Handler: s.llms(true)},
+	}
+}
+
+func (s *Server) openapi(c *gin.Context) {
+	c.JSON(http.StatusOK, s.OpenAPI())
+}
+
+// OpenAPI builds the description from the route table.
+func (s *Server) OpenAPI() map[string]any {
+	g := &schemaGen{defs: map[string]any{}, names: map[reflect.Type]string{}}
+	paths := map[string]any{}
+	for _, r := range s.Routes {
+		p := openapiPath(r.Path)
+		item, _ := paths[p].(map[string]any)
+		if item == nil {
+			item = map[string]any{}
+			paths[p] = item
+		}
+		item[strings.ToLower(r.Method)] = g.operation(r)
+	}
+	if eb, ok := g.defs["ErrorBody"].(map[string]any); ok {
+		codes := make([]any, len(wire.AllCodes))
+		for i, c := range wire.AllCodes {
+			codes[i] = c
+		}
+		eb["properties"].(map[string]any)["code"].(map[string]any)["enum"] = codes
+	}
+	servers := []any{map[string]any{"url": "/", "description": s.Node.Config().Deployment + " deployment (this node)"}}
+	return map[string]any{
+		"openapi":           "3.1.0",
+		"jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
+		"info": map[string]any{
+			"title":       "perpd: sats-denominated perpetual futures",
+			"license":     map[string]any{"name": "All rights reserved"},
+			"version":     ContractVersion,
+			"description": "Every money, price, rate, timestamp, duration, contract count and sequence value is a JSON string of a decimal integer (x-svc-unit names its unit). Errors are {error, code}.",
+		},
+		"servers": servers,
+		"paths":   paths,
+		"components": map[string]any{
+			"schemas": g.defs,
+			"securitySchemes": map[string]any{
+				"apiKey": map[string]any{"type": "apiKey", "in": "header", "name": KeyHeader},
+			},
+		},
+	}
+}
+
+// openapiPath turns gin's /v1/markets/:id into /v1/markets/{id}.
+func openapiPath(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		if strings.HasPrefix(s, ":") || strings.HasPrefix(s, "*") {
+			parts[i] = "{" + s[1:] + "}"
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+func pathParams(p string) []string {
+	var out []string
+	for _, s := range strings.Split(p, "/") {
+		if strings.HasPrefix(s, ":") || strings.HasPrefix(s, "*") {
+			out = append(out, s[1:])
+		}
+	}
+	return out
+}
+
+type schemaGen struct {
+	defs  map[string]any
+	names map[reflect.Type]string
+}
+
+func (g *schemaGen) operation(r *Route) map[string]any {
+	op := map[string]any{
+		"summary":     r.Summary,
+		"operationId": operationID(r),
+	}
+	var params []any
+	for _, name := range pathParams(r.Path) {
+		params = append(params, map[string]any{"name": name, "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+	}
+	if r.Idem {
+		params = append(params, map[string]any{"name": IdemHeader, "in": "header", "required": true,
+			"description": "Idempotency key: a retry with the same key and body returns the original answer.",
+			"schema":      map[string]any{"type": "string", "minLength": 1, "maxLength": MaxIdemKeyLen}})
+	}
+	if r.Query != nil {
+		params = append(params, g.queryParams(reflect.TypeOf(r.Query))...)
+	}
+	if params != nil {
+		op["parameters"] = params
+	}
+	op["security"] = []any{} // public: no key
+	if r.Auth == Keyed {
+		op["security"] = []any{map[string]any{"apiKey": []any{}}}
+		if r.Scope != "" {
+			op["x-scope"] = r.Scope
+		}
+	}
+	if r.Budget != "" {
+		op["x-budget"] = r.Budget
+	}
+	if r.Request != nil {
+		op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
+			"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(r.Request), true)}}}
+	}
+	responses := map[string]any{}
+	for st, body := range r.Responses {
+		responses[strconv.Itoa(st)] = g.response(st, body, r.Content)
+	}
+	for _, st := range commonErrors(r) {
+		if _, ok := responses[strconv.Itoa(st)]; !ok {
+			responses[strconv.Itoa(st)] = g.response(st, wire.ErrorBody{}, "")
+		}
+	}
+	op["responses"] = responses
+	return op
+}
+
+// commonErrors are the refusals any route of its kind may give.
+func commonErrors(r *Route) []int {
+	out := []int{404, 405, 413, 503}
+	if r.Request != nil || r.Query != nil || r.Idem {
+		out = append(out, 400)
+	}
+	if r.Auth == Keyed {
+		out = append(out, 401, 403)
+	}
+	if r.Budget != "" || r.Auth == Keyed {
+		out = append(out, 429)
+	}
+	if r.Idem {
+		out = append(out, 409)
+	}
+	return out
+}
+
+func (g *schemaGen) response(status int, body any, content string) map[string]any {
+	desc := http.StatusText(status)
+	if content == "" {
+		content = "application/json"
+	}
+	var schema any
+	switch content {
+	case "application/json":
+		if m, ok := body.(map[string]any); ok && len(m) == 0 {
+			schema = map[string]any{"type": "object"}
+		} else {
+			schema = g.schema(reflect.TypeOf(body), false)
+		}
+	case "text/plain", "text/html":
+		schema = map[string]any{"type": "string"}
+	default:
+		schema = map[string]any{"type": "string", "format": "binary"}
+	}
+	out := map[string]any{"description": desc, "content": map[string]any{content: map[string]any{"schema": schema}}}
+	if status == 429 {
+		out["headers"] = map[string]any{"Retry-After": map[string]any{"schema": map[string]any{"type": "integer"}}}
+	}
+	return out
+}
+
+func operationID(r *Route) string {
+	var b strings.Builder
+	b.WriteString(strings.ToLower(r.Method))
+	for _, p := range strings.FieldsFunc(r.Path, func(c rune) bool { return c == '/' || c == '-' || c == '.' || c == ':' }) {
+		b.WriteString(strings.ToUpper(p[:1]) + p[1:])
+	}
+	return b.String()
+}
+
+func (g *schemaGen) queryParams(t reflect.Type) []any {
+	var out []any
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		name := jsonName(sf)
+		if name == "" {
+			continue
+		}
+		ft := sf.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		schema := g.fieldSchema(sf, ft, true)
+		p := map[string]any{"name": name, "in": "query", "required": sf.Tag.Get("req") == "true", "schema": schema}
+		if ft.Kind() == reflect.Slice {
+			p["explode"] = true
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// schema returns a $ref for named structs (defined once) or an inline
+// schema. In requests a pointer means optional; in responses, nullable.
+func (g *schemaGen) schema(t reflect.Type, request bool) map[string]any {
+	if t.Kind() == reflect.Struct && t != intType && t.Name() != "" {
+		name := g.defName(t, request)
+		if _, done := g.defs[name]; !done {
+			g.defs[name] = map[string]any{} // placeholder against recursion
+			g.defs[name] = g.object(t, request)
+		}
+		return map[string]any{"$ref": "#/components/schemas/" + name}
+	}
+	return g.typeSchema(t, request)
+}
+
+func (g *schemaGen) defName(t reflect.Type, request bool) string {
+	if n, ok := g.names[t]; ok {
+		return n
+	}
+	name := t.Name()
+	for _, other := range g.names {
+		if other == name {
+			name = strings.ReplaceAll(t.PkgPath(), "/", "_") + "_" + t.Name()
+			name = name[strings.LastIndex(name, "_perpd_")+len("_perpd_"):]
+		}
+	}
+	g.names[t] = name
+	return name
+}
+
+func (g *schemaGen) object(t reflect.Type, request bool) map[string]any {
+	props := map[string]any{}
+	var required []string
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		name := jsonName(sf)
+		if name == "" {
+			continue
+		}
+		ft := sf.Type
+		nullable := false
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+			nullable = !request
+		}
+		s := g.fieldSchema(sf, ft, request)
+		if nullable {
+			s = nullableOf(s)
+		}
+		props[name] = s
+		_, opts, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if request {
+			if sf.Tag.Get("req") == "true" {
+				required = append(required, name)
+			}
+		} else if !strings.Contains(opts, "omitempty") {
+			required = append(required, name)
+		}
+	}
+	out := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		sort.Strings(required)
+		out["required"] = required
+	}
+	return out
+}
+
+func nullableOf(s map[string]any) map[string]any {
+	if ref, ok := s["$ref"]; ok {
+		return map[string]any{"oneOf": []any{map[string]any{"$ref": ref}, map[string]any{"type": "null"}}}
+	}
+	c := map[string]any{}
+	for k, v := range s {
+		c[k] = v
+	}
+	if t, ok := c["type"].(string); ok {
+		c["type"] = []any{t, "null"}
+	}
+	if e, ok := c["enum"].([]any); ok {
+		c["enum"] = append(append([]any{}, e...), nil)
+	}
+	return c
+}
+
+func (g *schemaGen) fieldSchema(sf reflect.StructField, t reflect.Type, request bool) map[string]any {
+	s := g.schema(t, request)
+	if _, isRef := s["$ref"]; isRef {
+		return s
+	}
+	if u := sf.Tag.Get("unit"); u != "" {
+		s["x-svc-unit"] = u
+	}
+	if e := sf.Tag.Get("enum"); e != "" {
+		var vals []any
+		for _, v := range strings.Split(e, ",") {
+			vals = append(vals, v)
+		}
+		target := s
+		if t.Kind() == reflect.Slice {
+			target, _ = s["items"].(map[string]any)
+		}
+		if target != nil {
+			target["enum"] = vals
+		}
+	}
+	if m := sf.Tag.Get("maxLen"); m != "" {
+		n, _ := strconv.Atoi(m)
+		if t.Kind() == reflect.Slice {
+			s["maxItems"] = n
+		} else if t.Kind() == reflect.String {
+			s["maxLength"] = n
+		}
+	}
+	if d := sf.Tag.Get("doc"); d != "" {
+		s["description"] = d
+	}
+	if t.Kind() != reflect.Struct || t == intType {
+		for _, k := range []string{"min", "max"} {
+			if v := sf.Tag.Get(k); v != "" && t != intType {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				if k == "min" {
+					s["minimum"] = n
+				} else {
+					s["maximum"] = n
+				}
+			}
+		}
+	}
+	return s
+}
+
+func (g *schemaGen) typeSchema(t reflect.Type, request bool) map[string]any {
+	if t == intType {
+		return map[string]any{"type": "string", "pattern": "^-?[0-9]+$"}
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return g.schema(t.Elem(), request)
+	case reflect.String:
+		return map[string]any{"type": "string"}
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return map[string]any{"type": "integer"}
+	case reflect.Slice, reflect.Array:
+		return map[string]any{"type": "array", "items": g.schema(t.Elem(), request)}
+	case reflect.Map:
+		return map[string]any{"type": "object", "additionalProperties": g.schema(t.Elem(), request)}
+	case reflect.Struct:
+		return g.object(t, request)
+	}
+	return map[string]any{}
+}

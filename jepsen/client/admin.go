@@ -1,0 +1,73 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// Status is the part of GET /admin/status the harness uses.
+type Status struct {
+	ID     string `json:"id"`
+	State  string `json:"state"`
+	Leader struct {
+		ID   string `json:"id"`
+		Raft string `json:"raft"`
+		HTTP string `json:"http"`
+	} `json:"leader"`
+	Members []struct {
+		ID       string `json:"id"`
+		Raft     string `json:"raft"`
+		Suffrage string `json:"suffrage"`
+	} `json:"members"`
+	AppliedIndex      string `json:"appliedIndex"`
+	CommitIndex       string `json:"commitIndex"`
+	LastSnapshotIndex string `json:"lastSnapshotIndex"`
+	StateHash         string `json:"stateHash"`
+}
+
+// State is the body of GET /admin/state.
+type State struct {
+	AppliedIndex string `json:"appliedIndex"`
+	StateHash    string `json:"stateHash"`
+}
+
+// Applied parses the applied index.
+func (s State) Applied() uint64 {
+	v, _ := strconv.ParseUint(s.AppliedIndex, 10, 64)
+	return v
+}
+
+// AdminStatus reads a node's status from its admin listener.
+func (c *Client) AdminStatus(ctx context.Context, adminAddr, token string) (*Status, error) {
+	var st Status
+	return &st, c.admin(ctx, adminAddr, token, "/admin/status", &st)
+}
+
+// AdminState reads a node's applied index and state hash.
+func (c *Client) AdminState(ctx context.Context, adminAddr, token string) (*State, error) {
+	var st State
+	return &st, c.admin(ctx, adminAddr, token, "/admin/state", &st)
+}
+
+// AdminSnapshot forces a snapshot on the node and discards the bytes: with
+// small --trailing-logs it compacts the log, so a member that joins next
+// must catch up from a snapshot.
+func (c *Client) AdminSnapshot(ctx context.Context, adminAddr, token string) error {
+	res := c.Do(ctx, Request{Method: http.MethodGet, Addr: adminAddr, Path: "/admin/snapshot",
+		Header: map[string]string{"Authorization": "Bearer " + token}})
+	if res.Type != "ok" {
+		return fmt.Errorf("snapshot on %s: %d %s", adminAddr, res.Status, res.Error)
+	}
+	return nil
+}
+
+func (c *Client) admin(ctx context.Context, addr, token, path string, out any) error {
+	res := c.Do(ctx, Request{Method: http.MethodGet, Addr: addr, Path: path,
+		Header: map[string]string{"Authorization": "Bearer " + token}})
+	if res.Type != "ok" {
+		return fmt.Errorf("GET %s on %s: %d %s", path, addr, res.Status, res.Error)
+	}
+	return res.Decode(out)
+}

@@ -1,0 +1,412 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/perpd/perpd/jepsen/client"
+)
+
+// Ports every node uses on its own address.
+const (
+	HTTPPort  = 8080
+	RaftPort  = 7080
+	AdminPort = 9080
+)
+
+// BaseUID is the uid of node 1 when nodes run under their own uids; node i
+// runs as BaseUID+i-1. These uids need no passwd entry.
+const BaseUID = 47011
+
+// stopGrace is how long a SIGTERM'd node may take before SIGKILL.
+const stopGrace = 10 * time.Second
+
+// Config describes the cluster to run.
+type Config struct {
+	Bin     string // perpd executable
+	Nodes   int    // 3 or 5
+	DataDir string // parent of the nodes' data directories
+	LogDir  string // where nodeX.log files go
+	Token   string // cluster admin token
+	// OwnUIDs runs node i as uid BaseUID+i-1 (root only), so the firewall
+	// can rewrite its source address.
+	OwnUIDs bool
+	// ExtraArgs are appended to every `perpd serve`.
+	ExtraArgs []string
+}
+
+// Node is one perpd process slot. Its process may be running, paused,
+// killed or removed from the cluster.
+type Node struct {
+	ID    string
+	IP    string
+	HTTP  string
+	Raft  string
+	Admin string
+	Data  string
+	Log   string
+	UID   int
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	paused  bool
+	started bool // started at least once (never bootstrap again)
+}
+
+// Cluster is the set of nodes.
+type Cluster struct {
+	cfg   Config
+	Nodes []*Node
+	admin *client.Client
+}
+
+// New lays out the nodes without starting them.
+func New(cfg Config) (*Cluster, error) {
+	if cfg.Nodes < 1 || cfg.Nodes > 9 {
+		return nil, fmt.Errorf("nodes must be 1..9, not %d", cfg.Nodes)
+	}
+	c := &Cluster{cfg: cfg, admin: client.New(3 * time.Second)}
+	for i := 1; i <= cfg.Nodes; i++ {
+		ip := fmt.Sprintf("127.0.0.%d", 10+i)
+		n := &Node{
+			ID:    fmt.Sprintf("n%d", i),
+			IP:    ip,
+			HTTP:  ip + ":" + strconv.Itoa(HTTPPort),
+			Raft:  ip + ":" + strconv.Itoa(RaftPort),
+			Admin: ip + ":" + strconv.Itoa(AdminPort),
+			Data:  filepath.Join(cfg.DataDir, fmt.Sprintf("n%d", i)),
+			Log:   filepath.Join(cfg.LogDir, fmt.Sprintf("n%d.log", i)),
+			UID:   BaseUID + i - 1,
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	return c, nil
+}
+
+// Token is the admin token.
+func (c *Cluster) Token() string { return c.cfg.Token }
+
+// Node finds a node by id.
+func (c *Cluster) Node(id string) *Node {
+	for _, n := range c.Nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// StartAll starts node 1 (bootstrapping), waits for it to lead, then starts
+// and joins the others, and waits until every node sees the full cluster.
+func (c *Cluster) StartAll(ctx context.Context) error {
+	if err := c.Start(c.Nodes[0], ""); err != nil {
+		return err
+	}
+	if err := c.WaitMembers(ctx, c.Nodes[:1], 1, 60*time.Second); err != nil {
+		return err
+	}
+	for _, n := range c.Nodes[1:] {
+		if err := c.Start(n, c.Nodes[0].Admin); err != nil {
+			return err
+		}
+		// One at a time: a configuration change must commit before the next.
+		if err := c.WaitMembers(ctx, []*Node{c.Nodes[0]}, indexOf(c.Nodes, n)+1, 60*time.Second); err != nil {
+			return err
+		}
+	}
+	return c.WaitMembers(ctx, c.Nodes, len(c.Nodes), 60*time.Second)
+}
+
+func indexOf(nodes []*Node, n *Node) int {
+	for i, m := range nodes {
+		if m == n {
+			return i
+		}
+	}
+	return -1
+}
+
+// Start launches n's process. The very first start of node 1 bootstraps;
+// every other start joins through joinVia (ignored by perpd when the data
+// directory already holds raft state, so a restart after a kill resumes).
+func (c *Cluster) Start(n *Node, joinVia string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		return fmt.Errorf("%s is already running", n.ID)
+	}
+	if err := os.MkdirAll(n.Data, 0o700); err != nil {
+		return err
+	}
+	args := []string{"serve", "--id", n.ID, "--data", n.Data, "--http", n.HTTP, "--raft", n.Raft,
+		"--admin", n.Admin, "--admin-token", c.cfg.Token}
+	switch {
+	case !n.started && n == c.Nodes[0]:
+		args = append(args, "--bootstrap")
+	case joinVia != "":
+		args = append(args, "--join", joinVia)
+	}
+	args = append(args, c.cfg.ExtraArgs...)
+	logf, err := os.OpenFile(n.Log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logf, "\n==== jepsen: %s start %v\n", time.Now().Format(time.RFC3339Nano), args)
+	cmd := exec.Command(c.cfg.Bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if c.cfg.OwnUIDs {
+		if err := chownTree(n.Data, n.UID); err != nil {
+			_ = logf.Close()
+			return err
+		}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(n.UID), Gid: uint32(n.UID)}
+	}
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return fmt.Errorf("start %s: %w", n.ID, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = logf.Close()
+		close(exited)
+	}()
+	n.cmd, n.exited, n.paused, n.started = cmd, exited, false, true
+	return nil
+}
+
+func chownTree(dir string, uid int) error {
+	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	})
+}
+
+// Running reports whether n's process is alive (paused counts as alive).
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return false
+	}
+	select {
+	case <-n.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Paused reports whether n is stopped with SIGSTOP.
+func (n *Node) Paused() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.paused
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (c *Cluster) Kill(n *Node) error {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.cmd, n.paused = nil, false
+	n.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(stopGrace):
+		return fmt.Errorf("%s did not die after SIGKILL", n.ID)
+	}
+}
+
+// Stop sends SIGTERM (after SIGCONT, should it be paused) and SIGKILL after
+// a grace period.
+func (c *Cluster) Stop(n *Node) {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.cmd, n.paused = nil, false
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(stopGrace):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+	}
+}
+
+// Pause freezes n with SIGSTOP.
+func (c *Cluster) Pause(n *Node) error { return c.signal(n, syscall.SIGSTOP, true) }
+
+// Resume thaws n with SIGCONT.
+func (c *Cluster) Resume(n *Node) error { return c.signal(n, syscall.SIGCONT, false) }
+
+func (c *Cluster) signal(n *Node, sig syscall.Signal, paused bool) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return fmt.Errorf("%s is not running", n.ID)
+	}
+	if err := n.cmd.Process.Signal(sig); err != nil {
+		return err
+	}
+	n.paused = paused
+	return nil
+}
+
+// Wipe deletes n's data directory (the process must be stopped).
+func (c *Cluster) Wipe(n *Node) error {
+	if n.Running() {
+		return fmt.Errorf("%s is running; stop it before wiping", n.ID)
+	}
+	return os.RemoveAll(n.Data)
+}
+
+// StopAll resumes and stops every node. Safe on every exit path.
+func (c *Cluster) StopAll() {
+	var wg sync.WaitGroup
+	for _, n := range c.Nodes {
+		wg.Add(1)
+		go func(n *Node) {
+			defer wg.Done()
+			c.Stop(n)
+		}(n)
+	}
+	wg.Wait()
+	c.admin.Close()
+}
+
+// Status asks n's admin listener for its view.
+func (c *Cluster) Status(ctx context.Context, n *Node) (*client.Status, error) {
+	return c.admin.AdminStatus(ctx, n.Admin, c.cfg.Token)
+}
+
+// State asks n's admin listener for its applied index and state hash.
+func (c *Cluster) State(ctx context.Context, n *Node) (*client.State, error) {
+	return c.admin.AdminState(ctx, n.Admin, c.cfg.Token)
+}
+
+// Snapshot forces a snapshot on n.
+func (c *Cluster) Snapshot(ctx context.Context, n *Node) error {
+	return c.admin.AdminSnapshot(ctx, n.Admin, c.cfg.Token)
+}
+
+// ErrNoLeader means no running node claims to lead.
+var ErrNoLeader = errors.New("no leader")
+
+// Leader returns the node most running nodes name as leader, provided it
+// claims the role itself.
+func (c *Cluster) Leader(ctx context.Context) (*Node, error) {
+	votes := map[string]int{}
+	claims := map[string]bool{}
+	for _, n := range c.Nodes {
+		if !n.Running() || n.Paused() {
+			continue
+		}
+		st, err := c.Status(ctx, n)
+		if err != nil {
+			continue
+		}
+		if st.Leader.ID != "" {
+			votes[st.Leader.ID]++
+		}
+		if st.State == "Leader" {
+			claims[st.ID] = true
+		}
+	}
+	var ids []string
+	for id := range votes {
+		if claims[id] {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, ErrNoLeader
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		return votes[ids[i]] > votes[ids[j]] || (votes[ids[i]] == votes[ids[j]] && ids[i] < ids[j])
+	})
+	return c.Node(ids[0]), nil
+}
+
+// WaitLeader polls until a leader is found or d passes.
+func (c *Cluster) WaitLeader(ctx context.Context, d time.Duration) (*Node, error) {
+	deadline := time.Now().Add(d)
+	for {
+		l, err := c.Leader(ctx)
+		if err == nil {
+			return l, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("no leader within %v", d)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// WaitMembers polls until every node of nodes knows a leader and counts at
+// least members voters, or d passes.
+func (c *Cluster) WaitMembers(ctx context.Context, nodes []*Node, members int, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		ok, why := true, ""
+		for _, n := range nodes {
+			st, err := c.Status(ctx, n)
+			switch {
+			case err != nil:
+				ok, why = false, err.Error()
+			case st.Leader.ID == "" || st.Leader.HTTP == "":
+				ok, why = false, n.ID+" knows no leader"
+			case len(st.Members) < members:
+				ok, why = false, fmt.Sprintf("%s sees %d members", n.ID, len(st.Members))
+			}
+			if !ok {
+				break
+			}
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("cluster not formed within %v: %s", d, why)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Members returns the member ids the leader reports.
+func (c *Cluster) Members(ctx context.Context) ([]string, error) {
+	l, err := c.Leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := c.Status(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, m := range st.Members {
+		ids = append(ids, m.ID)
+	}
+	return ids, nil
+}

@@ -1,0 +1,82 @@
+package harness
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Options configure a run. Zero values take the defaults noted.
+type Options struct {
+	Nodes    int           // 3 or 5 (default 5)
+	Duration time.Duration // how long clients run under faults (default 5m)
+	Nemesis  string        // "all", "none" or e.g. "kill,partition" (default all)
+	Workers  int           // concurrent client processes (default 4 per node)
+	Rate     float64       // target client operations per second (default 60)
+	Accounts int           // trader accounts (default 12)
+	Seed     int64         // default: time-based
+
+	// ReportRoot is where <timestamp>/ report folders go (default
+	// jepsen/reports under ModuleDir).
+	ReportRoot string
+	// ModuleDir is the perpd module root to build (default: found from
+	// the working directory).
+	ModuleDir string
+	// Bin is a prebuilt perpd; empty builds one.
+	Bin string
+	// BuildTags are passed to go build (jepsen_bug plants the node bug).
+	BuildTags string
+	// AllowNoPartition lets a run without usable iptables go on without
+	// the partition nemesis (loudly). Without it such a run fails.
+	AllowNoPartition bool
+	// LivenessBound is how soon after a heal the cluster must take writes
+	// again (default 30s).
+	LivenessBound time.Duration
+	// PorcupineTimeout bounds the linearizability search per account
+	// (default 60s).
+	PorcupineTimeout time.Duration
+	// Bug plants a client-side bug (builds with -tags jepsen_bug only).
+	Bug string
+	// KeepData keeps the nodes' data directories after the run.
+	KeepData bool
+	// Log receives progress (default stderr).
+	Log io.Writer
+}
+
+func (o *Options) setDefaults() error {
+	if o.Nodes == 0 {
+		o.Nodes = 5
+	}
+	if o.Nodes < 3 || o.Nodes > 5 {
+		return fmt.Errorf("nodes must be 3, 4 or 5, not %d", o.Nodes)
+	}
+	if o.Duration == 0 {
+		o.Duration = 5 * time.Minute
+	}
+	if o.Nemesis == "" {
+		o.Nemesis = "all"
+	}
+	if o.Workers == 0 {
+		o.Workers = 4 * o.Nodes
+	}
+	if o.Rate == 0 {
+		o.Rate = 60
+	}
+	if o.Accounts == 0 {
+		o.Accounts = 12
+	}
+	if o.Seed == 0 {
+		o.Seed = time.Now().UnixNano()
+	}
+	if o.LivenessBound == 0 {
+		o.LivenessBound = 30 * time.Second
+	}
+	if o.PorcupineTimeout == 0 {
+		o.PorcupineTimeout = 60 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = os.Stderr
+	}
+	return nil
+}

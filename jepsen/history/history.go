@@ -1,0 +1,224 @@
+package history
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Type is the kind of an event, as in Jepsen.
+type Type string
+
+// Event types. An invocation is completed by exactly one of ok (it took
+// effect, and the value is what it returned), fail (it certainly did not
+// take effect) or info (it may or may not have taken effect).
+const (
+	Invoke Type = "invoke"
+	OK     Type = "ok"
+	Fail   Type = "fail"
+	Info   Type = "info"
+)
+
+// NemesisProcess is the process id of fault injections.
+const NemesisProcess = -1
+
+// Function names the harness records. Workloads add their own.
+const (
+	FSignup       = "signup"
+	FFaucet       = "faucet"
+	FRead         = "read"
+	FMint         = "mint-key"
+	FListDeposits = "list-deposits"
+	FListSessions = "list-sessions"
+)
+
+// Op is one event of the history.
+type Op struct {
+	// Index is the event's position in the history.
+	Index int `json:"index"`
+	// ID pairs an invocation with its completion.
+	ID      int    `json:"id"`
+	Type    Type   `json:"type"`
+	Process int    `json:"process"`
+	Node    string `json:"node,omitempty"`
+	F       string `json:"f"`
+	// Account the operation acts on or reads.
+	Account string `json:"account,omitempty"`
+	// IdemKey is the idempotency key sent (writes only).
+	IdemKey string `json:"idemKey,omitempty"`
+	// Msat is the amount a write credited or a read observed.
+	Msat *int64 `json:"msat,omitempty"`
+	// KeyID names a minted API key.
+	KeyID string `json:"keyId,omitempty"`
+	// Detail is free text: a nemesis' target, a listing's content.
+	Detail string `json:"detail,omitempty"`
+	// Status is the HTTP status of the answer, when there was one.
+	Status int `json:"status,omitempty"`
+	// Code is the error code of a refusal.
+	Code  string `json:"code,omitempty"`
+	Error string `json:"error,omitempty"`
+	// RaftIndex is the X-Raft-Index of the answer.
+	RaftIndex uint64 `json:"raftIndex,omitempty"`
+	// Resolves is the ID of an earlier info operation this one settles by
+	// retrying it with the same idempotency key.
+	Resolves int `json:"resolves,omitempty"`
+	// TimeNs is monotonic nanoseconds since the run started.
+	TimeNs int64 `json:"timeNs"`
+}
+
+// Int64 returns a pointer to v, for Op.Msat.
+func Int64(v int64) *int64 { return &v }
+
+// Recorder appends events from many goroutines, stamping them in order.
+type Recorder struct {
+	mu     sync.Mutex
+	start  time.Time
+	ops    []Op
+	nextID int
+	sink   *bufio.Writer
+	closer io.Closer
+	err    error
+}
+
+// NewRecorder starts a history whose clock begins now. When path is not
+// empty every event is also streamed there as it happens, so a history
+// survives a harness crash.
+func NewRecorder(path string) (*Recorder, error) {
+	r := &Recorder{start: time.Now(), nextID: 1}
+	if path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, err
+		}
+		r.sink, r.closer = bufio.NewWriter(f), f
+	}
+	return r, nil
+}
+
+// Now is the monotonic time since the run started.
+func (r *Recorder) Now() time.Duration { return time.Since(r.start) }
+
+// Invoke records an invocation and returns it with its ID set.
+func (r *Recorder) Invoke(op Op) Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	op.ID = r.nextID
+	r.nextID++
+	op.Type = Invoke
+	r.appendLocked(&op)
+	return op
+}
+
+// Complete records the completion of inv; done carries the outcome (its
+// Type must be OK, Fail or Info) and the values returned.
+func (r *Recorder) Complete(inv Op, done Op) Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	done.ID, done.Process, done.F = inv.ID, inv.Process, inv.F
+	if done.Node == "" {
+		done.Node = inv.Node
+	}
+	if done.Account == "" {
+		done.Account = inv.Account
+	}
+	if done.IdemKey == "" {
+		done.IdemKey = inv.IdemKey
+	}
+	if done.Resolves == 0 {
+		done.Resolves = inv.Resolves
+	}
+	r.appendLocked(&done)
+	return done
+}
+
+func (r *Recorder) appendLocked(op *Op) {
+	op.Index = len(r.ops)
+	op.TimeNs = int64(time.Since(r.start))
+	r.ops = append(r.ops, *op)
+	if r.sink != nil && r.err == nil {
+		b, err := json.Marshal(op)
+		if err == nil {
+			_, err = r.sink.Write(append(b, '\n'))
+		}
+		r.err = err
+	}
+}
+
+// Ops returns a copy of the history so far.
+func (r *Recorder) Ops() []Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Op(nil), r.ops...)
+}
+
+// Close flushes the streamed history.
+func (r *Recorder) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sink == nil {
+		return r.err
+	}
+	if err := r.sink.Flush(); err != nil && r.err == nil {
+		r.err = err
+	}
+	if err := r.closer.Close(); err != nil && r.err == nil {
+		r.err = err
+	}
+	r.sink = nil
+	return r.err
+}
+
+// Load reads a history written by a Recorder.
+func Load(rd io.Reader) ([]Op, error) {
+	var ops []Op
+	sc := bufio.NewScanner(rd)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var op Op
+		if err := json.Unmarshal(sc.Bytes(), &op); err != nil {
+			return nil, fmt.Errorf("history line %d: %w", len(ops)+1, err)
+		}
+		ops = append(ops, op)
+	}
+	return ops, sc.Err()
+}
+
+// Pair is one operation: its invocation and its completion (nil while it
+// never completed, which the harness treats as info).
+type Pair struct {
+	Invoke Op
+	Done   *Op
+}
+
+// Outcome is the pair's completion type; an unfinished pair is Info.
+func (p Pair) Outcome() Type {
+	if p.Done == nil {
+		return Info
+	}
+	return p.Done.Type
+}
+
+// Pairs matches invocations with completions by ID, in invocation order.
+func Pairs(ops []Op) []Pair {
+	byID := map[int]int{}
+	var out []Pair
+	for _, op := range ops {
+		switch op.Type {
+		case Invoke:
+			byID[op.ID] = len(out)
+			out = append(out, Pair{Invoke: op})
+		default:
+			if i, ok := byID[op.ID]; ok && out[i].Done == nil {
+				done := op
+				out[i].Done = &done
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Invoke.Index < out[j].Invoke.Index })
+	return out
+}

@@ -1,0 +1,90 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/perpd/perpd/jepsen/checker"
+)
+
+// Summary is the run in numbers.
+type Summary struct {
+	Ops            int              `json:"ops"`
+	Acknowledged   int              `json:"acknowledged"`
+	Faults         int              `json:"faults"`
+	Lost           int              `json:"lostWrites"`
+	Duplicates     int              `json:"duplicateApplies"`
+	Unresolved     int              `json:"unresolvedWrites"`
+	Linearizable   checker.Verdict  `json:"linearizable"`
+	DriftMsat      int64            `json:"msatDrift"`
+	HashesEqual    bool             `json:"hashesEqual"`
+	Unavailable    time.Duration    `json:"longestUnavailabilityNs"`
+	Results        []checker.Result `json:"results"`
+	Problems       []string         `json:"problems,omitempty"`
+	Dir            string           `json:"dir"`
+	Nemeses        []string         `json:"nemeses"`
+	Nodes          int              `json:"nodes"`
+	Duration       time.Duration    `json:"durationNs"`
+	Visualizations []string         `json:"visualizations,omitempty"`
+}
+
+// Failed reports whether any checker found a violation or the run itself
+// went wrong (Problems).
+func (s *Summary) Failed() bool {
+	if len(s.Problems) > 0 {
+		return true
+	}
+	for _, r := range s.Results {
+		if r.Verdict == checker.Violation {
+			return true
+		}
+	}
+	return false
+}
+
+// Line is the one-line summary that ends every run.
+func (s *Summary) Line() string {
+	verdict := "PASS"
+	if s.Failed() {
+		verdict = "FAIL"
+	}
+	return fmt.Sprintf("jepsen %s: ops=%d acknowledged=%d faults=%d lost-writes=%d duplicate-applies=%d linearizable=%s msat-drift=%d hashes-equal=%t longest-unavailability=%v (nodes=%d nemesis=%s time=%v report=%s)",
+		verdict, s.Ops, s.Acknowledged, s.Faults, s.Lost, s.Duplicates, s.Linearizable, s.DriftMsat, s.HashesEqual,
+		s.Unavailable.Round(time.Millisecond), s.Nodes, strings.Join(s.Nemeses, ","), s.Duration.Round(time.Second), s.Dir)
+}
+
+// Write stores the summary, the results and the final state in dir.
+func Write(dir string, s *Summary, final *checker.Final) error {
+	if err := writeJSON(filepath.Join(dir, "results.json"), s); err != nil {
+		return err
+	}
+	if final != nil {
+		if err := writeJSON(filepath.Join(dir, "final.json"), final); err != nil {
+			return err
+		}
+	}
+	var b strings.Builder
+	for _, r := range s.Results {
+		fmt.Fprintf(&b, "%-16s %s\n", r.Name, r.Verdict)
+		for _, d := range r.Details {
+			fmt.Fprintf(&b, "    %s\n", d)
+		}
+	}
+	for _, p := range s.Problems {
+		fmt.Fprintf(&b, "problem: %s\n", p)
+	}
+	fmt.Fprintln(&b, s.Line())
+	return os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(b.String()), 0o644)
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

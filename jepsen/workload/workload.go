@@ -1,0 +1,183 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/perpd/perpd/jepsen/client"
+	"github.com/perpd/perpd/jepsen/history"
+)
+
+// Account is a trader account the workload created.
+type Account struct {
+	ID     string
+	APIKey string
+	// mints counts session keys minted, to stay under the live-key cap.
+	mints atomic.Int32
+}
+
+// MaxMintsPerAccount keeps mints below the live-key cap (20, master key
+// included) so a mint is refused only by a fault, not by the cap.
+const MaxMintsPerAccount = 18
+
+// Pending is a write whose outcome is unknown, kept to be resolved.
+type Pending struct {
+	Op      history.Op // the invocation
+	Account *Account
+	Body    any // the request body, resent unchanged
+}
+
+// Env is shared by every process.
+type Env struct {
+	Client   *client.Client
+	Rec      *history.Recorder
+	Nodes    []string // public HTTP addresses
+	Accounts []*Account
+	// Linearizable makes balance reads ask for X-Consistency: linearizable.
+	Linearizable bool
+
+	mu      sync.Mutex
+	pending []Pending
+	nextPID atomic.Int64
+}
+
+// AddPending keeps an unknown-outcome write for resolution.
+func (e *Env) AddPending(p Pending) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.pending = append(e.pending, p)
+}
+
+// TakePending returns and clears the unresolved writes.
+func (e *Env) TakePending() []Pending {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := e.pending
+	e.pending = nil
+	return out
+}
+
+// Process is one logical client: it runs one operation at a time against
+// its node. After an operation with an unknown outcome it takes a new
+// process id, as in Jepsen (the old process may still be "in flight").
+type Process struct {
+	ID   int
+	Node string
+	Rand *rand.Rand
+}
+
+// Kind is one kind of operation.
+type Kind struct {
+	Name   string
+	Weight int
+	// Run performs one operation for p on acct, recording it.
+	Run func(ctx context.Context, e *Env, p *Process, acct *Account) history.Type
+}
+
+// Kinds is the default mix. Reads dominate so the linearizability checker
+// sees every balance change from many angles.
+func Kinds() []Kind {
+	return []Kind{
+		{Name: history.FFaucet, Weight: 30, Run: Faucet},
+		{Name: history.FRead, Weight: 55, Run: ReadBalance},
+		{Name: history.FListDeposits, Weight: 10, Run: ListDeposits},
+		{Name: history.FMint, Weight: 5, Run: MintKey},
+	}
+}
+
+// Options tunes Run.
+type Options struct {
+	Workers int
+	// Rate is the target total operations per second across workers.
+	Rate  float64
+	Kinds []Kind
+	Seed  int64
+}
+
+// Run drives the workers until ctx ends and returns how many operations
+// were invoked. A panicking worker is reported, not allowed to crash the
+// harness (which must still heal the cluster).
+func Run(ctx context.Context, e *Env, opts Options) (int64, error) {
+	if len(e.Accounts) == 0 || len(e.Nodes) == 0 {
+		return 0, fmt.Errorf("workload needs accounts and nodes")
+	}
+	total := 0
+	for _, k := range opts.Kinds {
+		total += k.Weight
+	}
+	if total <= 0 {
+		return 0, fmt.Errorf("workload has no operation kinds")
+	}
+	// Each worker waits this long between operations on average.
+	think := time.Duration(float64(opts.Workers) / opts.Rate * float64(time.Second))
+	var wg sync.WaitGroup
+	var invoked atomic.Int64
+	errs := make(chan error, opts.Workers)
+	for w := 0; w < opts.Workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					errs <- fmt.Errorf("worker %d panicked: %v\n%s", w, r, debug.Stack())
+				}
+			}()
+			rng := rand.New(rand.NewSource(opts.Seed + int64(w)*7919))
+			p := &Process{ID: int(e.nextPID.Add(1)) - 1, Node: e.Nodes[w%len(e.Nodes)], Rand: rng}
+			for ctx.Err() == nil {
+				k := pickKind(opts.Kinds, total, rng)
+				acct := e.Accounts[rng.Intn(len(e.Accounts))]
+				invoked.Add(1)
+				if k.Run(ctx, e, p, acct) == history.Info {
+					// Crashed process: continue as a new one on the next node.
+					p.ID = int(e.nextPID.Add(1)) - 1
+					p.Node = e.Nodes[(indexOf(e.Nodes, p.Node)+1)%len(e.Nodes)]
+				}
+				jitter := time.Duration(rng.Int63n(int64(think) + 1))
+				select {
+				case <-ctx.Done():
+				case <-time.After(think/2 + jitter):
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	return invoked.Load(), <-errs
+}
+
+func pickKind(kinds []Kind, total int, rng *rand.Rand) Kind {
+	r := rng.Intn(total)
+	for _, k := range kinds {
+		if r < k.Weight {
+			return k
+		}
+		r -= k.Weight
+	}
+	return kinds[len(kinds)-1]
+}
+
+func indexOf(xs []string, x string) int {
+	for i, v := range xs {
+		if v == x {
+			return i
+		}
+	}
+	return 0
+}
+
+// idemKey draws a fresh idempotency key.
+func idemKey(rng *rand.Rand, prefix string) string {
+	return fmt.Sprintf("jepsen-%s-%016x%016x", prefix, rng.Uint64(), rng.Uint64())
+}
+
+// opCtx bounds one operation; the client's own timeout is shorter, so an
+// unanswered request ends as info before this fires.
+func opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 2*client.DefaultTimeout)
+}
