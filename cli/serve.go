@@ -19,9 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/perpd/perpd/cluster"
-	"github.com/perpd/perpd/httpapi"
 	"github.com/perpd/perpd/node"
-	"github.com/perpd/perpd/node/rail"
 )
 
 type serveFlags struct {
@@ -92,17 +90,12 @@ func runServe(parent context.Context, f serveFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	wireDomains(n)
-	n.Start()
-
-	admin := cluster.NewAdminServer(n)
-	wireAdmin(admin)
-	rl, err := newRail(f.deployment, token)
+	admin, api, err := Assemble(n, log)
 	if err != nil {
 		_ = n.Shutdown()
 		return err
 	}
-	api := httpapi.New(n, log.Named("http"), httpapi.WithRail(rl))
+	n.Start()
 	go api.RunTouches(ctx)
 	servers, err := listen(log, map[string]http.Handler{f.adminAddr: admin, f.httpAddr: api})
 	if err != nil {
@@ -177,21 +170,3 @@ func adminToken(dataDir, given string) (string, error) {
 	t := hex.EncodeToString(raw[:])
 	return t, os.WriteFile(path, []byte(t+"\n"), 0o600)
 }
-
-// newRail builds the simulated rail of testnet and local deployments; its
-// node key is derived from the cluster's shared admin token, so every
-// member signs and recognises the same invoices.
-func newRail(deployment, token string) (*rail.SimRail, error) {
-	key, err := rail.NodeKeyFromSecret(token)
-	if err != nil {
-		return nil, err
-	}
-	return rail.NewSimRail(rail.SimConfig{Network: httpapi.RailNetwork(deployment), NodeKey: key})
-}
-
-// wireDomains registers the leader drivers of the domains (oracle, rail).
-// Each domain adds itself here as it lands.
-func wireDomains(n *node.Node) {}
-
-// wireAdmin registers the domains' operator routes on the admin listener.
-func wireAdmin(a *cluster.AdminServer) {}

@@ -25,6 +25,8 @@ const (
 	CmdTouchKeys  CmdType = 24 // record keys' last use, batched by nodes
 
 	CmdDepositSettled CmdType = 40 // the rail saw a deposit arrive
+	// 41-59: money rails (invoices, withdrawals), declared in apply_funds.go.
+	// 60-79: markets and the oracle, declared in apply_market.go.
 )
 
 // Command is the envelope of every log entry the state machine applies.

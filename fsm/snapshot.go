@@ -89,6 +89,9 @@ func (s *State) fillNil() {
 		s.Funds = fresh.Funds
 	}
 	s.Funds.FillNil()
+	if s.Market == nil {
+		s.Market = fresh.Market
+	}
 	for _, f := range fillHooks {
 		f(s)
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/perpd/perpd/fsm/access"
 	"github.com/perpd/perpd/fsm/funds"
 	"github.com/perpd/perpd/fsm/ledger"
+	"github.com/perpd/perpd/fsm/market"
 )
 
 // StateVersion is the snapshot format version. Bump it with a migration in
@@ -23,6 +24,7 @@ type State struct {
 	Nodes   map[string]*NodeMeta `cbor:"7,keyasint"`
 	Access  *access.State        `cbor:"8,keyasint"`
 	Funds   *funds.State         `cbor:"9,keyasint"`
+	Market  *market.State        `cbor:"10,keyasint"`
 }
 
 // Genesis records how the cluster was born.
@@ -52,6 +54,7 @@ func NewState() *State {
 		Nodes:   map[string]*NodeMeta{},
 		Access:  access.NewState(),
 		Funds:   funds.NewState(),
+		Market:  market.NewState(),
 	}
 }
 

@@ -145,6 +145,10 @@ func (c *Cluster) Start(n *Node, joinVia string) error {
 	if n.cmd != nil {
 		return fmt.Errorf("%s is already running", n.ID)
 	}
+	// The parent must be traversable by the node's own uid.
+	if err := os.MkdirAll(filepath.Dir(n.Data), 0o755); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(n.Data, 0o700); err != nil {
 		return err
 	}
@@ -371,6 +375,9 @@ func (c *Cluster) WaitMembers(ctx context.Context, nodes []*Node, members int, d
 	for {
 		ok, why := true, ""
 		for _, n := range nodes {
+			if !n.Running() {
+				return fmt.Errorf("%s exited; see %s", n.ID, n.Log)
+			}
 			st, err := c.Status(ctx, n)
 			switch {
 			case err != nil:

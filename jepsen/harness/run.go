@@ -159,7 +159,7 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	} else {
 		r.logf("WARNING: perpd has no --faucet-grants-per-hour; the faucet will refuse most grants")
 	}
-	ownUIDs := wantPartition && len(r.sum.Nemeses) > 0 && contains(names, "partition")
+	ownUIDs := contains(names, "partition")
 	r.cluster, err = db.New(db.Config{Bin: r.bin, Nodes: o.Nodes, DataDir: filepath.Join(work, "data"),
 		LogDir: filepath.Join(r.dir, "nodes"), Token: hex.EncodeToString(tok[:]), OwnUIDs: ownUIDs, ExtraArgs: extra})
 	if err != nil {

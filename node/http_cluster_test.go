@@ -1,0 +1,153 @@
+package node_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/perpd/perpd/cluster/clustertest"
+	"github.com/perpd/perpd/node"
+)
+
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+	took   time.Duration
+}
+
+func get(t testing.TB, url string, header map[string]string) answer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	client := &http.Client{Timeout: node.MaxReadWait + 10*time.Second}
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return answer{status: resp.StatusCode, header: resp.Header, body: b, took: time.Since(start)}
+}
+
+func raftIndexHeader(t testing.TB, a answer) uint64 {
+	t.Helper()
+	v, err := strconv.ParseUint(a.header.Get("X-Raft-Index"), 10, 64)
+	if err != nil {
+		t.Fatalf("X-Raft-Index %q: %v", a.header.Get("X-Raft-Index"), err)
+	}
+	return v
+}
+
+func TestMinIndexOnFollowerAnswersOnceTheWriteIsApplied(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	leader := c.Leader()
+	for i, f := range c.Followers() {
+		res := propose(t, leader.Node, noop("acct:min-index-"+strconv.Itoa(i)))
+		a := get(t, c.HTTP(f.ID)+"/healthz", map[string]string{"X-Min-Index": strconv.FormatUint(res.Index, 10)})
+		if a.status != http.StatusOK {
+			t.Fatalf("%s answered %d %s", f.ID, a.status, a.body)
+		}
+		if got := raftIndexHeader(t, a); got < res.Index {
+			t.Fatalf("%s answered at index %d, before the write at %d", f.ID, got, res.Index)
+		}
+		if _, ok := record(f.Node, "acct:min-index-"+strconv.Itoa(i)); !ok {
+			t.Fatalf("%s answered but has not applied the write", f.ID)
+		}
+	}
+}
+
+func TestMinIndexNeverReachedAnswers503AfterBoundedWait(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	f := c.Followers()[0]
+	want := f.Node.Machine().Applied() + 1_000_000
+	a := get(t, c.HTTP(f.ID)+"/healthz", map[string]string{"X-Min-Index": strconv.FormatUint(want, 10)})
+	if a.status != http.StatusServiceUnavailable {
+		t.Fatalf("answered %d %s, want 503", a.status, a.body)
+	}
+	if a.took < node.MaxReadWait-100*time.Millisecond || a.took > node.MaxReadWait+2*time.Second {
+		t.Fatalf("answered after %v; the wait is bounded by %v", a.took, node.MaxReadWait)
+	}
+	var body map[string]any
+	if err := json.Unmarshal(a.body, &body); err != nil {
+		t.Fatalf("body %s: %v", a.body, err)
+	}
+	if msg, _ := body["error"].(string); msg == "" || body["code"] != "unavailable" {
+		t.Fatalf("body %s, want {error, code: unavailable}", a.body)
+	}
+	if got := raftIndexHeader(t, a); got >= want {
+		t.Fatalf("X-Raft-Index %d on a refusal for %d", got, want)
+	}
+}
+
+func TestMinIndexMustBeALogIndex(t *testing.T) {
+	c := clustertest.Start(t, 1)
+	for _, bad := range []string{"-1", "abc", "1.5", "18446744073709551616"} {
+		a := get(t, c.HTTP("node1")+"/healthz", map[string]string{"X-Min-Index": bad})
+		if a.status != http.StatusBadRequest {
+			t.Errorf("X-Min-Index %q answered %d %s, want 400", bad, a.status, a.body)
+		}
+	}
+}
+
+var decimalString = regexp.MustCompile(`^"[0-9]+"$`)
+
+func checkHealth(t testing.TB, a answer, wantOK bool) {
+	t.Helper()
+	var h map[string]json.RawMessage
+	if err := json.Unmarshal(a.body, &h); err != nil {
+		t.Fatalf("health body %s: %v", a.body, err)
+	}
+	if string(h["ok"]) != strconv.FormatBool(wantOK) || string(h["db"]) != "true" {
+		t.Fatalf("health %s, want ok:%v db:true", a.body, wantOK)
+	}
+	if !decimalString.Match(h["tsMs"]) {
+		t.Fatalf("tsMs %s is not a decimal string", h["tsMs"])
+	}
+	ts, _ := strconv.ParseInt(string(h["tsMs"][1:len(h["tsMs"])-1]), 10, 64)
+	if d := time.Since(time.UnixMilli(ts)); d < -time.Minute || d > time.Minute {
+		t.Fatalf("tsMs %d is not the node's clock", ts)
+	}
+}
+
+func TestHealthzOKWithLeader(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	for _, m := range c.Live() {
+		a := get(t, c.HTTP(m.ID)+"/healthz", nil)
+		if a.status != http.StatusOK {
+			t.Fatalf("%s: %d %s", m.ID, a.status, a.body)
+		}
+		checkHealth(t, a, true)
+	}
+}
+
+func TestHealthz503WithoutLeader(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	keep := c.Followers()[0]
+	for _, m := range c.Live() {
+		if m != keep {
+			c.Kill(m.ID)
+		}
+	}
+	var a answer
+	if !clustertest.Poll(15*time.Second, func() bool {
+		a = get(t, c.HTTP(keep.ID)+"/healthz", nil)
+		return a.status == http.StatusServiceUnavailable
+	}) {
+		t.Fatalf("a node alone still answers %d %s", a.status, a.body)
+	}
+	checkHealth(t, a, false)
+}
