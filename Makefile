@@ -36,3 +36,13 @@ bench:
 
 clean:
 	rm -rf bin data devnet
+
+# Jepsen-style fault injection against a real cluster (jepsen/README.md).
+# Needs root and iptables for partitions. TIME, NEMESIS and NODES change it.
+jepsen:
+	$(GO) run ./jepsen/cmd/jepsen -time $(TIME) -nemesis $(NEMESIS) -nodes $(NODES)
+
+# The short run `make test` includes: about 90 s, every nemesis, 3 nodes.
+.PHONY: jepsen-short
+jepsen-short:
+	$(GO) run ./jepsen/cmd/jepsen -time 60s -nemesis all -nodes 3

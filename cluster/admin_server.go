@@ -195,10 +195,11 @@ func (s *AdminServer) transfer(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, statusFor(err), errBody(err.Error()))
 		return
 	}
-	// Wait briefly for the new leader so the answer names it.
+	// Wait briefly for the new leader, and for its addresses, so the answer
+	// names it and the next admin call can be relayed to it.
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if id, _, _, _ := s.n.LeaderInfo(); id != "" && id != s.n.Config().ID {
+		if id, _, _, admin := s.n.LeaderInfo(); id != "" && id != s.n.Config().ID && admin != "" {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -322,7 +322,7 @@ func (s *Server) limits(c *gin.Context) {
 	cl := callerOf(c)
 	now := time.Now()
 	view := func(name string) BudgetView {
-		b := Budgets[name]
+		b := s.budgets[name]
 		return BudgetView{LimitPerMin: b.PerKeyPerMin, Burst: b.KeyBurst,
 			Remaining: s.meter.peek(b, "key:"+cl.KeyID, cl.AccountID, now)}
 	}

@@ -61,6 +61,7 @@ func newTestAPI(t *testing.T, mut ...func(*node.Config)) *testAPI {
 	a := &testAPI{t: t, node: n, srv: New(n, cfg.Logger)}
 	a.http = httptest.NewServer(a.srv)
 	t.Cleanup(func() {
+		validateExchanges(t, a)
 		a.http.Close()
 		_ = n.Shutdown()
 	})

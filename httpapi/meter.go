@@ -161,11 +161,11 @@ func meterGuard(s *Server, r *Route) gin.HandlerFunc {
 	if r.Budget == "" {
 		return nil
 	}
-	b, ok := Budgets[r.Budget]
-	if !ok {
+	if _, ok := Budgets[r.Budget]; !ok {
 		panic("route " + r.Path + " names unknown budget " + r.Budget)
 	}
 	return func(c *gin.Context) {
+		b := s.budgets[r.Budget]
 		subject, account := "ip:"+c.ClientIP(), ""
 		if r.Auth == Keyed {
 			cl := callerOf(c)

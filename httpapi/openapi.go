@@ -149,10 +149,9 @@ func (g *schemaGen) operation(r *Route) map[string]any {
 
 // commonErrors are the refusals any route of its kind may give.
 func commonErrors(r *Route) []int {
-	out := []int{404, 405, 413, 503}
-	if r.Request != nil || r.Query != nil || r.Idem {
-		out = append(out, 400)
-	}
+	// 400: a malformed X-Min-Index or body on any route; 500: a bug,
+	// still answered as JSON.
+	out := []int{400, 404, 405, 413, 500, 503}
 	if r.Auth == Keyed {
 		out = append(out, 401, 403)
 	}

@@ -24,7 +24,9 @@ type Server struct {
 	Rail  rail.Rail
 	log   hclog.Logger
 	meter *meter
-	touch *touches
+	// budgets size the rate limits (Budgets unless an option says else).
+	budgets map[string]Budget
+	touch   *touches
 }
 
 // New builds the gin engine with every route of the table.
@@ -34,14 +36,14 @@ func New(n *node.Node, log hclog.Logger, opts ...Option) *Server {
 	e.HandleMethodNotAllowed = true
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
-	s := &Server{Node: n, Engine: e, log: log, meter: newMeter(), touch: newTouches()}
+	s := &Server{Node: n, Engine: e, log: log, meter: newMeter(), touch: newTouches(), budgets: Budgets}
 	for _, o := range opts {
 		o(s)
 	}
 	if s.Rail == nil {
 		s.Rail = defaultRail(n.Config().Deployment)
 	}
-	e.Use(gin.CustomRecovery(recovery), s.bodyLimit, s.indexHeaders)
+	e.Use(gin.CustomRecoveryWithWriter(log.StandardWriter(&hclog.StandardLoggerOptions{}), recovery), s.bodyLimit, s.indexHeaders)
 	e.NoRoute(func(c *gin.Context) { notFound(c, "route "+c.Request.URL.Path) })
 	e.NoMethod(func(c *gin.Context) {
 		fail(c, http.StatusMethodNotAllowed, "validation", "method "+c.Request.Method+" not allowed on "+c.Request.URL.Path)
@@ -58,6 +60,9 @@ type Option func(*Server)
 // WithRail sets the payment rail the API describes and derives addresses
 // with.
 func WithRail(r rail.Rail) Option { return func(s *Server) { s.Rail = r } }
+
+// WithBudgets replaces the rate budgets (all three names must be present).
+func WithBudgets(b map[string]Budget) Option { return func(s *Server) { s.budgets = b } }
 
 // defaultRail is a simulated rail with a throwaway node key, for tests and
 // tools that build a server without wiring a rail.
@@ -95,9 +100,23 @@ func (s *Server) bodyLimit(c *gin.Context) {
 	c.Next()
 }
 
-// indexHeaders honours X-Min-Index (read-your-writes on any node) and stamps
-// every response with the node's applied index.
+// indexHeaders honours X-Min-Index (read-your-writes on any node) and
+// X-Consistency: linearizable (the node confirms the leader's commit index
+// and waits to apply it before reading), and stamps every response with the
+// node's applied index.
 func (s *Server) indexHeaders(c *gin.Context) {
+	switch c.GetHeader("X-Consistency") {
+	case "", "default":
+	case "linearizable":
+		if err := s.Node.LinearizableRead(c.Request.Context()); err != nil {
+			c.Header("X-Raft-Index", strconv.FormatUint(s.Node.Machine().Applied(), 10))
+			unavailable(c, "cannot confirm a linearizable read right now: "+err.Error())
+			return
+		}
+	default:
+		invalid(c, "X-Consistency must be linearizable or default")
+		return
+	}
 	if v := c.GetHeader("X-Min-Index"); v != "" {
 		want, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {

@@ -19,10 +19,15 @@ func (n *Node) runDrivers() {
 	defer n.wg.Done()
 	tick := time.NewTicker(n.cfg.TickInterval)
 	defer tick.Stop()
+	meta := time.NewTicker(min(metaCheckInterval, n.cfg.TickInterval))
+	defer meta.Stop()
 	for {
 		select {
 		case <-n.stop:
 			return
+		case <-meta.C:
+			n.ensureMeta()
+			continue
 		case <-tick.C:
 		}
 		n.ensureMeta()
@@ -36,6 +41,13 @@ func (n *Node) runDrivers() {
 		}
 	}
 }
+
+// metaCheckInterval is how often a node checks that its addresses are
+// recorded, independently of the tick: until they are, nobody can forward
+// to it, so a node that just joined (and may be elected at once) announces
+// itself within this time rather than a whole TickInterval. The check is a
+// map lookup; it proposes only when the record is missing or stale.
+const metaCheckInterval = 100 * time.Millisecond
 
 // leaderDrivers run once per tick on the leader (oracle, rail, ...).
 // Registered before Start by the owning packages' wiring.

@@ -54,7 +54,6 @@ type Cluster struct {
 	cfg   config
 	base  string
 	logs  *logSink
-	rail  rail.Rail
 	Token string
 
 	mu      sync.Mutex
@@ -94,12 +93,8 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	base := t.TempDir()
 	c := &Cluster{t: t, cfg: cfg, base: base, logs: newLogSink(cfg.logOutput), Token: randomHex(24)}
 	t.Cleanup(c.Stop)
-	if cfg.api == nil {
-		r, err := simRail()
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.rail = r
+	if c.cfg.assemble == nil {
+		c.cfg.assemble = coreOnly
 	}
 	for i := 1; i <= n; i++ {
 		m := &Member{ID: fmt.Sprintf("node%d", i), bootstrap: i == 1}
@@ -126,14 +121,18 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	return c
 }
 
-func simRail() (rail.Rail, error) {
-	// One node key for the whole cluster, as `perpd serve` shares it, so an
-	// invoice signed under one leader is recognized under the next.
-	key, err := rail.NewNodeKey(nil)
+// coreOnly is the default Assembler: the replicated core without domain
+// drivers. The rail's node key comes from the admin token, as in `serve`.
+func coreOnly(n *node.Node, log hclog.Logger) (*cluster.AdminServer, *httpapi.Server, error) {
+	key, err := rail.NodeKeyFromSecret(n.Config().AdminToken)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return rail.NewSimRail(rail.SimConfig{Network: rail.Testnet, NodeKey: key})
+	r, err := rail.NewSimRail(rail.SimConfig{Network: httpapi.RailNetwork(n.Config().Deployment), NodeKey: key})
+	if err != nil {
+		return nil, nil, err
+	}
+	return cluster.NewAdminServer(n), httpapi.New(n, log.Named("http"), httpapi.WithRail(r)), nil
 }
 
 // start launches m's node and listeners. A member without addresses gets
@@ -206,20 +205,16 @@ func (c *Cluster) tryStart(m *Member, fresh bool) error {
 		closeAll()
 		return err
 	}
+	admin, api, err := c.cfg.assemble(n, log)
+	if err != nil {
+		_ = n.Shutdown()
+		closeAll()
+		return err
+	}
 	for _, f := range c.cfg.onNode {
 		f(n)
 	}
 	n.Start()
-	admin := cluster.NewAdminServer(n)
-	for _, f := range c.cfg.onAdmin {
-		f(admin)
-	}
-	var api http.Handler
-	if c.cfg.api != nil {
-		api = c.cfg.api(n, log.Named("http"))
-	} else {
-		api = httpapi.New(n, log.Named("http"), httpapi.WithRail(c.rail))
-	}
 	servers := []*http.Server{
 		{Handler: admin, ReadHeaderTimeout: 10 * time.Second},
 		{Handler: api, ReadHeaderTimeout: 10 * time.Second},

@@ -2,12 +2,12 @@ package clustertest
 
 import (
 	"io"
-	"net/http"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/perpd/perpd/cluster"
+	"github.com/perpd/perpd/httpapi"
 	"github.com/perpd/perpd/node"
 )
 
@@ -25,9 +25,13 @@ type config struct {
 	logLevel          hclog.Level
 	logOutput         io.Writer
 	onNode            []func(*node.Node)
-	onAdmin           []func(*cluster.AdminServer)
-	api               func(n *node.Node, log hclog.Logger) http.Handler
+	assemble          Assembler
 }
+
+// Assembler builds a node's admin server and public API before the node
+// starts, wiring its domains in. cli.Assemble is one: passing it gives each
+// member exactly what `perpd serve` runs.
+type Assembler func(n *node.Node, log hclog.Logger) (*cluster.AdminServer, *httpapi.Server, error)
 
 // Defaults keep a cluster quick to form and quick to notice change on a
 // loaded two-core machine: a tick every 100ms records every node's
@@ -73,20 +77,13 @@ func LogLevel(l hclog.Level) Option { return func(c *config) { c.logLevel = l } 
 func LogOutput(w io.Writer) Option { return func(c *config) { c.logOutput = w } }
 
 // OnNode runs fn on every node after it is created and before it starts,
-// on first start and on every restart: where domains register their
-// leader drivers, as `perpd serve` does.
+// on first start and on every restart (after the Assembler).
 func OnNode(fn func(*node.Node)) Option {
 	return func(c *config) { c.onNode = append(c.onNode, fn) }
 }
 
-// OnAdmin runs fn on every node's admin server before it serves, to add
-// the domains' operator routes.
-func OnAdmin(fn func(*cluster.AdminServer)) Option {
-	return func(c *config) { c.onAdmin = append(c.onAdmin, fn) }
-}
-
-// API replaces the public HTTP handler each node serves (default: the
-// httpapi server over a simulated rail).
-func API(build func(n *node.Node, log hclog.Logger) http.Handler) Option {
-	return func(c *config) { c.api = build }
-}
+// Assemble replaces how each member's admin server and public API are
+// built. The default is the replicated core alone: cluster.NewAdminServer
+// and httpapi.New over the simulated rail keyed from the admin token, with
+// no domain drivers.
+func Assemble(a Assembler) Option { return func(c *config) { c.assemble = a } }

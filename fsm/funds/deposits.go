@@ -18,34 +18,6 @@ type Deposit struct {
 	TsMs       int64  `cbor:"7,keyasint"`
 }
 
-// State holds deposit records.
-type State struct {
-	Deposits map[uint64]*Deposit `cbor:"1,keyasint"`
-	// ByAccount lists each account's deposit seqs in ascending order, so
-	// newest-first pages are a walk from the end.
-	ByAccount map[string][]uint64 `cbor:"2,keyasint"`
-	// ByRailRef makes settlement idempotent: a rail reference credits once.
-	ByRailRef map[string]uint64 `cbor:"3,keyasint"`
-}
-
-// NewState returns empty funds state.
-func NewState() *State {
-	return &State{Deposits: map[uint64]*Deposit{}, ByAccount: map[string][]uint64{}, ByRailRef: map[string]uint64{}}
-}
-
-// FillNil repairs nil maps after decoding an older snapshot.
-func (s *State) FillNil() {
-	if s.Deposits == nil {
-		s.Deposits = map[uint64]*Deposit{}
-	}
-	if s.ByAccount == nil {
-		s.ByAccount = map[string][]uint64{}
-	}
-	if s.ByRailRef == nil {
-		s.ByRailRef = map[string]uint64{}
-	}
-}
-
 // Settlement is a deposit the rail (or the faucet) says has arrived.
 type Settlement struct {
 	AccountID  string `cbor:"1,keyasint"`

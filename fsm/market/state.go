@@ -55,6 +55,9 @@ type Feed struct {
 	MarketIDs []string
 	// Last is the newest accepted print; nil before the first.
 	Last *Print
+	// Override is an operator pin or script (see Override); nil when none.
+	// Omitted when nil so that states without one encode as before.
+	Override *Override `cbor:",omitempty"`
 }
 
 // MarketState is one market: its parameters and everything derived from

@@ -80,11 +80,15 @@ type AccountAnswer struct {
 	ReservedMsat string `json:"reservedMsat"`
 }
 
-// Account reads the account's free balance, linearizably when asked.
-func (c *Client) Account(ctx context.Context, addr, apiKey string, linearizable bool) (Result, int64) {
+// Account reads the account's free balance, linearizably when asked, and
+// not before the node applied minIndex (0: no minimum).
+func (c *Client) Account(ctx context.Context, addr, apiKey string, linearizable bool, minIndex uint64) (Result, int64) {
 	h := map[string]string{"x-api-key": apiKey}
 	if linearizable {
 		h[HeaderConsistency] = Linearizable
+	}
+	if minIndex > 0 {
+		h[HeaderMinIndex] = strconv.FormatUint(minIndex, 10)
 	}
 	res := c.Do(ctx, Request{Method: http.MethodGet, Addr: addr, Path: "/v1/account", Header: h})
 	if res.Type != "ok" {

@@ -401,6 +401,7 @@ func (r *run) readFinal(ctx context.Context) *checker.Final {
 			minIndex = op.RaftIndex
 		}
 	}
+	r.env.MinIndex = minIndex
 	pid := 400000
 	for i, a := range r.env.Accounts {
 		af := &checker.AccountFinal{}

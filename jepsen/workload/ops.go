@@ -33,7 +33,7 @@ func ReadBalance(ctx context.Context, e *Env, p *Process, acct *Account) history
 	inv := e.Rec.Invoke(history.Op{Process: p.ID, Node: p.Node, F: history.FRead, Account: acct.ID})
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	res, free := e.Client.Account(octx, p.Node, acct.APIKey, e.Linearizable)
+	res, free := e.Client.Account(octx, p.Node, acct.APIKey, e.Linearizable, e.MinIndex)
 	done := history.Op{}
 	res.Fill(&done)
 	if res.Type == history.OK {

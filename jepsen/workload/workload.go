@@ -40,6 +40,10 @@ type Env struct {
 	Accounts []*Account
 	// Linearizable makes balance reads ask for X-Consistency: linearizable.
 	Linearizable bool
+	// MinIndex, when set, is sent as X-Min-Index with balance reads. Only
+	// the final reads use it (set while no worker runs): during the run it
+	// would hide stale reads from the linearizability checker.
+	MinIndex uint64
 
 	mu      sync.Mutex
 	pending []Pending

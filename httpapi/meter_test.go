@@ -1,0 +1,143 @@
+package httpapi
+
+import (
+	"strconv"
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1_800_000_000, 0)
+
+func TestMeterBurstThenRefuse(t *testing.T) {
+	m := newMeter()
+	b := Budgets["order"]
+	for i := 0; i < b.KeyBurst; i++ {
+		if v := m.take(b, "key:a", "", t0); !v.ok {
+			t.Fatalf("request %d of the burst refused", i+1)
+		}
+	}
+	v := m.take(b, "key:a", "", t0)
+	if v.ok {
+		t.Fatal("request past the burst admitted")
+	}
+	// 60 per minute: one token a second.
+	if v.retryAfter <= 0 || v.retryAfter > time.Second {
+		t.Fatalf("retryAfter %v, want within one token interval", v.retryAfter)
+	}
+}
+
+func TestMeterRefillsAtTheMinuteRate(t *testing.T) {
+	m := newMeter()
+	b := Budgets["withdraw"] // 10 per minute: a token every 6 s
+	for i := 0; i < b.KeyBurst; i++ {
+		m.take(b, "key:a", "", t0)
+	}
+	if m.take(b, "key:a", "", t0.Add(5900*time.Millisecond)).ok {
+		t.Fatal("refilled early")
+	}
+	if !m.take(b, "key:a", "", t0.Add(6100*time.Millisecond)).ok {
+		t.Fatal("did not refill after one token interval")
+	}
+}
+
+func TestMeterBudgetsAreIndependent(t *testing.T) {
+	m := newMeter()
+	for i := 0; i < Budgets["withdraw"].KeyBurst+3; i++ {
+		m.take(Budgets["withdraw"], "key:a", "acct:x", t0)
+	}
+	if !m.take(Budgets["order"], "key:a", "acct:x", t0).ok || !m.take(Budgets["read"], "key:a", "acct:x", t0).ok {
+		t.Fatal("an empty withdraw budget blocked another budget")
+	}
+}
+
+func TestMeterAccountBucketSharedByKeys(t *testing.T) {
+	m := newMeter()
+	b := Budgets["order"] // key burst 20, account burst 60
+	admitted := 0
+	for k := 0; k < 6; k++ {
+		for i := 0; i < b.KeyBurst; i++ {
+			if m.take(b, "key:"+strconv.Itoa(k), "acct", t0).ok {
+				admitted++
+			}
+		}
+	}
+	if admitted != b.AccountBurst {
+		t.Fatalf("six keys got %d tokens, want the account burst %d", admitted, b.AccountBurst)
+	}
+	if !m.take(b, "key:other", "acct2", t0).ok {
+		t.Fatal("another account was throttled")
+	}
+}
+
+func TestMeterRefusalDrawsNothing(t *testing.T) {
+	m := newMeter()
+	b := Budgets["order"]
+	// Drain the account through other keys, then hit it with a fresh key:
+	// the refusal must not consume that key's own tokens.
+	for k := 0; k < 3; k++ {
+		for i := 0; i < b.KeyBurst; i++ {
+			m.take(b, "key:"+strconv.Itoa(k), "acct", t0)
+		}
+	}
+	if m.take(b, "key:fresh", "acct", t0).ok {
+		t.Fatal("account bucket should be empty")
+	}
+	if got := m.peek(b, "key:fresh", "", t0); got != b.KeyBurst {
+		t.Fatalf("refused request drew from the key bucket: %d left", got)
+	}
+}
+
+func TestRateLimitHeadersAnd429(t *testing.T) {
+	a := newTestAPI(t)
+	master, _ := a.signup()
+	var last resp
+	for i := 0; i < Budgets["read"].KeyBurst+1; i++ {
+		last = a.do(req{method: "GET", path: "/v1/account", key: master})
+		if last.status == 429 {
+			break
+		}
+		if last.header.Get("X-RateLimit-Limit") == "" || last.header.Get("X-RateLimit-Remaining") == "" || last.header.Get("X-RateLimit-Reset") == "" {
+			t.Fatalf("metered response without rate headers: %v", last.header)
+		}
+	}
+	if last.status != 429 || last.code() != "rate_limited" {
+		t.Fatalf("burst never refused: %d %s", last.status, last.body)
+	}
+	ra, err := strconv.Atoi(last.header.Get("Retry-After"))
+	if err != nil || ra < 1 {
+		t.Fatalf("Retry-After %q", last.header.Get("Retry-After"))
+	}
+	if last.header.Get("X-RateLimit-Remaining") != "0" {
+		t.Fatalf("remaining on 429: %q", last.header.Get("X-RateLimit-Remaining"))
+	}
+	// The order budget is untouched by the read burst.
+	r := a.do(req{method: "POST", path: "/v1/sessions", key: master, idem: nextIdem(), body: map[string]any{"scopes": []string{"read"}}})
+	if r.status != 201 {
+		t.Fatalf("order budget affected by read burst: %d %s", r.status, r.body)
+	}
+	lim := a.do(req{method: "GET", path: "/v1/limits", key: master})
+	if lim.status != 429 {
+		t.Fatalf("limits is a read and the read budget is empty: %d", lim.status)
+	}
+}
+
+func TestLimitsReportLiveValues(t *testing.T) {
+	a := newTestAPI(t)
+	master, _ := a.signup()
+	r := a.do(req{method: "GET", path: "/v1/limits", key: master})
+	if r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	b := r.json(t)["budgets"].(map[string]any)
+	read := b["read"].(map[string]any)
+	if read["limitPerMin"].(float64) != 600 || read["burst"].(float64) != 120 {
+		t.Fatalf("read budget %v", read)
+	}
+	// The limits call itself drew one read token.
+	if rem := read["remaining"].(float64); rem != 119 {
+		t.Fatalf("remaining %v, want 119", rem)
+	}
+	if w := b["withdraw"].(map[string]any); w["remaining"].(float64) != 5 {
+		t.Fatalf("withdraw %v", w)
+	}
+}
