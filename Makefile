@@ -46,3 +46,4 @@ jepsen:
 .PHONY: jepsen-short
 jepsen-short:
 	$(GO) run ./jepsen/cmd/jepsen -time 60s -nemesis all -nodes 3
+	$(GO) test -tags jepsen_bug -count=1 -timeout 15m ./jepsen/harness

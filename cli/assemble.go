@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"context"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/perpd/perpd/cluster"
 	"github.com/perpd/perpd/httpapi"
 	"github.com/perpd/perpd/node"
 	"github.com/perpd/perpd/node/rail"
+	"github.com/perpd/perpd/wsapi"
 )
 
 // Parts are the pieces of one node that domain wirings plug into.
@@ -24,24 +27,52 @@ type Parts struct {
 // init function in its own file (wire_<domain>.go).
 var wirings []func(p *Parts) error
 
-// Assemble builds a node's admin listener, rail and public API, and wires
-// every domain in. The caller starts the node (Node.Start) afterwards and
-// serves the returned handlers. Tests use it to get exactly what `serve`
-// runs.
+// Assembly is a node's served parts.
+type Assembly struct {
+	Admin *cluster.AdminServer
+	API   *httpapi.Server
+	Hub   *wsapi.Hub
+}
+
+// Run starts the API's and hub's background loops until ctx ends.
+func (a *Assembly) Run(ctx context.Context) {
+	go a.API.RunTouches(ctx)
+	go a.Hub.Run(ctx)
+}
+
+// Assemble is Build for harnesses that serve the admin and API handlers
+// themselves: the background loops run until the node shuts down.
 func Assemble(n *node.Node, log hclog.Logger) (*cluster.AdminServer, *httpapi.Server, error) {
+	a, err := Build(n, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-n.Done(); cancel() }()
+	a.Run(ctx)
+	return a.Admin, a.API, nil
+}
+
+// Build puts a node together: admin listener, rail, public API and
+// WebSocket, with every domain wired in. The caller starts the node
+// (Node.Start), serves the handlers and calls Run. `serve` and the test
+// harnesses both use it, so tests run exactly what production runs.
+func Build(n *node.Node, log hclog.Logger) (*Assembly, error) {
 	cfg := n.Config()
 	rl, err := newRail(cfg.Deployment, cfg.AdminToken)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	p := &Parts{Node: n, Admin: cluster.NewAdminServer(n), Rail: rl, Log: log}
 	p.HTTPOptions = append(p.HTTPOptions, httpapi.WithRail(rl))
 	for _, w := range wirings {
 		if err := w(p); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	return p.Admin, httpapi.New(n, log.Named("http"), p.HTTPOptions...), nil
+	hub := wsapi.New(n, log.Named("ws"))
+	p.HTTPOptions = append(p.HTTPOptions, httpapi.WithWebSocket(hub))
+	return &Assembly{Admin: p.Admin, API: httpapi.New(n, log.Named("http"), p.HTTPOptions...), Hub: hub}, nil
 }
 
 // newRail builds the simulated rail of testnet and local deployments; its

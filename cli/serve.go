@@ -90,14 +90,14 @@ func runServe(parent context.Context, f serveFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	admin, api, err := Assemble(n, log)
+	asm, err := Build(n, log)
 	if err != nil {
 		_ = n.Shutdown()
 		return err
 	}
 	n.Start()
-	go api.RunTouches(ctx)
-	servers, err := listen(log, map[string]http.Handler{f.adminAddr: admin, f.httpAddr: api})
+	asm.Run(ctx)
+	servers, err := listen(log, map[string]http.Handler{f.adminAddr: asm.Admin, f.httpAddr: asm.API})
 	if err != nil {
 		_ = n.Shutdown()
 		return err

@@ -169,6 +169,9 @@ func (g *schemaGen) response(status int, body any, content string) map[string]an
 	if content == "" {
 		content = "application/json"
 	}
+	if content == "none" {
+		return map[string]any{"description": desc}
+	}
 	var schema any
 	switch content {
 	case "application/json":

@@ -24,6 +24,8 @@ type Server struct {
 	Rail  rail.Rail
 	log   hclog.Logger
 	meter *meter
+	// ws serves /v1/ws when set.
+	ws http.Handler
 	// budgets size the rate limits (Budgets unless an option says else).
 	budgets map[string]Budget
 	touch   *touches
@@ -60,6 +62,9 @@ type Option func(*Server)
 // WithRail sets the payment rail the API describes and derives addresses
 // with.
 func WithRail(r rail.Rail) Option { return func(s *Server) { s.Rail = r } }
+
+// WithWebSocket mounts the WebSocket handler at /v1/ws.
+func WithWebSocket(h http.Handler) Option { return func(s *Server) { s.ws = h } }
 
 // WithBudgets replaces the rate budgets (all three names must be present).
 func WithBudgets(b map[string]Budget) Option { return func(s *Server) { s.budgets = b } }

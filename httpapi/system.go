@@ -55,6 +55,11 @@ func (s *Server) deployment(c *gin.Context) {
 func (s *Server) routes() []*Route {
 	var all []*Route
 	all = append(all, s.systemRoutes()...)
+	if s.ws != nil {
+		all = append(all, &Route{Method: http.MethodGet, Path: "/v1/ws",
+			Summary: "WebSocket: prices, stats and account channels (protocol v1; see llms-full.txt)",
+			Content: "none", Responses: map[int]any{101: nil}, Handler: gin.WrapH(s.ws)})
+	}
 	for _, f := range routeSets {
 		all = append(all, f(s)...)
 	}

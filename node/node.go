@@ -156,6 +156,9 @@ func (n *Node) StoreHealthy() bool {
 	return err == nil
 }
 
+// Done is closed when the node shuts down.
+func (n *Node) Done() <-chan struct{} { return n.stop }
+
 // Shutdown stops drivers, raft, the transport and the store.
 func (n *Node) Shutdown() error {
 	var err error

@@ -1,0 +1,269 @@
+package funds
+
+import (
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/perpd/perpd/fsm/ledger"
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// Withdrawal states (SPEC section 3). requested and queued are open: the
+// money sits in ledger.PendingWithdrawals and the leader keeps asking the
+// rail. paid and returned are final.
+//
+//	requested --paid--> paid
+//	requested --returned--> returned (amount and fee back to free, exactly)
+//	requested --pending--> queued --paid/returned--> paid/returned
+//
+// A withdrawal is created queued instead of requested when the rail is
+// already holding payouts on its path (another withdrawal of that path is
+// queued): the create result then says queued: true, meaning "this payout
+// waits behind the rail", and false means it was handed to the rail at once.
+const (
+	StateRequested = "requested"
+	StateQueued    = "queued"
+	StatePaid      = "paid"
+	StateReturned  = "returned"
+)
+
+// Withdrawal paths; the strings are the SPEC's wire values.
+const (
+	PathSpark     = "spark"
+	PathLightning = "lightning"
+)
+
+// Payout statuses a rail reports.
+const (
+	PayoutPaid     = "paid"
+	PayoutReturned = "returned"
+	PayoutPending  = "pending"
+)
+
+// MaxReasonBytes bounds a stored rail reason; longer ones are cut at a rune
+// boundary.
+const MaxReasonBytes = 300
+
+// Withdrawal is one withdrawal record (SPEC section 2).
+type Withdrawal struct {
+	Seq            uint64 `cbor:"1,keyasint"`
+	AccountID      string `cbor:"2,keyasint"`
+	IdempotencyKey string `cbor:"3,keyasint"` // the client's key, unscoped
+	AmountMsat     int64  `cbor:"4,keyasint"` // what the destination receives
+	FeeMsat        int64  `cbor:"5,keyasint"` // kept by the venue when paid
+	State          string `cbor:"6,keyasint"`
+	Path           string `cbor:"7,keyasint"`
+	Destination    string `cbor:"8,keyasint"` // normalized
+	// Reason is the rail's last word: why the payout waits (queued) or why
+	// it was returned. Shown as queuedReason.
+	Reason        string `cbor:"9,keyasint,omitempty"`
+	RailRef       string `cbor:"10,keyasint"`
+	RequestedTsMs int64  `cbor:"11,keyasint"`
+	PaidTsMs      int64  `cbor:"12,keyasint,omitempty"`
+	// ClosedTsMs is when it became paid or returned.
+	ClosedTsMs int64 `cbor:"13,keyasint,omitempty"`
+	// CreatedQueued is the create result's queued flag.
+	CreatedQueued bool `cbor:"14,keyasint,omitempty"`
+}
+
+// Final reports whether the withdrawal reached paid or returned.
+func (w *Withdrawal) Final() bool { return w.State == StatePaid || w.State == StateReturned }
+
+// WithdrawalRequest is what the node serving POST /v1/withdrawals proposes,
+// after validating the destination with the rail and quoting the fee.
+type WithdrawalRequest struct {
+	IdempotencyKey string `cbor:"1,keyasint"`
+	AmountMsat     int64  `cbor:"2,keyasint"`
+	FeeMsat        int64  `cbor:"3,keyasint"`
+	Path           string `cbor:"4,keyasint"`
+	Destination    string `cbor:"5,keyasint"`
+	// DestExpiresAtMs is a Lightning invoice's expiry (0 for Spark).
+	DestExpiresAtMs int64    `cbor:"6,keyasint,omitempty"`
+	RailRef         string   `cbor:"7,keyasint"`
+	Confirm         *Confirm `cbor:"8,keyasint,omitempty"`
+}
+
+// PayoutResult is what the rail said about a payout.
+type PayoutResult struct {
+	RailRef string `cbor:"1,keyasint"`
+	Status  string `cbor:"2,keyasint"`
+	Reason  string `cbor:"3,keyasint,omitempty"`
+}
+
+// idemIndexKey scopes a client idempotency key to its account.
+func idemIndexKey(account, key string) string { return account + "\x00" + key }
+
+// PriorWithdrawal returns the withdrawal an earlier request with the same
+// client idempotency key created, if any. A retry that differs in amount or
+// destination is a reuse of the key.
+func (s *State) PriorWithdrawal(account string, r WithdrawalRequest) (*Withdrawal, *wire.Refusal) {
+	if r.IdempotencyKey == "" {
+		return nil, nil
+	}
+	seq, ok := s.WithdrawalByIdem[idemIndexKey(account, r.IdempotencyKey)]
+	if !ok {
+		return nil, nil
+	}
+	w := s.Withdrawals[seq]
+	if w.AmountMsat != r.AmountMsat || w.Destination != r.Destination {
+		return nil, wire.Refuse(http.StatusConflict, wire.CodeIdempotencyReused,
+			"idempotency-key was already used with a different withdrawal")
+	}
+	return w, nil
+}
+
+// RequestWithdrawal validates r for account at nowMs and, if it passes,
+// moves amount + fee from the trader's free balance into
+// ledger.PendingWithdrawals and records the withdrawal under seq. Nothing
+// changes when it refuses.
+func (s *State) RequestWithdrawal(l *ledger.Ledger, account string, r WithdrawalRequest, seq uint64, nowMs int64) (*Withdrawal, *wire.Refusal) {
+	if ref := checkRequest(r, nowMs); ref != nil {
+		return nil, ref
+	}
+	if _, dup := s.WithdrawalByRailRef[r.RailRef]; dup {
+		return nil, wire.Refuse(http.StatusConflict, wire.CodeConflict, "railRef %q is already taken", r.RailRef)
+	}
+	destKey := DestinationKey(r.Destination)
+	confirmed := s.ConfirmRequired(account, destKey, r.AmountMsat)
+	if confirmed {
+		if ref := s.checkConfirm(r.Confirm, r.AmountMsat, nowMs); ref != nil {
+			return nil, ref
+		}
+	}
+	total := r.AmountMsat + r.FeeMsat // both bounded by MaxMoneyMsat: no overflow
+	if free := l.Balance(ledger.Free(account)); free < total {
+		return nil, wire.Refuse(http.StatusConflict, wire.CodeInsufficientBalance,
+			"free balance %d msat does not cover amount %d msat plus fee %d msat", free, r.AmountMsat, r.FeeMsat)
+	}
+	if err := l.Transfer(ledger.Free(account), ledger.PendingWithdrawals, total); err != nil {
+		return nil, wire.Refuse(http.StatusConflict, wire.CodeInsufficientBalance, "cannot reserve the withdrawal: %v", err)
+	}
+	if confirmed {
+		s.useToken(r.Confirm)
+	}
+	w := &Withdrawal{Seq: seq, AccountID: account, IdempotencyKey: r.IdempotencyKey, AmountMsat: r.AmountMsat,
+		FeeMsat: r.FeeMsat, State: StateRequested, Path: r.Path, Destination: r.Destination, RailRef: r.RailRef,
+		RequestedTsMs: nowMs}
+	if s.QueuedByPath[r.Path] > 0 {
+		w.State, w.CreatedQueued = StateQueued, true
+		w.Reason = "waiting behind earlier " + r.Path + " payouts the rail has not confirmed yet"
+		s.QueuedByPath[r.Path]++
+	}
+	s.Withdrawals[seq] = w
+	s.WithdrawalsByAccount[account] = append(s.WithdrawalsByAccount[account], seq)
+	s.WithdrawalByRailRef[r.RailRef] = seq
+	if r.IdempotencyKey != "" {
+		s.WithdrawalByIdem[idemIndexKey(account, r.IdempotencyKey)] = seq
+	}
+	s.Open = append(s.Open, seq) // seqs only grow, so Open stays sorted
+	return w, nil
+}
+
+func checkRequest(r WithdrawalRequest, nowMs int64) *wire.Refusal {
+	bad := func(format string, args ...any) *wire.Refusal {
+		return wire.Refuse(http.StatusBadRequest, wire.CodeValidation, format, args...)
+	}
+	switch {
+	case r.Path != PathSpark && r.Path != PathLightning:
+		return bad("withdrawal path must be spark or lightning")
+	case r.Destination == "" || r.RailRef == "":
+		return bad("withdrawal needs a destination and a railRef")
+	case r.AmountMsat <= 0 || r.AmountMsat > MaxMoneyMsat:
+		return bad("amountMsat must be between 1 and %d", MaxMoneyMsat)
+	case r.FeeMsat < 0 || r.FeeMsat > MaxMoneyMsat:
+		return bad("withdrawal fee out of range")
+	case r.Path == PathSpark && r.AmountMsat%1000 != 0:
+		return bad("Spark transfers move whole sats: amountMsat must be a multiple of 1000")
+	case r.DestExpiresAtMs != 0 && nowMs >= r.DestExpiresAtMs:
+		return bad("the invoice expired at %d ms: ask the payee for a new one", r.DestExpiresAtMs)
+	}
+	return nil
+}
+
+// ApplyPayout records a rail's answer about the withdrawal with railRef at
+// nowMs: paid takes the amount out of the venue and the fee into fee
+// revenue; returned gives amount and fee back to the trader's free balance;
+// pending queues it. A final withdrawal refuses any further result, so a
+// repeated answer never moves money twice.
+func (s *State) ApplyPayout(l *ledger.Ledger, p PayoutResult, nowMs int64) (*Withdrawal, *wire.Refusal) {
+	seq, ok := s.WithdrawalByRailRef[p.RailRef]
+	if !ok {
+		return nil, wire.Refuse(http.StatusNotFound, wire.CodeNotFound, "no withdrawal has railRef %q", p.RailRef)
+	}
+	w := s.Withdrawals[seq]
+	if w.Final() {
+		return nil, wire.Refuse(http.StatusConflict, wire.CodeConflict, "withdrawal %s is already %s", p.RailRef, w.State)
+	}
+	reason := CleanReason(p.Reason)
+	switch p.Status {
+	case PayoutPaid:
+		// PendingWithdrawals holds at least amount + fee of every open
+		// withdrawal, so neither leg can fail; a failure is a broken
+		// invariant and must stop this replica rather than lose money.
+		if err := l.Debit(ledger.PendingWithdrawals, w.AmountMsat); err != nil {
+			panic("withdrawal payout debit: " + err.Error())
+		}
+		if w.FeeMsat > 0 {
+			if err := l.Transfer(ledger.PendingWithdrawals, ledger.FeeRevenue, w.FeeMsat); err != nil {
+				panic("withdrawal fee transfer: " + err.Error())
+			}
+		}
+		s.close(w, StatePaid, "", nowMs)
+		w.PaidTsMs = nowMs
+		s.rememberDestination(w.AccountID, DestinationKey(w.Destination))
+	case PayoutReturned:
+		if reason == "" {
+			reason = "the rail returned the payout"
+		}
+		if err := l.Transfer(ledger.PendingWithdrawals, ledger.Free(w.AccountID), w.AmountMsat+w.FeeMsat); err != nil {
+			panic("withdrawal refund: " + err.Error())
+		}
+		s.close(w, StateReturned, reason, nowMs)
+	case PayoutPending:
+		if reason == "" {
+			reason = "the rail has not confirmed the payout yet"
+		}
+		if w.State != StateQueued {
+			s.QueuedByPath[w.Path]++
+		}
+		w.State, w.Reason = StateQueued, reason
+	default:
+		return nil, wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "payout status must be paid, returned or pending")
+	}
+	return w, nil
+}
+
+// close moves an open withdrawal to a final state.
+func (s *State) close(w *Withdrawal, state, reason string, nowMs int64) {
+	if w.State == StateQueued {
+		if s.QueuedByPath[w.Path]--; s.QueuedByPath[w.Path] <= 0 {
+			delete(s.QueuedByPath, w.Path)
+		}
+	}
+	w.State, w.Reason, w.ClosedTsMs = state, reason, nowMs
+	for i, q := range s.Open {
+		if q == w.Seq {
+			s.Open = append(s.Open[:i:i], s.Open[i+1:]...)
+			break
+		}
+	}
+	if len(s.Open) == 0 {
+		s.Open = nil
+	}
+}
+
+// CleanReason is how a rail reason is stored: valid UTF-8, at most
+// MaxReasonBytes, cut at a rune boundary.
+func CleanReason(r string) string {
+	if !utf8.ValidString(r) {
+		r = "the rail gave an unreadable reason"
+	}
+	if len(r) <= MaxReasonBytes {
+		return r
+	}
+	cut := MaxReasonBytes
+	for cut > 0 && !utf8.RuneStart(r[cut]) {
+		cut--
+	}
+	return r[:cut]
+}

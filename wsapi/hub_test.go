@@ -1,0 +1,216 @@
+package wsapi
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/httpapi"
+	"github.com/perpd/perpd/node"
+)
+
+type wsEnv struct {
+	t    *testing.T
+	node *node.Node
+	hub  *Hub
+	http *httptest.Server
+}
+
+func newEnv(t *testing.T) *wsEnv {
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: io.Discard})
+	n, err := node.New(node.Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: addr, HTTPAddr: "127.0.0.1:1", AdminAddr: "127.0.0.1:2",
+		Bootstrap: true, AdminToken: "tok", TickInterval: 50 * time.Millisecond, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Start()
+	hub := New(n, log)
+	hub.PingEvery = 200 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	go hub.Run(ctx)
+	api := httpapi.New(n, log, httpapi.WithWebSocket(hub))
+	srv := httptest.NewServer(api)
+	t.Cleanup(func() { cancel(); srv.Close(); _ = n.Shutdown() })
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var ok bool
+		n.Machine().Read(func(st *fsm.State, _ uint64) { ok = st.Genesis != nil })
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no genesis")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return &wsEnv{t: t, node: n, hub: hub, http: srv}
+}
+
+func (e *wsEnv) post(path, key string, body string) map[string]any {
+	r, _ := http.NewRequest("POST", e.http.URL+path, strings.NewReader(body))
+	r.Header.Set("idempotency-key", strconv.FormatInt(time.Now().UnixNano(), 10))
+	if key != "" {
+		r.Header.Set("x-api-key", key)
+	}
+	res, err := http.DefaultClient.Do(r)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&m)
+	return m
+}
+
+func (e *wsEnv) dial() *websocket.Conn {
+	c, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(e.http.URL, "http")+"/v1/ws", nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// next reads frames until one with the wanted op arrives (skipping pings
+// unless asked for).
+func next(t *testing.T, c *websocket.Conn, op string) map[string]any {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		_, b, err := c.ReadMessage()
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", op, err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("frame not JSON: %s", b)
+		}
+		if m["op"] == op {
+			return m
+		}
+	}
+}
+
+func send(t *testing.T, c *websocket.Conn, v any) {
+	t.Helper()
+	var err error
+	if s, ok := v.(string); ok {
+		err = c.WriteMessage(websocket.TextMessage, []byte(s))
+	} else {
+		err = c.WriteJSON(v)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAccountChannelCarriesDepositsWithSeq(t *testing.T) {
+	e := newEnv(t)
+	signup := e.post("/v1/signup", "", "{}")
+	key := signup["apiKey"].(string)
+	c := e.dial()
+
+	send(t, c, map[string]any{"op": "subscribe", "channel": "account"})
+	if m := next(t, c, "error"); m["code"] != "unauthorized" || m["badOp"] != "subscribe" {
+		t.Fatalf("account before auth: %v", m)
+	}
+	send(t, c, map[string]any{"op": "auth", "apiKey": "pdk_wrong"})
+	if m := next(t, c, "error"); m["code"] != "unauthorized" {
+		t.Fatalf("bad key: %v", m)
+	}
+	send(t, c, map[string]any{"op": "auth", "apiKey": key, "extra": "ignored"})
+	ack := next(t, c, "auth")
+	if ack["ok"] != true || ack["v"] != float64(ProtocolVersion) || ack["accountId"] != signup["accountId"] {
+		t.Fatalf("auth ack %v", ack)
+	}
+	send(t, c, map[string]any{"op": "subscribe", "channel": "account"})
+	if m := next(t, c, "subscribed"); m["channel"] != "account" {
+		t.Fatalf("ack %v", m)
+	}
+	e.post("/v1/faucet", key, "{}")
+	ev := next(t, c, "event")
+	data := ev["data"].(map[string]any)
+	if ev["channel"] != "account" || ev["kind"] != "deposit" || ev["seq"] == nil || ev["seq"] != data["seq"] || data["amountMsat"] != "1000000000" {
+		t.Fatalf("deposit event %v", ev)
+	}
+}
+
+func TestProtocolRefusalsAndPing(t *testing.T) {
+	e := newEnv(t)
+	c := e.dial()
+	send(t, c, "not json at all")            // ignored
+	send(t, c, map[string]any{"x": 1})       // no op: ignored
+	send(t, c, map[string]any{"op": "pong"}) // accepted silently
+	send(t, c, map[string]any{"op": "teleport"})
+	if m := next(t, c, "error"); m["badOp"] != "teleport" || m["code"] != "validation" {
+		t.Fatalf("unknown op: %v", m)
+	}
+	send(t, c, map[string]any{"op": "subscribe", "channel": "prices", "feedId": "NOPE"})
+	if m := next(t, c, "error"); m["code"] != "not_found" {
+		t.Fatalf("unknown feed: %v", m)
+	}
+	send(t, c, map[string]any{"op": "subscribe", "channel": "gossip"})
+	if m := next(t, c, "error"); m["code"] != "validation" {
+		t.Fatalf("unknown channel: %v", m)
+	}
+	if p := next(t, c, "ping"); p["tsMs"] == nil {
+		t.Fatalf("ping %v", p)
+	}
+	// A silent client is not disconnected: still answered after pings.
+	time.Sleep(500 * time.Millisecond)
+	send(t, c, map[string]any{"op": "teleport"})
+	next(t, c, "error")
+}
+
+func TestRevokedKeyLosesAccountChannel(t *testing.T) {
+	e := newEnv(t)
+	signup := e.post("/v1/signup", "", "{}")
+	master := signup["apiKey"].(string)
+	minted := e.post("/v1/sessions", master, `{"scopes":["read"]}`)
+	c := e.dial()
+	send(t, c, map[string]any{"op": "auth", "apiKey": minted["apiKey"]})
+	next(t, c, "auth")
+	send(t, c, map[string]any{"op": "subscribe", "channel": "account"})
+	next(t, c, "subscribed")
+	e.post("/v1/sessions/revoke", master, `{"keyId":"`+minted["keyId"].(string)+`"}`)
+	if m := next(t, c, "error"); m["code"] != "unauthorized" {
+		t.Fatalf("revocation not noticed: %v", m)
+	}
+	e.post("/v1/faucet", master, "{}")
+	_ = c.SetReadDeadline(time.Now().Add(700 * time.Millisecond))
+	for {
+		_, b, err := c.ReadMessage()
+		if err != nil {
+			break // timeout: no event arrived, as wanted
+		}
+		if strings.Contains(string(b), `"event"`) {
+			t.Fatalf("revoked key still receives account events: %s", b)
+		}
+	}
+}
+
+func TestTradeOnlyKeyCannotSubscribeAccount(t *testing.T) {
+	e := newEnv(t)
+	master := e.post("/v1/signup", "", "{}")["apiKey"].(string)
+	trade := e.post("/v1/sessions", master, `{"scopes":["trade"]}`)["apiKey"].(string)
+	c := e.dial()
+	send(t, c, map[string]any{"op": "auth", "apiKey": trade})
+	next(t, c, "auth")
+	send(t, c, map[string]any{"op": "subscribe", "channel": "account"})
+	if m := next(t, c, "error"); m["code"] != "insufficient_scope" {
+		t.Fatalf("trade-only key: %v", m)
+	}
+}

@@ -1,0 +1,182 @@
+package wsapi
+
+import (
+	"encoding/json"
+
+	"github.com/olahol/melody"
+
+	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/fsm/access"
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// onMessage handles one client frame. Frames that are not JSON objects, or
+// carry no op, are ignored (SPEC section 6, rule 7); an unknown op gets an
+// error frame naming it (rule 3).
+func (h *Hub) onMessage(s *melody.Session, msg []byte) {
+	var f clientFrame
+	if err := json.Unmarshal(msg, &f); err != nil || f.Op == "" {
+		return
+	}
+	c := connOf(s)
+	if c == nil {
+		return
+	}
+	switch f.Op {
+	case "auth":
+		h.auth(s, c, f)
+	case "subscribe":
+		h.subscribe(s, c, f)
+	case "unsubscribe":
+		h.unsubscribe(s, c, f)
+	case "pong":
+		// Accepted as a no-op: a reply is not required.
+	default:
+		h.send(s, errorFrame{Op: "error", Code: wire.CodeValidation, Error: "unknown op", BadOp: f.Op})
+	}
+}
+
+func (h *Hub) auth(s *melody.Session, c *conn, f clientFrame) {
+	k := h.keyOf(hashKey(f.APIKey))
+	if f.APIKey == "" || k == nil {
+		h.send(s, errorFrame{Op: "error", Code: wire.CodeUnauthorized, Error: "API key is not valid", BadOp: "auth"})
+		return
+	}
+	h.deauth(s, c)
+	c.mu.Lock()
+	c.accountID, c.keyHash = k.AccountID, k.HashHex
+	c.mu.Unlock()
+	h.send(s, authAck{Op: "auth", OK: true, V: ProtocolVersion, AccountID: k.AccountID})
+}
+
+// subject validates a subscribe/unsubscribe frame and names its subject.
+func (h *Hub) subject(c *conn, f clientFrame) (string, *errorFrame) {
+	bad := func(code, msg string) (string, *errorFrame) {
+		return "", &errorFrame{Op: "error", Code: code, Error: msg, BadOp: f.Op}
+	}
+	switch f.Channel {
+	case channelPrices:
+		if !h.exists(func(st *fsm.State) bool { _, ok := st.Market.FeedsByID[f.FeedID]; return ok }) {
+			return bad(wire.CodeNotFound, "unknown feedId")
+		}
+		return channelPrices + "|" + f.FeedID, nil
+	case channelStats:
+		if !h.exists(func(st *fsm.State) bool { _, ok := st.Market.MarketsByID[f.MarketID]; return ok }) {
+			return bad(wire.CodeNotFound, "unknown marketId")
+		}
+		return channelStats + "|" + f.MarketID, nil
+	case channelAccount:
+		c.mu.Lock()
+		acct, hash := c.accountID, c.keyHash
+		c.mu.Unlock()
+		if acct == "" {
+			return bad(wire.CodeUnauthorized, "authenticate with {op:'auth', apiKey} before subscribing to account")
+		}
+		k := h.keyOf(hash)
+		if k == nil {
+			return bad(wire.CodeUnauthorized, "the key is no longer valid")
+		}
+		if !k.Scopes.Has(access.ScopeRead) {
+			return bad(wire.CodeInsufficientScope, "the account channel needs the read scope")
+		}
+		return subjectAccountPref + acct, nil
+	}
+	return bad(wire.CodeValidation, "channel must be prices, stats or account")
+}
+
+func (h *Hub) exists(pred func(*fsm.State) bool) bool {
+	var ok bool
+	h.n.Machine().Read(func(st *fsm.State, _ uint64) { ok = pred(st) })
+	return ok
+}
+
+func ack(op string, f clientFrame) subAck {
+	a := subAck{Op: op, Channel: f.Channel}
+	switch f.Channel {
+	case channelPrices:
+		a.FeedID = f.FeedID
+	case channelStats:
+		a.MarketID = f.MarketID
+	}
+	return a
+}
+
+func (h *Hub) subscribe(s *melody.Session, c *conn, f clientFrame) {
+	subject, ef := h.subject(c, f)
+	if ef != nil {
+		h.send(s, ef)
+		return
+	}
+	c.mu.Lock()
+	if !c.subjects[subject] && len(c.subjects) >= MaxSubscriptions {
+		c.mu.Unlock()
+		h.send(s, errorFrame{Op: "error", Code: wire.CodeValidation, Error: "too many subscriptions on this connection", BadOp: f.Op})
+		return
+	}
+	c.subjects[subject] = true
+	c.mu.Unlock()
+	h.mu.Lock()
+	if h.subs[subject] == nil {
+		h.subs[subject] = map[*melody.Session]struct{}{}
+	}
+	h.subs[subject][s] = struct{}{}
+	h.mu.Unlock()
+	h.send(s, ack("subscribed", f))
+}
+
+func (h *Hub) unsubscribe(s *melody.Session, c *conn, f clientFrame) {
+	var subject string
+	if f.Channel == channelAccount {
+		c.mu.Lock()
+		subject = subjectAccountPref + c.accountID
+		c.mu.Unlock()
+	} else {
+		var ef *errorFrame
+		if subject, ef = h.subject(c, f); ef != nil {
+			h.send(s, ef)
+			return
+		}
+	}
+	h.remove(s, c, subject)
+	h.send(s, ack("unsubscribed", f))
+}
+
+func (h *Hub) remove(s *melody.Session, c *conn, subject string) {
+	c.mu.Lock()
+	delete(c.subjects, subject)
+	c.mu.Unlock()
+	h.mu.Lock()
+	delete(h.subs[subject], s)
+	if len(h.subs[subject]) == 0 {
+		delete(h.subs, subject)
+	}
+	h.mu.Unlock()
+}
+
+// deauth drops the account subscription of a connection.
+func (h *Hub) deauth(s *melody.Session, c *conn) {
+	c.mu.Lock()
+	acct := c.accountID
+	c.accountID, c.keyHash = "", ""
+	c.mu.Unlock()
+	if acct != "" {
+		h.remove(s, c, subjectAccountPref+acct)
+	}
+}
+
+// drop forgets a closed connection.
+func (h *Hub) drop(s *melody.Session) {
+	c := connOf(s)
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	subjects := make([]string, 0, len(c.subjects))
+	for sub := range c.subjects {
+		subjects = append(subjects, sub)
+	}
+	c.mu.Unlock()
+	for _, sub := range subjects {
+		h.remove(s, c, sub)
+	}
+}
