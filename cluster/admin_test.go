@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -192,8 +193,15 @@ func TestAdminSnapshotRestoredThroughFollowerGivesEveryNodeItsState(t *testing.T
 	}
 
 	f := c.Followers()[0]
-	if _, err := c.Admin(f.ID).Restore(ctx(t), backup.Bytes()); err != nil {
+	appliedBefore := leader.Node.Machine().Applied()
+	sv, err := c.Admin(f.ID).Restore(ctx(t), backup.Bytes())
+	if err != nil {
 		t.Fatal(err)
+	}
+	// The restored state is a new entry of the log: the applied index the
+	// leader reports moves on, it does not fall back to the snapshot's.
+	if got, err := strconv.ParseUint(sv.AppliedIndex, 10, 64); err != nil || got <= appliedBefore {
+		t.Fatalf("restore answered applied index %q; it was %d before", sv.AppliedIndex, appliedBefore)
 	}
 	// Every node ends up holding the snapshot's state: its records and
 	// genesis, and nothing written after it.

@@ -382,3 +382,113 @@ func TestWithdrawalEventsCarryTheRecordSeq(t *testing.T) {
 		t.Fatalf("paid events %+v", evs)
 	}
 }
+
+func (w *railWorld) invoice(acct, key, ref string, amount, expiresAtMs int64) *Result {
+	w.t.Helper()
+	return w.at(w.cmd(CmdInvoiceCreated, acct, key, "inv-"+ref, funds.NewInvoice{PaymentRequest: "lntb1" + ref,
+		PaymentRef: ref, AmountMsat: amount, ExpiresAtMs: expiresAtMs}))
+}
+
+func (w *railWorld) settle(ref string, amount int64) *Result {
+	w.t.Helper()
+	return w.at(w.cmd(CmdDepositSettled, "", "", "", funds.Settlement{AmountMsat: amount, RailRef: ref, Path: funds.PathLightning}))
+}
+
+func ref64(c byte) string { return strings.Repeat(string(c), 64) }
+
+func TestInvoicePaidOnceToItsAccount(t *testing.T) {
+	w := newRailWorld(t)
+	acct, key := w.account(0)
+	ref := ref64('a')
+	res := w.invoice(acct, key, ref, 250_000, w.ts+60_000)
+	if res.Status != http.StatusCreated {
+		t.Fatalf("invoice: %d %s", res.Status, res.Body)
+	}
+	var got funds.InvoiceCreated
+	if err := res.Decode(&got); err != nil || got.PaymentRef != ref || got.Invoice != "lntb1"+ref {
+		t.Fatalf("invoice result %s", res.Body)
+	}
+	wantRefused(t, w.settle(ref, 250_001), http.StatusBadRequest, wire.CodeValidation)
+	wantRefused(t, w.settle(ref64('b'), 250_000), http.StatusNotFound, wire.CodeNotFound)
+	res = w.settle(ref, 250_000)
+	wantOK(t, res)
+	var d DepositView
+	if err := res.Decode(&d); err != nil || d.AccountID != acct || d.RailRef != ref || d.AmountMsat != 250_000 || d.FeeMsat != 0 {
+		t.Fatalf("deposit %s", res.Body)
+	}
+	if w.balance(ledger.Free(acct)) != 250_000 {
+		t.Fatal("deposit not credited to the invoice's account")
+	}
+	before := w.money()
+	wantRefused(t, w.settle(ref, 250_000), http.StatusConflict, wire.CodeConflict)
+	if string(w.money()) != string(before) {
+		t.Fatal("a second payment changed money state")
+	}
+	w.m.Read(func(st *State, _ uint64) {
+		if len(st.Funds.Invoices) != 0 || len(st.Funds.InvoicesByAccount) != 0 {
+			t.Fatal("paid invoice kept open")
+		}
+	})
+}
+
+func TestExpiredInvoiceCannotBeCredited(t *testing.T) {
+	w := newRailWorld(t)
+	acct, key := w.account(0)
+	ref := ref64('c')
+	wantOK(t, w.invoice(acct, key, ref, 0, w.ts+3))
+	// Stamped exactly at the expiry: expired (as every wallet computes it).
+	w.ts++
+	wantRefused(t, w.settle(ref, 9_000), http.StatusConflict, wire.CodeConflict)
+	if w.balance(ledger.Free(acct)) != 0 {
+		t.Fatal("expired invoice credited")
+	}
+}
+
+func TestAmountlessInvoiceTakesAnyAmountAndAccountMustMatch(t *testing.T) {
+	w := newRailWorld(t)
+	acct, key := w.account(0)
+	other, _ := w.account(0)
+	ref := ref64('d')
+	wantOK(t, w.invoice(acct, key, ref, 0, w.ts+60_000))
+	bad := w.cmd(CmdDepositSettled, "", "", "", funds.Settlement{AccountID: other, AmountMsat: 7, RailRef: ref, Path: funds.PathLightning})
+	wantRefused(t, w.at(bad), http.StatusBadRequest, wire.CodeValidation)
+	wantOK(t, w.settle(ref, 7))
+	if w.balance(ledger.Free(acct)) != 7 {
+		t.Fatal("amountless invoice not credited")
+	}
+}
+
+func TestInvoiceRefusals(t *testing.T) {
+	w := newRailWorld(t)
+	acct, key := w.account(0)
+	wantRefused(t, w.invoice(acct, key, "nothex", 1, w.ts+60_000), http.StatusBadRequest, wire.CodeValidation)
+	wantRefused(t, w.invoice(acct, key, ref64('e'), -1, w.ts+60_000), http.StatusBadRequest, wire.CodeValidation)
+	wantRefused(t, w.invoice(acct, "key_nobody", ref64('e'), 1, w.ts+60_000), http.StatusUnauthorized, wire.CodeUnauthorized)
+	wantOK(t, w.invoice(acct, key, ref64('e'), 1, w.ts+60_000))
+	c := w.cmd(CmdInvoiceCreated, acct, key, "again", funds.NewInvoice{PaymentRequest: "x", PaymentRef: ref64('e'), AmountMsat: 1, ExpiresAtMs: w.ts + 60_000})
+	wantRefused(t, w.at(c), http.StatusConflict, wire.CodeConflict)
+}
+
+func TestOpenInvoicesAreBoundedAndExpiredOnesMakeRoom(t *testing.T) {
+	w := newRailWorld(t)
+	acct, key := w.account(0)
+	first := w.ts + 2*funds.MaxOpenInvoicesPerAccount
+	for i := range funds.MaxOpenInvoicesPerAccount {
+		exp := w.ts + 1_000_000
+		if i == 0 {
+			exp = first
+		}
+		wantOK(t, w.invoice(acct, key, fmt.Sprintf("%064x", i+1), 0, exp))
+	}
+	wantRefused(t, w.invoice(acct, key, fmt.Sprintf("%064x", 999), 0, w.ts+60_000), http.StatusConflict, wire.CodeConflict)
+	w.ts = first // the first invoice expires with the next command
+	wantOK(t, w.invoice(acct, key, fmt.Sprintf("%064x", 999), 0, w.ts+60_000))
+	w.m.Read(func(st *State, _ uint64) {
+		if n := len(st.Funds.InvoicesByAccount[acct]); n != funds.MaxOpenInvoicesPerAccount {
+			t.Fatalf("%d invoices listed", n)
+		}
+		if len(st.Funds.Invoices) != funds.MaxOpenInvoicesPerAccount {
+			t.Fatalf("%d invoices kept", len(st.Funds.Invoices))
+		}
+	})
+}

@@ -10,16 +10,14 @@ import (
 
 // decodeProbe has one field of every kind the decoder handles.
 type decodeProbe struct {
-	Amount  *wire.Int      `json:"amount" req:"true" unit:"msat" min:"1"`
-	Side    *string        `json:"side" enum:"buy,sell"`
-	Flag    *bool          `json:"flag"`
-	Count   *int64         `json:"count" min:"1" max:"9007199254740991"`
-	Scopes  []string       `json:"scopes" enum:"read,trade" maxLen:"2"`
-	Label   *string        `json:"label" maxLen:"4"`
-	Nested  *nestedProbe   `json:"nested"`
-	Levels  []nestedProbe  `json:"levels"`
-	private string         //nolint:unused // must be ignored
-	_       map[string]int // unexported, ignored
+	Amount *wire.Int     `json:"amount" req:"true" unit:"msat" min:"1"`
+	Side   *string       `json:"side" enum:"buy,sell"`
+	Flag   *bool         `json:"flag"`
+	Count  *int64        `json:"count" min:"1" max:"9007199254740991"`
+	Scopes []string      `json:"scopes" enum:"read,trade" maxLen:"2"`
+	Label  *string       `json:"label" maxLen:"4"`
+	Nested *nestedProbe  `json:"nested"`
+	Levels []nestedProbe `json:"levels"`
 }
 
 type nestedProbe struct {

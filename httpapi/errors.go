@@ -13,15 +13,6 @@ func fail(c *gin.Context, status int, code, msg string) {
 	c.AbortWithStatusJSON(status, wire.ErrorBody{Error: msg, Code: code})
 }
 
-// failRefusal writes a wire.Refusal.
-func failRefusal(c *gin.Context, r *wire.Refusal) {
-	st := r.Status
-	if st == 0 {
-		st = http.StatusBadRequest
-	}
-	fail(c, st, r.Code, r.Msg)
-}
-
 func invalid(c *gin.Context, msg string) { fail(c, http.StatusBadRequest, wire.CodeValidation, msg) }
 
 func notFound(c *gin.Context, what string) {

@@ -139,8 +139,7 @@ func findPath(doc *openapi3.T, path string) (*openapi3.PathItem, string) {
 func contractEntries(t testing.TB, s *Server) map[string]string {
 	doc := s.OpenAPI()
 	out := map[string]string{}
-	var walk func(prefix string, schema map[string]any)
-	walk = func(prefix string, schema map[string]any) {
+	walk := func(prefix string, schema map[string]any) {
 		props, _ := schema["properties"].(map[string]any)
 		for name, p := range props {
 			ps := p.(map[string]any)

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,18 +16,28 @@ func noop(key string) *fsm.Command {
 }
 
 // propose writes cmd through n and fails the test unless it is accepted.
+// Only for the test's goroutine; writers use tryPropose.
 func propose(t testing.TB, n *node.Node, cmd *fsm.Command) *fsm.Result {
 	t.Helper()
+	res, err := tryPropose(n, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// tryPropose writes cmd through n and reports an error unless it is accepted.
+func tryPropose(n *node.Node, cmd *fsm.Command) (*fsm.Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	res, err := n.Propose(ctx, cmd)
 	if err != nil {
-		t.Fatalf("propose %q through %s: %v", cmd.IdemKey, n.Config().ID, err)
+		return nil, fmt.Errorf("propose %q through %s: %w", cmd.IdemKey, n.Config().ID, err)
 	}
 	if !res.OK() {
-		t.Fatalf("propose %q refused: %d %s", cmd.IdemKey, res.Status, res.Body)
+		return nil, fmt.Errorf("propose %q refused: %d %s", cmd.IdemKey, res.Status, res.Body)
 	}
-	return res
+	return res, nil
 }
 
 // record returns the idempotency record of key in n's applied state.

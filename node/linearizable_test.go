@@ -209,9 +209,19 @@ func TestLinearizableReadRefusesOnLeaderPartitionedFromQuorum(t *testing.T) {
 	}
 	// Its followers cannot serve one either: none of them has a leader it
 	// can reach over raft, so none can reach a fresh read index.
+	errs := make(chan error, len(followers))
 	for _, f := range followers {
-		if err := f.LinearizableRead(context.Background()); err == nil && f.Machine().Applied() < leader.Raft.LastIndex() {
-			t.Fatalf("follower %s served a linearizable read from a stale state", f.cfg.ID)
+		go func(f *linNode) {
+			if err := f.LinearizableRead(context.Background()); err == nil && f.Machine().Applied() < leader.Raft.LastIndex() {
+				errs <- errors.New("follower " + f.cfg.ID + " served a linearizable read from a stale state")
+				return
+			}
+			errs <- nil
+		}(f)
+	}
+	for range followers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -43,7 +43,7 @@ type Node struct {
 // cfg.Bootstrap and no existing raft state it forms a one-voter cluster.
 // On failure everything it opened is closed again, so a caller may retry
 // (a held bolt file lock would make the retry wait forever).
-func New(cfg Config) (n *Node, err error) {
+func New(cfg Config) (*Node, error) {
 	cfg.setDefaults()
 	if cfg.ID == "" || cfg.DataDir == "" || cfg.RaftAddr == "" {
 		return nil, errors.New("node: id, data dir and raft address are required")
@@ -51,7 +51,7 @@ func New(cfg Config) (n *Node, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
 	}
-	n = &Node{cfg: cfg, Events: NewBus(), stop: make(chan struct{})}
+	n := &Node{cfg: cfg, Events: NewBus(), stop: make(chan struct{})}
 	n.machine = fsm.NewMachine(fsm.Options{CheckInvariants: cfg.CheckInvariants})
 	n.fsm = newRaftFSM(n.machine, n.Events.Publish)
 	n.forwarder = newForwarder(cfg.AdminToken)
@@ -61,8 +61,9 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("open raft store: %w", err)
 	}
 	n.store = store
+	started := false
 	defer func() {
-		if err == nil {
+		if started {
 			return
 		}
 		if n.Raft != nil {
@@ -72,7 +73,6 @@ func New(cfg Config) (n *Node, err error) {
 			_ = n.trans.Close()
 		}
 		_ = store.Close()
-		n = nil
 	}()
 	logs, err := raft.NewLogCache(512, store)
 	if err != nil {
@@ -111,6 +111,7 @@ func New(cfg Config) (n *Node, err error) {
 			return nil, fmt.Errorf("bootstrap: %w", err)
 		}
 	}
+	started = true
 	return n, nil
 }
 

@@ -101,10 +101,12 @@ func TestLeaderCrashElectsNewLeaderAndLosesNoAcknowledgedWrite(t *testing.T) {
 			}
 		}()
 	}
-	defer func() {
-		close(stop)
+	var once sync.Once
+	stopWriters := func() {
+		once.Do(func() { close(stop) })
 		wg.Wait()
-	}()
+	}
+	defer stopWriters()
 
 	if !clustertest.Poll(10*time.Second, func() bool { return ackedCount() >= 30 }) {
 		t.Fatalf("only %d writes acknowledged before the crash", ackedCount())
@@ -128,10 +130,7 @@ func TestLeaderCrashElectsNewLeaderAndLosesNoAcknowledgedWrite(t *testing.T) {
 		t.Fatalf("writes did not continue: %d acknowledged after the crash", ackedCount()-before)
 	}
 
-	close(stop)
-	wg.Wait()
-	stop = make(chan struct{})
-
+	stopWriters()
 	c.Restart(old.ID)
 	if err := c.WaitConverged(20 * time.Second); err != nil {
 		t.Fatal(err)
@@ -175,11 +174,17 @@ func TestRestartedNodeCatchesUpFromSnapshotAfterCompaction(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := from + w; i < from+64; i += 8 {
-					propose(t, leader.Node, noop(fmt.Sprintf("acct:snap-%d", i)))
+					if _, err := tryPropose(leader.Node, noop(fmt.Sprintf("acct:snap-%d", i))); err != nil {
+						t.Error(err)
+						return
+					}
 				}
 			}()
 		}
 		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
 		for i := from; i < from+64; i++ {
 			keys = append(keys, fmt.Sprintf("acct:snap-%d", i))
 		}
@@ -263,16 +268,20 @@ func TestReplicasAtTheSameIndexHaveEqualStateHashes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 40 {
-				propose(t, m.Node, noop(fmt.Sprintf("acct%d:hash-%d", w, i)))
+				if _, err := tryPropose(m.Node, noop(fmt.Sprintf("acct%d:hash-%d", w, i))); err != nil {
+					t.Error(err)
+					return
+				}
 			}
 		}()
 	}
 	wg.Wait()
-	if err := c.WaitConverged(15 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	err := c.WaitConverged(15 * time.Second)
 	close(stop)
 	<-sampled
+	if err != nil || t.Failed() {
+		t.Fatal(err)
+	}
 
 	shared := 0
 	for idx, byNode := range seen {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/perpd/perpd/fsm"
 )
 
 // TakeSnapshot forces a snapshot and opens it for reading. When nothing
@@ -37,6 +39,14 @@ func (n *Node) RestoreSnapshot(meta *raft.SnapshotMeta, r io.Reader) error {
 	}
 	if err := n.Raft.Restore(meta, r, 2*time.Minute); err != nil {
 		return fmt.Errorf("restore: %w", err)
+	}
+	// Raft gives the restored state a new index past its log, but the state
+	// machine only learns indexes from command entries: until the next one
+	// it reports the snapshot's own, older index, so X-Raft-Index and
+	// appliedIndex would run backwards. A tick at once moves every replica
+	// past everything applied before the restore.
+	if _, err := n.proposeInternal(fsm.CmdTick, nil); err != nil {
+		n.cfg.Logger.Warn("restore: tick after restore failed; the applied index catches up at the next tick", "err", err)
 	}
 	return nil
 }

@@ -4,6 +4,18 @@
 // package start one with Start and crash, restart, remove and add members
 // the way an operator or a failing machine would.
 //
+// A test reads:
+//
+//	c := clustertest.Start(t, 3, clustertest.TickInterval(50*time.Millisecond))
+//	f := c.Followers()[0]
+//	res, err := f.Node.Propose(ctx, cmd) // forwarded to the leader
+//	c.Kill(c.Leader().ID)                // a crash, as peers see it
+//	leader, err := c.WaitLeader(10 * time.Second)
+//	err = c.WaitConverged(10 * time.Second) // same index, same state hash
+//
+// Pass Assemble(cli.Assemble) to run every domain's wiring exactly as
+// `perpd serve` does; the default is the replicated core alone.
+//
 // What it must never do: reach into a node's internals (tests see what an
 // operator or a client sees, plus the node's exported API), or sleep for
 // correctness (every wait polls a condition under a deadline).

@@ -123,17 +123,18 @@ func (s *State) RequestWithdrawal(l *ledger.Ledger, account string, r Withdrawal
 	if _, dup := s.WithdrawalByRailRef[r.RailRef]; dup {
 		return nil, wire.Refuse(http.StatusConflict, wire.CodeConflict, "railRef %q is already taken", r.RailRef)
 	}
-	destKey := DestinationKey(r.Destination)
-	confirmed := s.ConfirmRequired(account, destKey, r.AmountMsat)
-	if confirmed {
-		if ref := s.checkConfirm(r.Confirm, r.AmountMsat, nowMs); ref != nil {
-			return nil, ref
-		}
-	}
+	// The balance first: a withdrawal that cannot be paid is not worth
+	// confirming.
 	total := r.AmountMsat + r.FeeMsat // both bounded by MaxMoneyMsat: no overflow
 	if free := l.Balance(ledger.Free(account)); free < total {
 		return nil, wire.Refuse(http.StatusConflict, wire.CodeInsufficientBalance,
 			"free balance %d msat does not cover amount %d msat plus fee %d msat", free, r.AmountMsat, r.FeeMsat)
+	}
+	confirmed := s.ConfirmRequired(account, DestinationKey(r.Destination), r.AmountMsat)
+	if confirmed {
+		if ref := s.checkConfirm(r.Confirm, r.AmountMsat, nowMs); ref != nil {
+			return nil, ref
+		}
 	}
 	if err := l.Transfer(ledger.Free(account), ledger.PendingWithdrawals, total); err != nil {
 		return nil, wire.Refuse(http.StatusConflict, wire.CodeInsufficientBalance, "cannot reserve the withdrawal: %v", err)

@@ -3,7 +3,6 @@ package checker
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/perpd/perpd/jepsen/history"
 )
@@ -120,6 +119,11 @@ func conclusiveFail(op *history.Op) bool {
 	return op.Type == history.Fail && op.Status >= 400 && op.Status < 500 && !inconclusiveCodes[op.Code]
 }
 
+// Settles reports whether a retry's completion settles the write it
+// retried: an acknowledgement (the original answer or a first apply) or a
+// refusal the state machine gave after looking at the idempotency key.
+func Settles(done history.Op) bool { return done.Type == history.OK || conclusiveFail(&done) }
+
 // Writes settles every write of the functions fs: a write that failed
 // conclusively was not applied, an acknowledged one was, and one with an
 // unknown outcome takes the outcome of the first retry that settled it.
@@ -138,7 +142,7 @@ func Writes(ops []history.Op, fs ...string) []Write {
 		if _, have := settled[r]; have {
 			continue
 		}
-		if p.Done.Type == history.OK || conclusiveFail(p.Done) {
+		if Settles(*p.Done) {
 			settled[r] = p
 		}
 	}
@@ -208,5 +212,3 @@ func grantMsat(ws []Write) int64 {
 	}
 	return best
 }
-
-func join(xs []string) string { return strings.Join(xs, ", ") }

@@ -48,19 +48,13 @@ func staleRead() func(context.Context, *workload.Env, *workload.Process, *worklo
 		serveStale := cached && n%2 == 0
 		mu.Unlock()
 		if !serveStale {
-			t := workload.ReadBalance(ctx, e, p, acct)
+			t, v := workload.ReadBalanceValue(ctx, e, p, acct)
 			if t == history.OK {
-				ops := e.Rec.Ops()
-				for i := len(ops) - 1; i >= 0; i-- {
-					if ops[i].Process == p.ID && ops[i].F == history.FRead && ops[i].Type == history.OK {
-						mu.Lock()
-						if _, ok := first[acct.ID]; !ok {
-							first[acct.ID] = *ops[i].Msat
-						}
-						mu.Unlock()
-						break
-					}
+				mu.Lock()
+				if _, ok := first[acct.ID]; !ok {
+					first[acct.ID] = *v
 				}
+				mu.Unlock()
 			}
 			return t
 		}

@@ -63,7 +63,9 @@ type run struct {
 	cl      *client.Client
 	env     *workload.Env
 	bin     string
-	sum     report.Summary
+
+	mu  sync.Mutex // guards sum.Problems, appended to from worker goroutines
+	sum report.Summary
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -73,6 +75,8 @@ func (r *run) logf(format string, args ...any) {
 func (r *run) problem(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	r.logf("PROBLEM: %s", msg)
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.sum.Problems = append(r.sum.Problems, msg)
 }
 
@@ -85,7 +89,7 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	if err := checkBug(o.Bug); err != nil {
 		return nil, err
 	}
-	unlock, err := acquireLock(ctx, r.logf)
+	unlock, err := iptables.Lock(ctx, r.logf)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +102,7 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	if o.ReportRoot == "" {
 		o.ReportRoot = filepath.Join(o.ModuleDir, "jepsen", "reports")
 	}
-	r.dir = filepath.Join(o.ReportRoot, time.Now().UTC().Format("20060102T150405Z"))
+	r.dir = filepath.Join(o.ReportRoot, time.Now().UTC().Format("20060102T150405.000Z"))
 	if err := os.MkdirAll(filepath.Join(r.dir, "nodes"), 0o755); err != nil {
 		return nil, err
 	}
@@ -125,7 +129,7 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 				return nil, fmt.Errorf("the partition nemesis cannot run: %v (run as root with iptables installed, or opt out with -allow-no-partition / JEPSEN_ALLOW_NO_PARTITION=1)", err)
 			}
 			r.logf("WARNING: PARTITION NEMESIS DISABLED: %v", err)
-			r.problemless("partition nemesis disabled: " + err.Error())
+			r.degraded("partition nemesis disabled: " + err.Error())
 			names = without(names, "partition")
 			r.sum.Nemeses = names
 		}
@@ -235,8 +239,8 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	return &r.sum, nil
 }
 
-// problemless notes a degraded run in the report without failing it.
-func (r *run) problemless(msg string) {
+// degraded notes a degraded run in the report without failing it.
+func (r *run) degraded(msg string) {
 	r.sum.Results = append(r.sum.Results, checker.Result{Name: "harness", Verdict: checker.Unknown, Details: []string{msg}})
 }
 
@@ -363,7 +367,7 @@ func (r *run) resolvePending(ctx context.Context) {
 		var still []workload.Pending
 		for i, p := range pending {
 			node := r.env.Nodes[(round+i)%len(r.env.Nodes)]
-			if t := workload.Retry(ctx, r.env, pid, node, p); t == history.Info || (t == history.Fail && !r.lastConclusive()) {
+			if done := workload.Retry(ctx, r.env, pid, node, p); !checker.Settles(done) {
 				still = append(still, p)
 			}
 			pid++
@@ -376,19 +380,6 @@ func (r *run) resolvePending(ctx context.Context) {
 	if len(pending) > 0 {
 		r.logf("%d writes stay unsettled", len(pending))
 	}
-}
-
-// lastConclusive reports whether the latest completion in the history is
-// a refusal that settles its idempotency key.
-func (r *run) lastConclusive() bool {
-	ops := r.rec.Ops()
-	for i := len(ops) - 1; i >= 0; i-- {
-		if ops[i].Type != history.Invoke {
-			op := ops[i]
-			return op.Type == history.Fail && op.Status >= 400 && op.Status < 500 && op.Code != "rate_limited" && op.Code != "unavailable" && op.Code != ""
-		}
-	}
-	return false
 }
 
 // readFinal reads every account's balance, deposits and keys, retrying
@@ -409,13 +400,11 @@ func (r *run) readFinal(ctx context.Context) *checker.Final {
 		for try := 0; try < finalReadAttempts && af.FreeMsat == nil; try++ {
 			p := &workload.Process{ID: pid, Node: r.env.Nodes[(i+try)%len(r.env.Nodes)], Rand: r.rng}
 			pid++
-			if workload.ReadBalance(ctx, r.env, p, a) != history.OK {
+			if t, v := workload.ReadBalanceValue(ctx, r.env, p, a); t == history.OK {
+				af.FreeMsat = v
+			} else {
 				time.Sleep(300 * time.Millisecond)
-				continue
 			}
-			ops := r.rec.Ops()
-			last := ops[len(ops)-1]
-			af.FreeMsat = last.Msat
 		}
 		for try := 0; try < finalReadAttempts && !af.DepositsComplete; try++ {
 			deps, err := r.listDeposits(ctx, r.env.Nodes[(i+try)%len(r.env.Nodes)], a.APIKey, minIndex)

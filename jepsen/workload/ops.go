@@ -30,6 +30,13 @@ func Faucet(ctx context.Context, e *Env, p *Process, acct *Account) history.Type
 
 // ReadBalance reads the account's free balance.
 func ReadBalance(ctx context.Context, e *Env, p *Process, acct *Account) history.Type {
+	t, _ := ReadBalanceValue(ctx, e, p, acct)
+	return t
+}
+
+// ReadBalanceValue is ReadBalance that also returns the balance read (nil
+// unless ok).
+func ReadBalanceValue(ctx context.Context, e *Env, p *Process, acct *Account) (history.Type, *int64) {
 	inv := e.Rec.Invoke(history.Op{Process: p.ID, Node: p.Node, F: history.FRead, Account: acct.ID})
 	octx, cancel := opCtx(ctx)
 	defer cancel()
@@ -40,7 +47,7 @@ func ReadBalance(ctx context.Context, e *Env, p *Process, acct *Account) history
 		done.Msat = history.Int64(free)
 	}
 	e.Rec.Complete(inv, done)
-	return res.Type
+	return res.Type, done.Msat
 }
 
 // ListDeposits reads the newest page of deposits (a read the checkers do
@@ -85,8 +92,9 @@ func MintKey(ctx context.Context, e *Env, p *Process, acct *Account) history.Typ
 
 // Retry resends a pending write with its idempotency key to node and
 // records the attempt as resolving the original. It returns the attempt's
-// outcome: ok or fail settle the original, info leaves it open.
-func Retry(ctx context.Context, e *Env, pid int, node string, pend Pending) history.Type {
+// completion; whether it settles the original is the checker's rule
+// (checker.Settles).
+func Retry(ctx context.Context, e *Env, pid int, node string, pend Pending) history.Op {
 	inv := e.Rec.Invoke(history.Op{Process: pid, Node: node, F: pend.Op.F, Account: pend.Op.Account,
 		IdemKey: pend.Op.IdemKey, Resolves: pend.Op.ID})
 	octx, cancel := opCtx(ctx)
@@ -108,8 +116,7 @@ func Retry(ctx context.Context, e *Env, pid int, node string, pend Pending) hist
 	default:
 		done.Type, done.Error = history.Info, "no retry for "+pend.Op.F
 	}
-	e.Rec.Complete(inv, done)
-	return done.Type
+	return e.Rec.Complete(inv, done)
 }
 
 // Signup creates one account, recording the attempt. An attempt whose

@@ -1,0 +1,71 @@
+package client
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/perpd/perpd/jepsen/history"
+)
+
+func TestAnswersAreSortedIntoOkFailAndInfo(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Raft-Index", "42")
+		switch r.URL.Path {
+		case "/created", "/v1/faucet":
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"creditedMsat":"1000","grantsRemainingThisHour":2}`))
+		case "/unavailable":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":"no leader","code":"unavailable"}`))
+		case "/limited":
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"error":"slow down","code":"rate_limited"}`))
+		case "/hang":
+			time.Sleep(300 * time.Millisecond)
+		}
+	}))
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	c := New(100 * time.Millisecond)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		path  string
+		write bool
+		want  history.Type
+	}{
+		{"/created", true, history.OK},
+		{"/unavailable", true, history.Info}, // the write may have committed
+		{"/unavailable", false, history.Fail},
+		{"/limited", true, history.Fail},
+		{"/hang", true, history.Info}, // sent, never answered
+		{"/hang", false, history.Fail},
+	} {
+		res := c.Do(ctx, Request{Method: http.MethodPost, Addr: addr, Path: tc.path, IsWrite: tc.write})
+		if res.Type != tc.want {
+			t.Fatalf("%s (write %v): %s, want %s (%s)", tc.path, tc.write, res.Type, tc.want, res.Error)
+		}
+		if res.Status != 0 && res.RaftIndex != 42 {
+			t.Fatalf("%s: X-Raft-Index not parsed", tc.path)
+		}
+	}
+	if res, credited := c.Faucet(ctx, addr, "key", "idem"); res.Type != history.OK || credited != 1000 {
+		t.Fatalf("faucet answer: %s credited %d", res.Type, credited)
+	}
+}
+
+func TestARefusedConnectionIsACertainFailureEvenForWrites(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	res := New(time.Second).Do(context.Background(), Request{Method: http.MethodPost, Addr: addr, Path: "/v1/faucet", IsWrite: true})
+	if res.Type != history.Fail {
+		t.Fatalf("refused connection: %s, want fail (%s)", res.Type, res.Error)
+	}
+}

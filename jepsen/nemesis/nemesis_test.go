@@ -1,0 +1,87 @@
+package nemesis
+
+import (
+	"context"
+	"math/rand"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestParseSelectsAndCombinesNemeses(t *testing.T) {
+	for spec, want := range map[string][]string{
+		"all":                   Names,
+		"none":                  nil,
+		"":                      nil,
+		"partition,kill":        {"kill", "partition"},
+		" transfer , kill,kill": {"kill", "transfer"},
+	} {
+		got, err := Parse(spec)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("Parse(%q) = %v, %v; want %v", spec, got, err, want)
+		}
+	}
+	if _, err := Parse("kill,meteor"); err == nil {
+		t.Fatal("an unknown nemesis was accepted")
+	}
+}
+
+func TestPartitionNeedsAFirewall(t *testing.T) {
+	if _, err := New([]string{"partition"}, &Env{}); err == nil {
+		t.Fatal("the partition nemesis was built without a firewall")
+	}
+}
+
+type fake struct {
+	name          string
+	mu            sync.Mutex
+	starts, heals int
+	active        bool
+}
+
+func (f *fake) Name() string { return f.name }
+func (f *fake) Start(context.Context) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.starts++
+	f.active = true
+	return "on", nil
+}
+func (f *fake) Heal(context.Context) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.heals++
+	f.active = false
+	return "off", nil
+}
+
+type events struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (e *events) Fault(f string, ok bool, detail string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.got = append(e.got, f)
+}
+
+func TestScheduleFiresEveryNemesisAndLeavesNoFaultBehind(t *testing.T) {
+	a, b := &fake{name: "a"}, &fake{name: "b"}
+	rec := &events{}
+	s := &Schedule{Nemeses: []Nemesis{a, b}, QuietMin: time.Millisecond, QuietMax: 2 * time.Millisecond,
+		HoldMin: time.Millisecond, HoldMax: 2 * time.Millisecond, Rand: rand.New(rand.NewSource(1)), Rec: rec}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	s.Run(ctx)
+	if a.starts == 0 || b.starts == 0 {
+		t.Fatalf("a nemesis never fired: a=%d b=%d", a.starts, b.starts)
+	}
+	if a.active || b.active || a.heals < a.starts || b.heals < b.starts {
+		t.Fatalf("a fault was left in place: a=%+v b=%+v", a, b)
+	}
+	if s.Faults != a.starts+b.starts || len(rec.got) != 2*s.Faults {
+		t.Fatalf("faults %d, events %d", s.Faults, len(rec.got))
+	}
+}
