@@ -63,7 +63,8 @@ func perpdBinary(t *testing.T) string {
 		binPath = filepath.Join(binDir, "perpd")
 		goTool, err := exec.LookPath("go")
 		if err != nil {
-			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+			buildErr = fmt.Errorf("the go tool is not on PATH: %v", err)
+			return
 		}
 		out, err := exec.Command(goTool, "build", "-o", binPath, "github.com/perpd/perpd").CombinedOutput()
 		if err != nil {

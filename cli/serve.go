@@ -75,9 +75,6 @@ func runServe(parent context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	_, statErr := os.Stat(filepath.Join(f.data, "raft.db"))
-	fresh := errors.Is(statErr, os.ErrNotExist)
-
 	n, err := node.New(node.Config{
 		ID: f.id, DataDir: f.data, RaftAddr: f.raftAddr, HTTPAddr: f.httpAddr, AdminAddr: f.adminAddr,
 		Bootstrap: f.bootstrap, Deployment: f.deployment, AdminToken: token,
@@ -104,7 +101,10 @@ func runServe(parent context.Context, f serveFlags) error {
 	}
 	log.Info("perpd node started", "http", f.httpAddr, "raft", f.raftAddr, "admin", f.adminAddr, "deployment", f.deployment)
 
-	if f.join != "" && fresh {
+	// Join whenever this node is not yet in the cluster's configuration, not
+	// only on the first start: a join that failed (leader down, say) is
+	// retried on the next start instead of leaving the node outside for good.
+	if f.join != "" && !n.InConfiguration() {
 		go func() {
 			jctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()

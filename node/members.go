@@ -32,6 +32,21 @@ func (n *Node) Members() ([]Member, error) {
 	return out, nil
 }
 
+// InConfiguration reports whether this node appears in its own view of the
+// raft configuration (false for a fresh node that has not joined yet).
+func (n *Node) InConfiguration() bool {
+	members, err := n.Members()
+	if err != nil {
+		return false
+	}
+	for _, m := range members {
+		if m.ID == n.cfg.ID {
+			return true
+		}
+	}
+	return false
+}
+
 // ErrNotLeaderAdmin is returned by membership calls made on a follower.
 var ErrNotLeaderAdmin = errors.New("membership changes must be made on the leader")
 
