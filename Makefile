@@ -19,6 +19,7 @@ run: build
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 15m $(PKGS)
+	$(MAKE) jepsen-short
 
 devnet: build
 	./$(BIN) devnet --nodes 3 --dir ./devnet

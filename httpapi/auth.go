@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -75,17 +77,15 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 			return
 		}
 		h := HashKey(key)
-		var cl caller
-		var ok bool
-		s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
-			k := st.Access.KeyByHashHex(h)
-			// The map lookup is by hash; the constant-time compare guards
-			// the last step anyway, so timing reveals nothing of the key.
-			if k != nil && k.Live() && subtle.ConstantTimeCompare([]byte(k.HashHex), []byte(h)) == 1 {
-				cl, ok = caller{AccountID: k.AccountID, KeyID: k.ID, Scopes: k.Scopes}, true
-			}
-		})
+		cl, ok := s.lookupKey(h)
+		if !ok && s.catchUp(c) {
+			cl, ok = s.lookupKey(h)
+		}
 		if !ok {
+			if s.behind() {
+				unavailable(c, "this node is catching up with the log and does not know this key yet; retry, or send X-Min-Index")
+				return
+			}
 			fail(c, http.StatusUnauthorized, wire.CodeUnauthorized, "API key is not valid (unknown or revoked)")
 			return
 		}
@@ -96,4 +96,40 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 		c.Set(callerKey, cl)
 		s.touch.seen(cl.KeyID)
 	}
+}
+
+func (s *Server) lookupKey(h string) (caller, bool) {
+	var cl caller
+	var ok bool
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
+		k := st.Access.KeyByHashHex(h)
+		// The map lookup is by hash; the constant-time compare guards the
+		// last step anyway, so timing reveals nothing of the key.
+		if k != nil && k.Live() && subtle.ConstantTimeCompare([]byte(k.HashHex), []byte(h)) == 1 {
+			cl, ok = caller{AccountID: k.AccountID, KeyID: k.ID, Scopes: k.Scopes}, true
+		}
+	})
+	return cl, ok
+}
+
+// keyCatchUpWait bounds how long an unknown key waits for a lagging node to
+// apply what it already knows is committed.
+const keyCatchUpWait = time.Second
+
+// catchUp waits, when this node has applied less than the commit index it
+// knows of, until it has applied it (bounded). A key minted moments ago on
+// another node is then found instead of being refused as unknown.
+func (s *Server) catchUp(c *gin.Context) bool {
+	if !s.behind() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), keyCatchUpWait)
+	defer cancel()
+	return s.Node.WaitApplied(ctx, s.Node.Raft.CommitIndex()) == nil
+}
+
+// behind reports whether the node knows of committed entries it has not
+// applied yet (just restarted, or rejoined after a wipe).
+func (s *Server) behind() bool {
+	return s.Node.Machine().Applied() < s.Node.Raft.CommitIndex()
 }

@@ -31,7 +31,8 @@ type Rail interface {
 	// with the account, which is what a later settlement is matched against.
 	// It returns a *ValidationError for a request the rail refuses (negative
 	// amount, expiry out of range, memo too long or not UTF-8).
-	// Leader only. Not idempotent: each call yields a new invoice.
+	// Any node may call it (the cluster shares one node key). Not idempotent:
+	// each call yields a new invoice.
 	CreateInvoice(req InvoiceRequest) (Invoice, error)
 
 	// ParseDestination validates a withdrawal destination: a BOLT11 payment
