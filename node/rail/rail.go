@@ -17,10 +17,11 @@ const (
 // and give the same answer on every node, so a follower may call them while
 // validating a request and the result may be carried in a command.
 //
-// Leader-only methods: CreateInvoice and Pay touch the outside world (a
-// Lightning node, a Spark wallet, or the simulation's randomness). Only the
-// current leader calls them, and it proposes what they return as a command;
-// a follower never calls them.
+// CreateInvoice and Pay touch the outside world (a Lightning node, a Spark
+// wallet, or the simulation's randomness), and what they return enters the
+// state only as a proposed command. Pay is leader-only; CreateInvoice may run
+// on any node, since every member shares the node key and the replicated
+// invoice record, not the issuing node, decides whether a payment credits.
 //
 // No method changes the ledger or reads replicated state: the rail reports
 // facts, the state machine decides what they do to balances.
