@@ -114,12 +114,7 @@ func (s *Server) signup(c *gin.Context) {
 	p := access.NewAccount{AccountID: "acc_" + randomID(8), UserID: "usr_" + randomID(8),
 		RailAddress: s.Rail.AccountAddress(seed), KeyID: "key_" + randomID(8), KeyHashHex: HashKey(key),
 		UAClass: uaClass(c.GetHeader("User-Agent"))}
-	cmd, err := s.command(c, fsm.CmdSignup, p, req)
-	if err != nil {
-		unavailable(c, err.Error())
-		return
-	}
-	res, ok := s.propose(c, cmd)
+	res, ok := s.submit(c, fsm.CmdSignup, p, req)
 	if !ok {
 		return
 	}
@@ -130,13 +125,8 @@ func (s *Server) signup(c *gin.Context) {
 			"this idempotency-key already created an account; its key was returned once and cannot be shown again")
 		return
 	}
-	if !res.OK() {
-		respond(c, res)
-		return
-	}
-	var out fsm.SignupResult
-	if err := res.Decode(&out); err != nil {
-		unavailable(c, "bad stored result")
+	out, ok := storedResult[fsm.SignupResult](c, res)
+	if !ok {
 		return
 	}
 	out.APIKey = key
@@ -148,12 +138,7 @@ func (s *Server) faucet(c *gin.Context) {
 	if !s.decode(c, &req) {
 		return
 	}
-	cmd, err := s.command(c, fsm.CmdFaucet, nil, req)
-	if err != nil {
-		unavailable(c, err.Error())
-		return
-	}
-	res, ok := s.propose(c, cmd)
+	res, ok := s.submit(c, fsm.CmdFaucet, nil, req)
 	if !ok {
 		return
 	}
@@ -271,23 +256,17 @@ func (s *Server) mintSession(c *gin.Context) {
 		}
 		p.Scopes = &sc
 	}
-	cmd, err := s.command(c, fsm.CmdMintKey, p, req)
-	if err != nil {
-		unavailable(c, err.Error())
-		return
-	}
-	res, ok := s.propose(c, cmd)
+	res, ok := s.submit(c, fsm.CmdMintKey, p, req)
 	if !ok {
 		return
 	}
-	if res.Replay || !res.OK() {
+	if res.Replay {
 		// A replay answers the stored body, which never holds the key.
 		respond(c, res)
 		return
 	}
-	var out fsm.MintResult
-	if err := res.Decode(&out); err != nil {
-		unavailable(c, "bad stored result")
+	out, ok := storedResult[fsm.MintResult](c, res)
+	if !ok {
 		return
 	}
 	out.APIKey = key
@@ -308,12 +287,7 @@ func (s *Server) revokeSessions(c *gin.Context) {
 	if req.KeyID != nil {
 		p.KeyID = *req.KeyID
 	}
-	cmd, err := s.command(c, fsm.CmdRevokeKeys, p, req)
-	if err != nil {
-		unavailable(c, err.Error())
-		return
-	}
-	if res, ok := s.propose(c, cmd); ok {
+	if res, ok := s.submit(c, fsm.CmdRevokeKeys, p, req); ok {
 		respond(c, res)
 	}
 }

@@ -63,6 +63,32 @@ func (s *Server) propose(c *gin.Context, cmd *fsm.Command) (*fsm.Result, bool) {
 	return res, true
 }
 
+// submit builds the command for this request and proposes it. It answers
+// failures to propose itself; ok is false when it did.
+func (s *Server) submit(c *gin.Context, t fsm.CmdType, payload, req any) (*fsm.Result, bool) {
+	cmd, err := s.command(c, t, payload, req)
+	if err != nil {
+		unavailable(c, err.Error())
+		return nil, false
+	}
+	return s.propose(c, cmd)
+}
+
+// storedResult decodes a successful result's body for a handler that adds
+// to it (a key value, a live field). A refusal is answered as stored and ok
+// is false.
+func storedResult[T any](c *gin.Context, res *fsm.Result) (out T, ok bool) {
+	if !res.OK() {
+		respond(c, res)
+		return out, false
+	}
+	if err := res.Decode(&out); err != nil {
+		unavailable(c, "bad stored result")
+		return out, false
+	}
+	return out, true
+}
+
 // respond writes a state-machine result as it was stored.
 func respond(c *gin.Context, res *fsm.Result) {
 	c.Data(res.Status, "application/json; charset=utf-8", res.Body)

@@ -123,24 +123,14 @@ func (s *Server) createDepositInvoice(c *gin.Context) {
 	}
 	p := funds.NewInvoice{PaymentRequest: inv.PaymentRequest, PaymentRef: inv.PaymentRef,
 		AmountMsat: ir.AmountMsat, ExpiresAtMs: inv.ExpiresAtMs}
-	cmd, err := s.command(c, fsm.CmdInvoiceCreated, p, req)
-	if err != nil {
-		unavailable(c, err.Error())
-		return
-	}
-	res, ok := s.propose(c, cmd)
+	res, ok := s.submit(c, fsm.CmdInvoiceCreated, p, req)
 	if !ok {
-		return
-	}
-	if !res.OK() {
-		respond(c, res)
 		return
 	}
 	// A retry with the same idempotency-key gets the stored invoice (the
 	// one issued just now is never recorded, so it can never be credited).
-	var out funds.InvoiceCreated
-	if err := res.Decode(&out); err != nil {
-		unavailable(c, "bad stored result")
+	out, ok := storedResult[funds.InvoiceCreated](c, res)
+	if !ok {
 		return
 	}
 	c.JSON(res.Status, DepositInvoiceView{Invoice: out.Invoice, PaymentRef: out.PaymentRef,
@@ -258,12 +248,7 @@ func (s *Server) createWithdrawal(c *gin.Context) {
 	if req.ConfirmToken != nil {
 		p.Confirm = s.readConfirmToken(*req.ConfirmToken, acct, d.Normalized)
 	}
-	cmd, err := s.command(c, fsm.CmdWithdrawalRequested, p, req)
-	if err != nil {
-		unavailable(c, err.Error())
-		return
-	}
-	res, ok := s.propose(c, cmd)
+	res, ok := s.submit(c, fsm.CmdWithdrawalRequested, p, req)
 	if !ok {
 		return
 	}

@@ -57,6 +57,9 @@
 //     the spec's "staleness input" that clients compare with the print's tsMs.
 //   - openInterestContracts is long OI + short OI of trader positions (the
 //     venue's house book is the counterparty of both sides).
+//   - Operator pins and scripts (Override) are stored on the feed, so every
+//     leader's oracle driver plays the same override from the same start.
+//     The book never judges prints by them: prints are the leader's.
 //
 // # Pre-launch history
 //
