@@ -133,11 +133,13 @@ func (m *Machine) dispatch(c *Ctx) *Result {
 			return stored
 		}
 	}
+	timerEvents := len(c.events)
 	status, body, ref := h(c)
 	if ref != nil {
 		// Refusals change nothing, so they are not stored: a retry is
-		// judged afresh.
-		c.events = nil
+		// judged afresh. Events the timers emitted before the command
+		// still stand: the time they reflect did pass.
+		c.events = c.events[:timerEvents]
 		return refusalResult(ref)
 	}
 	res, err := okResult(status, body)
@@ -161,7 +163,8 @@ type Ctx struct {
 // Now is the log's time for this entry.
 func (c *Ctx) Now() int64 { return c.St.NowMs }
 
-// Emit queues an event for subscribers; dropped if the command is refused.
+// Emit queues an event for subscribers; a handler's events are dropped if
+// its command is refused.
 func (c *Ctx) Emit(ev Event) {
 	if ev.TsMs == 0 {
 		ev.TsMs = c.St.NowMs

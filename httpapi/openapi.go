@@ -151,9 +151,10 @@ func (g *schemaGen) operation(r *Route) map[string]any {
 func commonErrors(r *Route) []int {
 	// 400: a malformed X-Min-Index or body on any route; 500: a bug,
 	// still answered as JSON.
-	out := []int{400, 404, 405, 413, 500, 503}
+	// 401 on every route: a key sent in the URL is refused everywhere.
+	out := []int{400, 401, 404, 405, 413, 500, 503}
 	if r.Auth == Keyed {
-		out = append(out, 401, 403)
+		out = append(out, 403)
 	}
 	if r.Budget != "" || r.Auth == Keyed {
 		out = append(out, 429)
@@ -262,22 +263,25 @@ func (g *schemaGen) object(t reflect.Type, request bool) map[string]any {
 			continue
 		}
 		ft := sf.Type
+		_, opts, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		omitempty := strings.Contains(opts, "omitempty")
 		nullable := false
 		if ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
-			nullable = !request
+			// In a response a pointer is null when unset, unless the field
+			// is omitted instead (omitempty): then it is optional, never null.
+			nullable = !request && !omitempty
 		}
 		s := g.fieldSchema(sf, ft, request)
 		if nullable {
 			s = nullableOf(s)
 		}
 		props[name] = s
-		_, opts, _ := strings.Cut(sf.Tag.Get("json"), ",")
 		if request {
 			if sf.Tag.Get("req") == "true" {
 				required = append(required, name)
 			}
-		} else if !strings.Contains(opts, "omitempty") {
+		} else if !omitempty {
 			required = append(required, name)
 		}
 	}

@@ -162,7 +162,9 @@ func contractEntries(t testing.TB, s *Server) map[string]string {
 
 // TestContractSnapshot fails when a field is removed or re-typed, or a
 // declared status disappears (SPEC section 9): additions are allowed.
-// Regenerate after an additive change with -update-contract.
+// Regenerate after an additive change with
+// `go test ./httpapi/ -run TestContractSnapshot -update-contract` (package
+// first: after an unknown flag go test stops reading package names).
 func TestContractSnapshot(t *testing.T) {
 	a := newTestAPI(t)
 	cur := contractEntries(t, a.srv)

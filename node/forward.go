@@ -70,9 +70,8 @@ func CheckToken(r *http.Request, token string) bool {
 	return token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
-// ForwardHandler serves ForwardPath: it applies a follower's command if this
-// node leads, and answers 421 otherwise so the follower looks again.
-func (n *Node) ForwardHandler() http.Handler {
+// internalPost guards a node-to-node endpoint: POST with the cluster token.
+func (n *Node) internalPost(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -82,6 +81,14 @@ func (n *Node) ForwardHandler() http.Handler {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
+		h(w, r)
+	})
+}
+
+// ForwardHandler serves ForwardPath: it applies a follower's command if this
+// node leads, and answers 421 otherwise so the follower looks again.
+func (n *Node) ForwardHandler() http.Handler {
+	return n.internalPost(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(io.LimitReader(r.Body, maxForwardBytes))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)

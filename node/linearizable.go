@@ -147,15 +147,7 @@ func (n *Node) remoteReadIndex(ctx context.Context) (uint64, error) {
 // answers {"index": "N"} once a quorum confirmed it still leads; any other
 // node answers 421 so the caller looks for the leader again.
 func (n *Node) ReadIndexHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
-		if !CheckToken(r, n.cfg.AdminToken) {
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
+	return n.internalPost(func(w http.ResponseWriter, r *http.Request) {
 		if !n.IsLeader() {
 			http.Error(w, errNotLeader.Error(), http.StatusMisdirectedRequest)
 			return
