@@ -56,6 +56,10 @@ func (s *Server) propose(c *gin.Context, cmd *fsm.Command) (*fsm.Result, bool) {
 		}
 		return nil, false
 	}
+	// Answer only once this node has applied the write too, so the client's
+	// next call to the same node sees it (a key just minted works at once).
+	// Bounded: the write itself has succeeded whatever this wait does.
+	_ = s.Node.WaitApplied(c.Request.Context(), res.Index)
 	c.Writer.Header().Set("X-Raft-Index", strconv.FormatUint(res.Index, 10))
 	if res.Replay {
 		c.Writer.Header().Set("Idempotent-Replayed", "true")
