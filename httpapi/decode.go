@@ -114,13 +114,8 @@ func decodeStruct(raw json.RawMessage, v reflect.Value, path string) error {
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
 		return fieldErr(path, "must be a JSON object")
 	}
-	t := v.Type()
-	for i := 0; i < t.NumField(); i++ {
-		sf := t.Field(i)
-		name := jsonName(sf)
-		if name == "" {
-			continue
-		}
+	for _, wf := range wireFields(v.Type()) {
+		sf, name := wf.Field, wf.Name
 		fpath := name
 		if path != "body" {
 			fpath = path + "." + name
@@ -132,7 +127,7 @@ func decodeStruct(raw json.RawMessage, v reflect.Value, path string) error {
 			}
 			continue
 		}
-		fv := v.Field(i)
+		fv := v.Field(wf.Index)
 		target := fv
 		if fv.Kind() == reflect.Pointer {
 			target = reflect.New(fv.Type().Elem()).Elem()
@@ -150,18 +145,6 @@ func decodeStruct(raw json.RawMessage, v reflect.Value, path string) error {
 		}
 	}
 	return nil
-}
-
-func jsonName(sf reflect.StructField) string {
-	tag := sf.Tag.Get("json")
-	if tag == "-" || !sf.IsExported() {
-		return ""
-	}
-	name, _, _ := strings.Cut(tag, ",")
-	if name == "" {
-		name = sf.Name
-	}
-	return name
 }
 
 func checkTags(sf reflect.StructField, v reflect.Value, path string) error {

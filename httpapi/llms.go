@@ -74,19 +74,11 @@ func (s *Server) LLMSText(full bool) string {
 // request fields with "!" and nullable response fields with "?".
 func fieldList(t reflect.Type, request bool) string {
 	var parts []string
-	for i := 0; i < t.NumField(); i++ {
-		sf := t.Field(i)
-		name := jsonName(sf)
-		if name == "" {
-			continue
-		}
-		ft := sf.Type
+	for _, wf := range wireFields(t) {
+		sf, name, ft := wf.Field, wf.Name, wf.Type
 		mark := ""
-		if ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-			if !request {
-				mark = "?"
-			}
+		if wf.Pointer && !request && !wf.OmitEmpty {
+			mark = "?"
 		}
 		if request && sf.Tag.Get("req") == "true" {
 			mark = "!"

@@ -204,16 +204,8 @@ func operationID(r *Route) string {
 
 func (g *schemaGen) queryParams(t reflect.Type) []any {
 	var out []any
-	for i := 0; i < t.NumField(); i++ {
-		sf := t.Field(i)
-		name := jsonName(sf)
-		if name == "" {
-			continue
-		}
-		ft := sf.Type
-		if ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
+	for _, wf := range wireFields(t) {
+		sf, name, ft := wf.Field, wf.Name, wf.Type
 		schema := g.fieldSchema(sf, ft, true)
 		p := map[string]any{"name": name, "in": "query", "required": sf.Tag.Get("req") == "true", "schema": schema}
 		if ft.Kind() == reflect.Slice {
@@ -256,22 +248,11 @@ func (g *schemaGen) defName(t reflect.Type, request bool) string {
 func (g *schemaGen) object(t reflect.Type, request bool) map[string]any {
 	props := map[string]any{}
 	var required []string
-	for i := 0; i < t.NumField(); i++ {
-		sf := t.Field(i)
-		name := jsonName(sf)
-		if name == "" {
-			continue
-		}
-		ft := sf.Type
-		_, opts, _ := strings.Cut(sf.Tag.Get("json"), ",")
-		omitempty := strings.Contains(opts, "omitempty")
-		nullable := false
-		if ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-			// In a response a pointer is null when unset, unless the field
-			// is omitted instead (omitempty): then it is optional, never null.
-			nullable = !request && !omitempty
-		}
+	for _, wf := range wireFields(t) {
+		sf, name, ft, omitempty := wf.Field, wf.Name, wf.Type, wf.OmitEmpty
+		// In a response a pointer is null when unset, unless the field is
+		// omitted instead (omitempty): then it is optional, never null.
+		nullable := wf.Pointer && !request && !omitempty
 		s := g.fieldSchema(sf, ft, request)
 		if nullable {
 			s = nullableOf(s)
