@@ -7,9 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,6 +19,7 @@ import (
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/node"
 	"github.com/perpd/perpd/node/rail"
+	"github.com/perpd/perpd/node/rail/railtest"
 )
 
 // railAPI is the test API with the rail wired as `perpd serve` wires it:
@@ -454,31 +452,11 @@ func TestWithdrawalsPagination(t *testing.T) {
 	}
 }
 
-// decodeWithNPM decodes invoices with the independent npm bolt11 decoder
-// of node/rail/testdata/bolt11js (CI installs it with npm ci).
+// decodeWithNPM decodes invoices with the independent npm bolt11 decoder.
 func decodeWithNPM(t *testing.T, invoices ...string) []map[string]any {
 	t.Helper()
-	nodeBin, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("Node.js is not installed; the invoice is not cross-checked with the npm bolt11 decoder")
-	}
-	dir := filepath.Join("..", "node", "rail", "testdata", "bolt11js")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "bolt11")); err != nil {
-		t.Fatalf("run npm ci --ignore-scripts --prefix node/rail/testdata/bolt11js: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, nodeBin, "decode.js")
-	cmd.Dir = dir
-	cmd.Stdin = strings.NewReader(strings.Join(invoices, "\n") + "\n")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("decode.js: %v", err)
-	}
 	var res []map[string]any
-	if err := json.Unmarshal(out, &res); err != nil || len(res) != len(invoices) {
-		t.Fatalf("decode.js printed %s", out)
-	}
+	railtest.DecodeWithNPM(t, invoices, &res)
 	return res
 }
 

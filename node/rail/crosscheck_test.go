@@ -1,24 +1,17 @@
 package rail
 
 import (
-	"context"
 	"encoding/hex"
-	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/perpd/perpd/node/rail/railtest"
 )
 
 // The cross-check decodes our invoices with the npm package `bolt11`, an
-// implementation that shares no code with ours, driven through Node.js.
-const (
-	crosscheckDir     = "testdata/bolt11js"
-	crosscheckInstall = "npm ci --ignore-scripts --prefix node/rail/testdata/bolt11js"
-)
+// implementation that shares no code with ours, driven through Node.js
+// (railtest.DecodeWithNPM).
 
 // jsDecoded is what testdata/bolt11js/decode.js reports for one invoice.
 type jsDecoded struct {
@@ -42,29 +35,8 @@ type jsDecoded struct {
 
 func decodeWithJS(t *testing.T, invoices []string) []jsDecoded {
 	t.Helper()
-	nodeBin, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("Node.js is not installed, so our BOLT11 invoices are not cross-checked against an independent decoder. " +
-			"To run this test: apt-get install -y nodejs npm && " + crosscheckInstall)
-	}
-	if _, err := os.Stat(filepath.Join(crosscheckDir, "node_modules", "bolt11")); err != nil {
-		t.Fatalf("Node.js is installed but the npm bolt11 decoder is not; from the repository root run: %s", crosscheckInstall)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, nodeBin, "decode.js")
-	cmd.Dir = crosscheckDir
-	cmd.Stdin = strings.NewReader(strings.Join(invoices, "\n") + "\n")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node decode.js: %v\n%s", err, stderr.String())
-	}
 	var res []jsDecoded
-	if err := json.Unmarshal(out, &res); err != nil || len(res) != len(invoices) {
-		t.Fatalf("node decode.js printed %d results for %d invoices (%v): %s", len(res), len(invoices), err, out)
-	}
+	railtest.DecodeWithNPM(t, invoices, &res)
 	return res
 }
 
