@@ -29,6 +29,9 @@ type Server struct {
 	// budgets size the rate limits (Budgets unless an option says else).
 	budgets map[string]Budget
 	touch   *touches
+	// trustedProxies are the peers whose X-Forwarded-For is believed
+	// (addresses or CIDRs); empty means the TCP peer is the client.
+	trustedProxies []string
 }
 
 // New builds the gin engine with every route of the table.
@@ -41,6 +44,11 @@ func New(n *node.Node, log hclog.Logger, opts ...Option) *Server {
 	s := &Server{Node: n, Engine: e, log: log, meter: newMeter(), touch: newTouches(), budgets: Budgets}
 	for _, o := range opts {
 		o(s)
+	}
+	// gin trusts X-Forwarded-For from every peer unless told otherwise; a
+	// client could then pick its own address and with it a fresh budget.
+	if err := e.SetTrustedProxies(s.trustedProxies); err != nil {
+		panic("httpapi: trusted proxies: " + err.Error())
 	}
 	if s.Rail == nil {
 		s.Rail = defaultRail(n.Config().Deployment)
@@ -68,6 +76,19 @@ func WithWebSocket(h http.Handler) Option { return func(s *Server) { s.ws = h } 
 
 // WithBudgets replaces the rate budgets (all three names must be present).
 func WithBudgets(b map[string]Budget) Option { return func(s *Server) { s.budgets = b } }
+
+// WithTrustedProxies names the reverse proxies (IP addresses or CIDRs)
+// whose forwarding headers identify the client. Without it, forwarding
+// headers are ignored. Bad entries are refused by ValidateTrustedProxies.
+func WithTrustedProxies(cidrs []string) Option {
+	return func(s *Server) { s.trustedProxies = append([]string(nil), cidrs...) }
+}
+
+// ValidateTrustedProxies checks a --trusted-proxies list before a server is
+// built, so a typo stops the start with a clear message.
+func ValidateTrustedProxies(cidrs []string) error {
+	return gin.New().SetTrustedProxies(cidrs)
+}
 
 // defaultRail is a simulated rail with a throwaway node key, for tests and
 // tools that build a server without wiring a rail.
