@@ -40,7 +40,7 @@ func wireMarkets(p *Parts) error {
 	if err != nil {
 		return err
 	}
-	drv, err := oracle.NewDriver(oracle.DriverConfig{Logger: p.Log.Named("oracle")})
+	drv, err := oracle.NewDriver(oracle.DriverConfig{Logger: p.Log.Named("oracle"), Now: p.Node.ClockMs})
 	if err != nil {
 		return err
 	}

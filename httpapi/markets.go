@@ -232,8 +232,11 @@ func (tc *tickerCache) serve(s *Server) gin.HandlerFunc {
 		defer tc.mu.Unlock()
 		if fresh || tc.body == nil || time.Since(tc.built) >= tickerCacheTTL || tc.index < minIndex {
 			var t market.Ticker
+			// As of the node's estimate of log time, not the last entry's
+			// stamp: when prints or the leader stop, the age shows.
+			asOf := s.Node.LogNowMs()
 			s.Node.Machine().Read(func(st *fsm.State, index uint64) {
-				t, tc.index = st.Market.Ticker(st.NowMs), index
+				t, tc.index = st.Market.Ticker(max(st.NowMs, asOf)), index
 			})
 			out := TickerView{AsOfMs: wire.Int(t.AsOfMs), Tickers: make([]TickerEntryView, len(t.Tickers))}
 			for i, e := range t.Tickers {

@@ -39,6 +39,8 @@ type Config struct {
 	CheckInvariants bool
 
 	Logger hclog.Logger
+	// Clock is where the node reads time (the system clock by default).
+	Clock Clock
 }
 
 // Defaults chosen for a 3-5 node cluster on a LAN or loopback. The log sees
@@ -72,6 +74,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Deployment == "" {
 		c.Deployment = "testnet"
+	}
+	if c.Clock == nil {
+		c.Clock = NewSystemClock()
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.New(&hclog.LoggerOptions{Name: "perpd", Level: hclog.Info})

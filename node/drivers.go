@@ -27,6 +27,7 @@ func (n *Node) runDrivers() {
 			return
 		case <-meta.C:
 			n.ensureMeta()
+			n.clock.observe(n.stateNowMs())
 			continue
 		case <-tick.C:
 		}

@@ -31,8 +31,7 @@ type Node struct {
 	leaderDrivers []func(*Node)
 	metaInFlight  atomic.Bool
 
-	stampMu   sync.Mutex
-	lastStamp int64
+	clock *logClock
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -51,7 +50,7 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, Events: NewBus(), stop: make(chan struct{})}
+	n := &Node{cfg: cfg, Events: NewBus(), stop: make(chan struct{}), clock: newLogClock(cfg.Clock)}
 	n.machine = fsm.NewMachine(fsm.Options{CheckInvariants: cfg.CheckInvariants})
 	n.fsm = newRaftFSM(n.machine, n.Events.Publish)
 	n.forwarder = newForwarder(cfg.AdminToken)

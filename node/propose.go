@@ -89,22 +89,30 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsm.Command) (*fsm.Result, e
 	return res, nil
 }
 
-// stamp is the leader's clock for a new entry, never behind the previous
-// stamp nor the state's time (a new leader's clock may lag the old one's).
-func (n *Node) stamp() int64 {
-	n.stampMu.Lock()
-	defer n.stampMu.Unlock()
-	now := time.Now().UnixMilli()
-	var stateNow int64
-	n.machine.Read(func(st *fsm.State, _ uint64) { stateNow = st.NowMs })
-	if now < stateNow {
-		now = stateNow
-	}
-	if now < n.lastStamp {
-		now = n.lastStamp
-	}
-	n.lastStamp = now
+// stamp is the leader's time for a new entry: log time carried forward
+// by the monotonic clock (see logClock), so a stepped wall clock can
+// neither drag log time ahead nor freeze it.
+func (n *Node) stamp() int64 { return n.clock.next(n.stateNowMs()) }
+
+func (n *Node) stateNowMs() int64 {
+	var now int64
+	n.machine.Read(func(st *fsm.State, _ uint64) { now = st.NowMs })
 	return now
+}
+
+// LogNowMs estimates the log's time now: the state's time plus the real
+// time since this node saw it advance. On a node cut off from the leader,
+// or when nothing is proposed, it keeps moving, so staleness shows.
+func (n *Node) LogNowMs() int64 { return n.clock.estimate(n.stateNowMs()) }
+
+// ClockMs is the time a leader-side driver should put in a payload it is
+// about to propose (an oracle print's time): never ahead of the stamp the
+// entry will get.
+func (n *Node) ClockMs() int64 {
+	if n.IsLeader() {
+		return n.clock.peek(n.stateNowMs())
+	}
+	return n.LogNowMs()
 }
 
 // leaderMeta returns the current leader's advertised addresses, as the
