@@ -75,7 +75,7 @@ func TestPendingPoolMatchesOpenWithdrawals(t *testing.T) {
 			t.Fatal(ref)
 		}
 		if status != "" {
-			if _, ref := s.ApplyPayout(l, PayoutResult{RailRef: r.RailRef, Status: status}, 2); ref != nil {
+			if _, ref := s.ApplyPayout(l, PayoutResult{RailRef: r.RailRef, Status: status}, uint64(100+i), 2); ref != nil {
 				t.Fatal(ref)
 			}
 		}
