@@ -520,6 +520,40 @@ func TestExpiredInvoiceCannotBeCredited(t *testing.T) {
 	}
 }
 
+func (w *railWorld) settleAt(ref string, amount, settledMs int64) *Result {
+	w.t.Helper()
+	return w.at(w.cmd(CmdDepositSettled, "", "", "", funds.Settlement{AmountMsat: amount, RailRef: ref,
+		Path: funds.PathLightning, SettledTsMs: settledMs}))
+}
+
+// Expiry is judged at the rail's settlement time: an invoice paid 1 ms
+// before it expired credits although the entry applies after the expiry;
+// one paid at the expiry does not; a settlement time before the invoice
+// existed or beyond the log time plus the skew is refused.
+func TestInvoiceExpiryIsJudgedAtTheRailsSettlementTime(t *testing.T) {
+	w := newRailWorld(t)
+	acct, key := w.account(0)
+	created := w.ts + 1
+	expires := created + 100
+	for _, c := range []byte("1234") {
+		wantOK(t, w.invoice(acct, key, ref64(c), 0, expires))
+	}
+	w.ts = expires + 1_000 // every entry below applies after the expiry
+	before := w.money()
+	wantRefused(t, w.settleAt(ref64('1'), 5, expires), http.StatusConflict, wire.CodeConflict)
+	wantRefused(t, w.settleAt(ref64('1'), 5, created-1), http.StatusBadRequest, wire.CodeValidation)
+	wantRefused(t, w.settleAt(ref64('1'), 5, w.ts+2+funds.SettledClockSkewMs), http.StatusBadRequest, wire.CodeValidation)
+	wantRefused(t, w.settle(ref64('1'), 5), http.StatusConflict, wire.CodeConflict) // no rail time: the log's
+	if string(w.money()) != string(before) {
+		t.Fatal("a refused settlement moved money")
+	}
+	wantOK(t, w.settleAt(ref64('2'), 7, expires-1))
+	if w.balance(ledger.Free(acct)) != 7 {
+		t.Fatal("an invoice settled before its expiry was not credited")
+	}
+	wantOK(t, w.settleAt(ref64('1'), 3, created)) // the creation instant itself is inside its life
+}
+
 func TestAmountlessInvoiceTakesAnyAmountAndAccountMustMatch(t *testing.T) {
 	w := newRailWorld(t)
 	acct, key := w.account(0)
