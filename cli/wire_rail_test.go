@@ -124,7 +124,7 @@ func TestRailAcrossLeaderChange(t *testing.T) {
 		mem.Node.Machine().Read(func(st *fsm.State, _ uint64) {
 			if st.Ledger.PaidMsat != 50_000_000 || st.Ledger.Balance(ledger.Free(acct)) != want ||
 				st.Ledger.Balance(ledger.FeeRevenue) != rail.SparkWithdrawalFeeMsat || len(st.Funds.Withdrawals) != 1 ||
-				st.Funds.Withdrawals[st.Funds.WithdrawalsByAccount[acct][0]].State != funds.StatePaid {
+				st.Funds.WithdrawalAt(st.Funds.WithdrawalsByAccount[acct][0]).State != funds.StatePaid {
 				t.Errorf("%s: paid %d, free %d (want %d), fees %d, %d withdrawals", mem.ID, st.Ledger.PaidMsat,
 					st.Ledger.Balance(ledger.Free(acct)), want, st.Ledger.Balance(ledger.FeeRevenue), len(st.Funds.Withdrawals))
 			}

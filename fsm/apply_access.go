@@ -15,6 +15,11 @@ func init() {
 	register(CmdRevokeKeys, applyRevokeKeys)
 	register(CmdFaucet, applyFaucet)
 	register(CmdTouchKeys, applyTouchKeys)
+	genesisHooks = append(genesisHooks, func(c *Ctx, p *GenesisPayload) {
+		if p.SignupsPerHour > 0 {
+			c.St.Access.SignupsPerHour = p.SignupsPerHour
+		}
+	})
 }
 
 // SignupResult is the stored answer to a signup. The HTTP layer adds the
@@ -37,16 +42,6 @@ func applySignup(c *Ctx) (int, any, *wire.Refusal) {
 		return 0, nil, ref
 	}
 	return http.StatusCreated, SignupResult{AccountID: p.AccountID, RailAddress: p.RailAddress}, nil
-}
-
-// actor authenticates the command's key at apply time.
-func (c *Ctx) actor(need access.Scope) (*access.Key, *wire.Refusal) {
-	k, ref := c.St.Access.Actor(c.Cmd.Account, c.Cmd.KeyID, need)
-	if ref != nil {
-		return nil, ref
-	}
-	c.St.Access.Touch(k.ID, c.Now())
-	return k, nil
 }
 
 // MintResult is the stored answer to a session mint; the HTTP layer adds
@@ -102,7 +97,27 @@ func applyRevokeKeys(c *Ctx) (int, any, *wire.Refusal) {
 		return 0, nil, ref
 	}
 	c.St.Access.Touch(caller.ID, c.Now())
+	c.emitSessionRevoked(c.Cmd.Account, ids)
 	return http.StatusOK, RevokeResult{Revoked: ids}, nil
+}
+
+// EventSessionRevoked is the account event of a revocation: the WebSocket
+// layer ends the account channels of the named keys when it sees it.
+const EventSessionRevoked = "session_revoked"
+
+// SessionRevokedView is the data of a session_revoked event.
+type SessionRevokedView struct {
+	KeyIDs []string `json:"keyIds"`
+}
+
+// emitSessionRevoked announces keys revoked on account, under a fresh seq
+// like every change a client can see; revoking nothing announces nothing.
+func (c *Ctx) emitSessionRevoked(account string, keyIDs []string) {
+	if len(keyIDs) == 0 {
+		return
+	}
+	c.Emit(Event{Seq: c.St.NextSeq(), Kind: EventSessionRevoked, Account: account,
+		Data: SessionRevokedView{KeyIDs: append([]string(nil), keyIDs...)}})
 }
 
 // FaucetResult is the answer to a faucet grant.
@@ -114,7 +129,8 @@ type FaucetResult struct {
 // applyFaucet grants test sats through the same settlement as a paid
 // invoice, so the grant is an ordinary deposit record.
 func applyFaucet(c *Ctx) (int, any, *wire.Refusal) {
-	if _, ref := c.actor(0); ref != nil {
+	k, ref := c.St.Access.Actor(c.Cmd.Account, c.Cmd.KeyID, 0)
+	if ref != nil {
 		return 0, nil, ref
 	}
 	if g := c.St.Genesis; g != nil && g.Deployment == "prod" {
@@ -124,10 +140,12 @@ func applyFaucet(c *Ctx) (int, any, *wire.Refusal) {
 	if ref := c.St.Access.TakeFaucetGrant(acct, c.Now()); ref != nil {
 		return 0, nil, ref
 	}
+	// Only now, past every refusal: a refused faucet changes nothing.
+	c.St.Access.Touch(k.ID, c.Now())
 	amount := c.St.Access.Faucet.GrantMsat
 	seq := c.St.NextSeq()
 	d, ref := settleDeposit(c, funds.Settlement{AccountID: acct, AmountMsat: amount,
-		RailRef: fmt.Sprintf("faucet:%d", seq), Path: "faucet"}, seq)
+		RailRef: fmt.Sprintf("faucet:%d", seq), Path: funds.PathFaucet}, seq)
 	if ref != nil {
 		panic("faucet settlement refused after the grant was taken: " + ref.Msg)
 	}

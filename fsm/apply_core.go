@@ -44,6 +44,9 @@ type GenesisPayload struct {
 	// Faucet sizing; zero keeps the defaults.
 	FaucetGrantMsat     int64 `cbor:"3,keyasint,omitempty"`
 	FaucetGrantsPerHour int   `cbor:"4,keyasint,omitempty"`
+	// SignupsPerHour caps signups cluster-wide per rolling hour; zero keeps
+	// access.DefaultSignupsPerHour (read by the access genesis hook).
+	SignupsPerHour int `cbor:"20,keyasint,omitempty"`
 }
 
 func applyGenesis(c *Ctx) (int, any, *wire.Refusal) {

@@ -20,7 +20,7 @@ func init() {
 	register(CmdInvoiceCreated, applyInvoiceCreated)
 	register(CmdWithdrawalRequested, applyWithdrawalRequested)
 	register(CmdWithdrawalResult, applyWithdrawalResult)
-	registerTimer(func(c *Ctx) { c.St.Funds.PruneTokens(c.Now()) })
+	registerTimer(func(c *Ctx) { c.St.Funds.Prune(c.Now()) })
 }
 
 // DepositView is a deposit record on the wire (SPEC section 2).
@@ -147,14 +147,19 @@ func applyWithdrawalResult(c *Ctx) (int, any, *wire.Refusal) {
 	if ref := c.Decode(&p); ref != nil {
 		return 0, nil, ref
 	}
-	w, ref := c.St.Funds.ApplyPayout(c.St.Ledger, p, c.Now())
+	seq := c.St.Seq + 1
+	w, ref := c.St.Funds.ApplyPayout(c.St.Ledger, p, seq, c.Now())
 	if ref != nil {
 		return 0, nil, ref
 	}
-	c.emitWithdrawal(w)
+	if w.ChangeSeq() == seq { // a change, not a repeat of what is known
+		c.St.Seq = seq
+		c.emitWithdrawal(w)
+	}
 	return http.StatusOK, funds.NewWithdrawalView(w), nil
 }
 
+// emitWithdrawal announces w's latest change under the seq it took.
 func (c *Ctx) emitWithdrawal(w *funds.Withdrawal) {
-	c.Emit(Event{Seq: w.Seq, Kind: "withdrawal", Account: w.AccountID, Data: funds.NewWithdrawalView(w)})
+	c.Emit(Event{Seq: w.ChangeSeq(), Kind: "withdrawal", Account: w.AccountID, Data: funds.NewWithdrawalView(w)})
 }

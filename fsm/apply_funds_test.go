@@ -360,26 +360,102 @@ func TestWithdrawalIdempotencyBackstop(t *testing.T) {
 	wantRefused(t, w.at(w.cmd(CmdWithdrawalRequested, acct, key, "forgotten2", r3)), http.StatusConflict, wire.CodeIdempotencyReused)
 }
 
-func TestWithdrawalEventsCarryTheRecordSeq(t *testing.T) {
-	w := newRailWorld(t)
-	acct, key := w.account(big)
-	cmd := w.cmd(CmdWithdrawalRequested, acct, key, "k", wreq("wd-1", 5_000, 10_000))
+// applyEvents applies cmd at the world's clock and returns its events.
+func (w *railWorld) applyEvents(cmd *Command) (*Result, []Event) {
+	w.t.Helper()
 	w.ts++
 	cmd.TsMs = w.ts
-	b, _ := cmd.Encode()
+	b, err := cmd.Encode()
+	if err != nil {
+		w.t.Fatal(err)
+	}
 	res, evs := w.m.Apply(w.next, b)
 	w.next++
-	wantOK(t, res)
-	seq := w.withdrawal("wd-1").Seq
-	if len(evs) != 1 || evs[0].Kind != "withdrawal" || evs[0].Seq != seq || evs[0].Account != acct {
-		t.Fatalf("events %+v", evs)
+	return res, evs
+}
+
+// restSnapshot is what a client following SPEC section 6 holds after its
+// REST snapshot: the withdrawals page as httpapi renders it, and the
+// highest seq it shows.
+func (w *railWorld) restSnapshot(acct string) (views []funds.WithdrawalView, maxSeq uint64) {
+	w.m.Read(func(st *State, _ uint64) {
+		seqs, _ := funds.Page(st.Funds.WithdrawalsByAccount[acct], 0, 200)
+		for _, q := range seqs {
+			v := funds.NewWithdrawalView(st.Funds.WithdrawalAt(q))
+			views = append(views, v)
+			maxSeq = max(maxSeq, uint64(v.Seq))
+		}
+	})
+	return views, maxSeq
+}
+
+// A client that takes a REST snapshot, resumes the stream and drops every
+// event whose seq it has already seen (SPEC section 6, rule 6) still sees
+// each change of a withdrawal: every change takes a fresh seq, larger than
+// anything the snapshot showed, and the record then shows that seq.
+func TestWithdrawalChangesTakeFreshSeqs(t *testing.T) {
+	w := newRailWorld(t)
+	acct, key := w.account(big)
+	seen := map[uint64]bool{}
+	_, snapMax := w.restSnapshot(acct)
+	w.m.Read(func(st *State, _ uint64) { snapMax = max(snapMax, st.Funds.ByAccount[acct][0]) })
+	seen[snapMax] = true
+	var got []string
+	deliver := func(evs []Event) {
+		for _, ev := range evs {
+			if ev.Account != acct || seen[ev.Seq] {
+				continue
+			}
+			if ev.Seq <= snapMax {
+				t.Fatalf("event %s seq %d not above the snapshot's %d", ev.Kind, ev.Seq, snapMax)
+			}
+			seen[ev.Seq] = true
+			snapMax = ev.Seq
+			got = append(got, ev.Data.(funds.WithdrawalView).State)
+			if rec := w.withdrawal(ev.Data.(funds.WithdrawalView).RailRefString()); rec.ChangeSeq() != ev.Seq {
+				t.Fatalf("record seq %d, its latest event %d", rec.ChangeSeq(), ev.Seq)
+			}
+		}
 	}
-	b, _ = w.cmd(CmdWithdrawalResult, "", "", "", funds.PayoutResult{RailRef: "wd-1", Status: funds.PayoutPaid}).Encode()
-	res, evs = w.m.Apply(w.next, b)
-	w.next++
+	for _, step := range []struct {
+		cmd    *Command
+		status string
+	}{
+		{w.cmd(CmdWithdrawalRequested, acct, key, "k1", wreq("wd-1", 5_000, 10_000)), ""},
+		{w.cmd(CmdWithdrawalResult, "", "", "", funds.PayoutResult{RailRef: "wd-1", Status: funds.PayoutPending, Reason: "slow"}), ""},
+		{w.cmd(CmdWithdrawalResult, "", "", "", funds.PayoutResult{RailRef: "wd-1", Status: funds.PayoutPaid}), ""},
+		{w.cmd(CmdWithdrawalRequested, acct, key, "k2", wreq("wd-2", 5_000, 10_000)), ""},
+		{w.cmd(CmdWithdrawalResult, "", "", "", funds.PayoutResult{RailRef: "wd-2", Status: funds.PayoutReturned}), ""},
+	} {
+		res, evs := w.applyEvents(step.cmd)
+		wantOK(t, res)
+		deliver(evs)
+	}
+	want := []string{funds.StateRequested, funds.StateQueued, funds.StatePaid, funds.StateRequested, funds.StateReturned}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the de-duplicating client saw %v, want %v", got, want)
+	}
+	// A repeated pending answer changes nothing: no event, no seq.
+	_, evs := w.applyEvents(w.cmd(CmdWithdrawalRequested, acct, key, "k3", wreq("wd-3", 5_000, 10_000)))
+	deliver(evs)
+	pending := funds.PayoutResult{RailRef: "wd-3", Status: funds.PayoutPending, Reason: "slow"}
+	_, evs = w.applyEvents(w.cmd(CmdWithdrawalResult, "", "", "", pending))
+	deliver(evs)
+	var seqBefore uint64
+	w.m.Read(func(st *State, _ uint64) { seqBefore = st.Seq })
+	res, evs := w.applyEvents(w.cmd(CmdWithdrawalResult, "", "", "", pending))
 	wantOK(t, res)
-	if len(evs) != 1 || evs[0].Seq != seq || evs[0].Data.(funds.WithdrawalView).State != funds.StatePaid {
-		t.Fatalf("paid events %+v", evs)
+	w.m.Read(func(st *State, _ uint64) {
+		if len(evs) != 0 || st.Seq != seqBefore {
+			t.Fatalf("a repeated pending answer emitted %v and moved seq %d -> %d", evs, seqBefore, st.Seq)
+		}
+	})
+	// History pages list by latest change, newest first: wd-3 (queued),
+	// then wd-2 (returned), then wd-1 (paid); the cursor is the seq shown.
+	views, _ := w.restSnapshot(acct)
+	if len(views) != 3 || *views[0].RailRef != "wd-3" || *views[1].RailRef != "wd-2" || *views[2].RailRef != "wd-1" ||
+		!(views[0].Seq > views[1].Seq && views[1].Seq > views[2].Seq) {
+		t.Fatalf("history order %+v", views)
 	}
 }
 
@@ -444,6 +520,40 @@ func TestExpiredInvoiceCannotBeCredited(t *testing.T) {
 	}
 }
 
+func (w *railWorld) settleAt(ref string, amount, settledMs int64) *Result {
+	w.t.Helper()
+	return w.at(w.cmd(CmdDepositSettled, "", "", "", funds.Settlement{AmountMsat: amount, RailRef: ref,
+		Path: funds.PathLightning, SettledTsMs: settledMs}))
+}
+
+// Expiry is judged at the rail's settlement time: an invoice paid 1 ms
+// before it expired credits although the entry applies after the expiry;
+// one paid at the expiry does not; a settlement time before the invoice
+// existed or beyond the log time plus the skew is refused.
+func TestInvoiceExpiryIsJudgedAtTheRailsSettlementTime(t *testing.T) {
+	w := newRailWorld(t)
+	acct, key := w.account(0)
+	created := w.ts + 1
+	expires := created + 100
+	for _, c := range []byte("1234") {
+		wantOK(t, w.invoice(acct, key, ref64(c), 0, expires))
+	}
+	w.ts = expires + 1_000 // every entry below applies after the expiry
+	before := w.money()
+	wantRefused(t, w.settleAt(ref64('1'), 5, expires), http.StatusConflict, wire.CodeConflict)
+	wantRefused(t, w.settleAt(ref64('1'), 5, created-1), http.StatusBadRequest, wire.CodeValidation)
+	wantRefused(t, w.settleAt(ref64('1'), 5, w.ts+2+funds.SettledClockSkewMs), http.StatusBadRequest, wire.CodeValidation)
+	wantRefused(t, w.settle(ref64('1'), 5), http.StatusConflict, wire.CodeConflict) // no rail time: the log's
+	if string(w.money()) != string(before) {
+		t.Fatal("a refused settlement moved money")
+	}
+	wantOK(t, w.settleAt(ref64('2'), 7, expires-1))
+	if w.balance(ledger.Free(acct)) != 7 {
+		t.Fatal("an invoice settled before its expiry was not credited")
+	}
+	wantOK(t, w.settleAt(ref64('1'), 3, created)) // the creation instant itself is inside its life
+}
+
 func TestAmountlessInvoiceTakesAnyAmountAndAccountMustMatch(t *testing.T) {
 	w := newRailWorld(t)
 	acct, key := w.account(0)
@@ -483,12 +593,20 @@ func TestOpenInvoicesAreBoundedAndExpiredOnesMakeRoom(t *testing.T) {
 	wantRefused(t, w.invoice(acct, key, fmt.Sprintf("%064x", 999), 0, w.ts+60_000), http.StatusConflict, wire.CodeConflict)
 	w.ts = first // the first invoice expires with the next command
 	wantOK(t, w.invoice(acct, key, fmt.Sprintf("%064x", 999), 0, w.ts+60_000))
-	w.m.Read(func(st *State, _ uint64) {
-		if n := len(st.Funds.InvoicesByAccount[acct]); n != funds.MaxOpenInvoicesPerAccount {
-			t.Fatalf("%d invoices listed", n)
-		}
-		if len(st.Funds.Invoices) != funds.MaxOpenInvoicesPerAccount {
-			t.Fatalf("%d invoices kept", len(st.Funds.Invoices))
-		}
-	})
+	listed := func() (byAccount, kept int) {
+		w.m.Read(func(st *State, _ uint64) {
+			byAccount, kept = len(st.Funds.InvoicesByAccount[acct]), len(st.Funds.Invoices)
+		})
+		return byAccount, kept
+	}
+	// The expired one no longer counts, but stays for its settlement grace.
+	if a, k := listed(); a != funds.MaxOpenInvoicesPerAccount+1 || k != a {
+		t.Fatalf("%d invoices listed, %d kept", a, k)
+	}
+	// The timer, not the account's next invoice, forgets it after the grace.
+	w.ts = first + funds.InvoiceSettleGraceMs - 1
+	wantOK(t, w.at(tickAt(0)))
+	if a, k := listed(); a != funds.MaxOpenInvoicesPerAccount || k != a {
+		t.Fatalf("after the grace: %d invoices listed, %d kept", a, k)
+	}
 }

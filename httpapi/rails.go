@@ -273,7 +273,7 @@ func (s *Server) withdrawals(c *gin.Context) {
 	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
 		seqs, next := pageSeqs(st.Funds.WithdrawalsByAccount[acct], before, limit)
 		for _, q := range seqs {
-			page.Withdrawals = append(page.Withdrawals, funds.NewWithdrawalView(st.Funds.Withdrawals[q]))
+			page.Withdrawals = append(page.Withdrawals, funds.NewWithdrawalView(st.Funds.WithdrawalAt(q)))
 		}
 		page.NextBeforeSeq = next
 	})

@@ -22,7 +22,8 @@ const MaxPayoutsPerPass = 64
 // CmdWithdrawalResult, which is where money moves.
 //
 // Passes run one at a time on their own goroutine, so a slow rail never
-// delays the tick. Pay is idempotent by RailRef (the Rail contract), and
+// delays the tick. Pay is idempotent by RailRef across nodes (the Rail
+// contract; the simulated rail keeps it through its shared SimBook), and
 // the state machine applies one final answer per withdrawal and refuses the
 // rest, so a pass repeated by a new leader, or racing an old one's last
 // proposals, never pays twice. Register it once per node, before Start.
@@ -128,7 +129,7 @@ func (n *Node) SettleInvoice(ctx context.Context, sim rail.Simulator, invoice st
 		return nil, err
 	}
 	cmd, err := fsm.NewCommand(fsm.CmdDepositSettled, funds.Settlement{AmountMsat: st.AmountMsat, FeeMsat: st.FeeMsat,
-		RailRef: st.PaymentRef, Path: funds.PathLightning})
+		RailRef: st.PaymentRef, Path: funds.PathLightning, SettledTsMs: st.SettledAtMs})
 	if err != nil {
 		return nil, err
 	}

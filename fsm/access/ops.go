@@ -17,10 +17,18 @@ type NewAccount struct {
 	UAClass     string `cbor:"6,keyasint,omitempty"`
 }
 
-// Signup creates an account and its full-scope master key.
+// Signup creates an account and its full-scope master key, unless the
+// cluster-wide cap of signups per rolling hour is reached.
 func (s *State) Signup(p NewAccount, nowMs int64) *wire.Refusal {
 	if p.AccountID == "" || p.KeyID == "" || len(p.KeyHashHex) != 64 {
 		return wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "signup needs account id, key id and key hash")
+	}
+	recent := s.recentSignups(nowMs)
+	if limit := s.signupCap(); len(recent) >= limit {
+		reopensMs := recent[len(recent)-limit] + SignupWindowMs
+		return wire.Refuse(http.StatusTooManyRequests, wire.CodeRateLimited,
+			"signups are capped at %d per rolling hour across the venue; the next opens at %d ms (in %d s)",
+			limit, reopensMs, (reopensMs-nowMs+999)/1000)
 	}
 	if _, dup := s.Accounts[p.AccountID]; dup {
 		return wire.Refuse(http.StatusConflict, wire.CodeConflict, "account id already exists")
@@ -28,10 +36,28 @@ func (s *State) Signup(p NewAccount, nowMs int64) *wire.Refusal {
 	if ref := s.checkNewKey(p.KeyID, p.KeyHashHex); ref != nil {
 		return ref
 	}
+	s.SignupTsMs = append(append([]int64(nil), recent...), nowMs)
 	s.Accounts[p.AccountID] = &Account{ID: p.AccountID, UserID: p.UserID, RailAddress: p.RailAddress, CreatedTsMs: nowMs}
 	s.addKey(&Key{ID: p.KeyID, AccountID: p.AccountID, HashHex: p.KeyHashHex, Label: "master",
 		Scopes: ScopeAll, CreatedTsMs: nowMs, UAClass: p.UAClass})
 	return nil
+}
+
+func (s *State) signupCap() int {
+	if s.SignupsPerHour > 0 {
+		return s.SignupsPerHour
+	}
+	return DefaultSignupsPerHour
+}
+
+// recentSignups is the tail of SignupTsMs inside the window ending at
+// nowMs: a signup at exactly nowMs-SignupWindowMs has left it.
+func (s *State) recentSignups(nowMs int64) []int64 {
+	i := 0
+	for i < len(s.SignupTsMs) && s.SignupTsMs[i] <= nowMs-SignupWindowMs {
+		i++
+	}
+	return s.SignupTsMs[i:]
 }
 
 func (s *State) checkNewKey(keyID, hashHex string) *wire.Refusal {

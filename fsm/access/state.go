@@ -51,6 +51,11 @@ type State struct {
 	Keys      map[string]*Key     `cbor:"2,keyasint"`
 	KeyByHash map[string]string   `cbor:"3,keyasint"` // hash hex -> key id
 	Faucet    FaucetParams        `cbor:"4,keyasint"`
+	// SignupsPerHour caps signups cluster-wide per rolling hour (0 = the
+	// default); SignupTsMs are the times of the signups of the last hour,
+	// oldest first, at most SignupsPerHour of them.
+	SignupsPerHour int     `cbor:"5,keyasint,omitempty"`
+	SignupTsMs     []int64 `cbor:"6,keyasint,omitempty"`
 }
 
 // FaucetParams size the testnet faucet. Fixed at genesis.
@@ -66,6 +71,16 @@ const (
 	DefaultFaucetGrantsPerHour = 3
 	faucetWindowMs             = 60 * 60 * 1000
 )
+
+// DefaultSignupsPerHour is the cluster-wide signup cap per rolling hour:
+// 3,000, about one a second sustained, far above organic testnet signups
+// (and the per-address budget lets a few hundred addresses reach it), yet
+// a flood of forged addresses grows State by at most 72,000 accounts a
+// day, each a few hundred bytes with its bounded histories empty.
+const DefaultSignupsPerHour = 3000
+
+// SignupWindowMs is the signup cap's rolling window.
+const SignupWindowMs = 60 * 60 * 1000
 
 // NewState returns an empty access state.
 func NewState() *State {

@@ -18,6 +18,9 @@ type Deposit struct {
 	TsMs       int64  `cbor:"7,keyasint"`
 }
 
+// PathFaucet is the deposit path of a testnet faucet grant.
+const PathFaucet = "faucet"
+
 // Settlement is a deposit the rail (or the faucet) says has arrived.
 type Settlement struct {
 	AccountID  string `cbor:"1,keyasint"`
@@ -25,6 +28,10 @@ type Settlement struct {
 	FeeMsat    int64  `cbor:"3,keyasint"`
 	RailRef    string `cbor:"4,keyasint"`
 	Path       string `cbor:"5,keyasint"`
+	// SettledTsMs is when the rail saw the payment (its clock); a Lightning
+	// invoice's expiry is judged by it, not by when the entry applies.
+	// 0 (older entries, the faucet) means the entry's log time.
+	SettledTsMs int64 `cbor:"6,keyasint,omitempty"`
 }
 
 // MaxMoneyMsat is 21 million BTC in msat: no single amount can exceed it,
@@ -65,6 +72,7 @@ func (s *State) Settle(l *ledger.Ledger, st Settlement, seq uint64, nowMs int64)
 	s.Deposits[seq] = d
 	s.ByAccount[st.AccountID] = append(s.ByAccount[st.AccountID], seq)
 	s.ByRailRef[st.RailRef] = seq
+	s.trimDeposits(st.AccountID, nowMs)
 	return d, nil
 }
 

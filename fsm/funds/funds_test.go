@@ -75,7 +75,7 @@ func TestPendingPoolMatchesOpenWithdrawals(t *testing.T) {
 			t.Fatal(ref)
 		}
 		if status != "" {
-			if _, ref := s.ApplyPayout(l, PayoutResult{RailRef: r.RailRef, Status: status}, 2); ref != nil {
+			if _, ref := s.ApplyPayout(l, PayoutResult{RailRef: r.RailRef, Status: status}, uint64(100+i), 2); ref != nil {
 				t.Fatal(ref)
 			}
 		}
@@ -89,5 +89,69 @@ func TestPendingPoolMatchesOpenWithdrawals(t *testing.T) {
 		if err := l.Check(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Retention drops the oldest closed withdrawals past the bound once they
+// are old enough, and never an open one, however old.
+func TestRetentionNeverDropsOpenWithdrawals(t *testing.T) {
+	s, l := NewState(), ledger.New()
+	if err := l.Credit(ledger.Free("a"), 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	seq := uint64(0)
+	next := func() uint64 { seq++; return seq }
+	req := func(ref string, nowMs int64) {
+		r := WithdrawalRequest{AmountMsat: 1_000, Path: PathSpark, Destination: "d", RailRef: ref}
+		if _, refusal := s.RequestWithdrawal(l, "a", r, next(), nowMs); refusal != nil {
+			t.Fatal(refusal)
+		}
+	}
+	req("open", 1) // the oldest of all, and never answered
+	for i := range MaxClosedWithdrawalsPerAccount + 5 {
+		ref := fmt.Sprint("c", i)
+		req(ref, 2)
+		if _, refusal := s.ApplyPayout(l, PayoutResult{RailRef: ref, Status: PayoutPaid}, next(), 2); refusal != nil {
+			t.Fatal(refusal)
+		}
+	}
+	if n := len(s.WithdrawalsByAccount["a"]); n != MaxClosedWithdrawalsPerAccount+6 {
+		t.Fatalf("dropped before WithdrawalRetainMs: %d listed", n)
+	}
+	req("late", 2+WithdrawalRetainMs)
+	if n := len(s.WithdrawalsByAccount["a"]); n != MaxClosedWithdrawalsPerAccount+2 {
+		t.Fatalf("%d listed, want the bound plus two open", n)
+	}
+	if _, ok := s.WithdrawalByRailRef["open"]; !ok || len(s.Open) != 2 {
+		t.Fatal("an open withdrawal was dropped")
+	}
+	if _, ok := s.WithdrawalByRailRef["c0"]; ok {
+		t.Fatal("the oldest closed withdrawal was kept")
+	}
+	if len(s.Withdrawals) != len(s.WithdrawalByChange) || len(s.Withdrawals) != len(s.WithdrawalByRailRef) {
+		t.Fatal("indexes disagree after retention")
+	}
+}
+
+// A dropped Spark deposit's rail reference still refuses a repeated
+// settlement for RailRefRetentionMs, then is forgotten by the timer.
+func TestDroppedDepositRailRefOutlivesItsRecord(t *testing.T) {
+	s, l := NewState(), ledger.New()
+	for i := range MaxDepositsPerAccount + 1 {
+		st := Settlement{AccountID: "a", AmountMsat: 10, RailRef: fmt.Sprint("spark-", i), Path: PathSpark}
+		if _, refusal := s.Settle(l, st, uint64(i+1), 5); refusal != nil {
+			t.Fatal(refusal)
+		}
+	}
+	if _, kept := s.Deposits[1]; kept || len(s.ByAccount["a"]) != MaxDepositsPerAccount {
+		t.Fatal("deposit history not bounded")
+	}
+	again := Settlement{AccountID: "a", AmountMsat: 10, RailRef: "spark-0", Path: PathSpark}
+	if _, refusal := s.Settle(l, again, 999, 6); refusal == nil {
+		t.Fatal("a dropped deposit's settlement credited again")
+	}
+	s.Prune(5 + RailRefRetentionMs)
+	if _, ok := s.ByRailRef["spark-0"]; ok || len(s.ForgottenRefs) != 0 {
+		t.Fatal("rail reference kept past its retention")
 	}
 }

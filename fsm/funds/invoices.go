@@ -12,6 +12,10 @@ import (
 // open invoice would leave a payer's money uncredited.
 const MaxOpenInvoicesPerAccount = 100
 
+// MaxListedInvoicesPerAccount bounds an account's invoices kept at all:
+// open ones plus expired ones still in their settlement grace.
+const MaxListedInvoicesPerAccount = 2 * MaxOpenInvoicesPerAccount
+
 // Invoice is an issued deposit invoice that has not been paid yet. Its
 // payment request is not kept: the payment ref (the hex payment hash) is
 // what a settlement is matched against.
@@ -50,12 +54,23 @@ func (s *State) AddInvoice(account string, p NewInvoice, nowMs int64) (*Invoice,
 		return nil, wire.Refuse(http.StatusConflict, wire.CodeConflict,
 			"this account already has %d open deposit invoices; pay them or let them expire", MaxOpenInvoicesPerAccount)
 	}
-	// Validation is over: drop the expired invoices, then record the new one.
-	s.dropExpiredInvoices(account, nowMs)
+	// Expired invoices stay until the timer drops them (after
+	// InvoiceSettleGraceMs), so a settlement seen before the expiry and
+	// applied after it still finds its invoice; an account that fills its
+	// list with expired ones loses the grace of the oldest.
+	if refs := s.InvoicesByAccount[account]; len(refs) >= MaxListedInvoicesPerAccount {
+		for _, ref := range refs {
+			if nowMs >= s.Invoices[ref].ExpiresAtMs {
+				s.CloseInvoice(ref)
+				break
+			}
+		}
+	}
 	inv := &Invoice{PaymentRef: p.PaymentRef, AccountID: account, AmountMsat: p.AmountMsat,
 		ExpiresAtMs: p.ExpiresAtMs, CreatedTsMs: nowMs}
 	s.Invoices[p.PaymentRef] = inv
 	s.InvoicesByAccount[account] = append(s.InvoicesByAccount[account], p.PaymentRef)
+	s.scheduleInvoiceDrop(inv)
 	return inv, nil
 }
 
@@ -70,19 +85,6 @@ func (s *State) liveInvoices(account string, nowMs int64) []string {
 	return out
 }
 
-func (s *State) dropExpiredInvoices(account string, nowMs int64) {
-	refs := s.InvoicesByAccount[account]
-	kept := refs[:0]
-	for _, ref := range refs {
-		if inv := s.Invoices[ref]; inv != nil && nowMs < inv.ExpiresAtMs {
-			kept = append(kept, ref)
-			continue
-		}
-		delete(s.Invoices, ref)
-	}
-	s.setInvoiceRefs(account, kept)
-}
-
 func (s *State) setInvoiceRefs(account string, refs []string) {
 	if len(refs) == 0 {
 		delete(s.InvoicesByAccount, account)
@@ -91,9 +93,15 @@ func (s *State) setInvoiceRefs(account string, refs []string) {
 	s.InvoicesByAccount[account] = refs
 }
 
+// SettledClockSkewMs is how far a rail's settlement time may lie ahead of
+// the entry's log time: the rail's clock and the leader's differ a little.
+const SettledClockSkewMs int64 = 5_000
+
 // CheckInvoicePayment decides whether a Lightning settlement st may credit
-// the invoice its rail reference names, at nowMs, and returns the
-// settlement with the invoice's account filled in. It changes nothing.
+// the invoice its rail reference names, in an entry applied at nowMs, and
+// returns the settlement with the invoice's account filled in. The expiry
+// is judged at the rail's settlement time, which must lie between the
+// invoice's creation and nowMs + SettledClockSkewMs. It changes nothing.
 func (s *State) CheckInvoicePayment(st Settlement, nowMs int64) (Settlement, *wire.Refusal) {
 	inv := s.Invoices[st.RailRef]
 	if inv == nil {
@@ -105,7 +113,15 @@ func (s *State) CheckInvoicePayment(st Settlement, nowMs int64) (Settlement, *wi
 	if st.AccountID != "" && st.AccountID != inv.AccountID {
 		return st, wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "invoice %s was issued to another account", st.RailRef)
 	}
-	if nowMs >= inv.ExpiresAtMs {
+	settledMs := st.SettledTsMs
+	if settledMs == 0 {
+		settledMs = nowMs
+	}
+	if settledMs < inv.CreatedTsMs || settledMs > nowMs+SettledClockSkewMs {
+		return st, wire.Refuse(http.StatusBadRequest, wire.CodeValidation,
+			"settlement time %d ms lies outside the invoice's life (created %d ms, log time %d ms)", settledMs, inv.CreatedTsMs, nowMs)
+	}
+	if settledMs >= inv.ExpiresAtMs {
 		return st, wire.Refuse(http.StatusConflict, wire.CodeConflict, "invoice %s expired at %d ms", st.RailRef, inv.ExpiresAtMs)
 	}
 	if inv.AmountMsat != 0 && st.AmountMsat != inv.AmountMsat {
@@ -132,6 +148,12 @@ func (s *State) CloseInvoice(ref string) {
 		}
 	}
 	s.setInvoiceRefs(inv.AccountID, kept)
+	// The heap entry of a paid invoice is skipped when popped; rebuild the
+	// heap once such entries outnumber the live ones, so it stays O(open).
+	if len(s.InvoiceExpiries) > 2*len(s.Invoices)+64 {
+		s.InvoiceExpiries = nil
+		s.rebuildInvoiceExpiries()
+	}
 }
 
 func isHex64(s string) bool {

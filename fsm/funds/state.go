@@ -43,6 +43,18 @@ type State struct {
 	// lists the ids in the order they were spent, for pruning.
 	UsedTokens map[string]int64 `cbor:"13,keyasint"`
 	UsedOrder  []string         `cbor:"14,keyasint"`
+
+	// WithdrawalByChange maps the seq of each withdrawal's latest change
+	// (what WithdrawalsByAccount lists) to its creation seq.
+	WithdrawalByChange map[uint64]uint64 `cbor:"15,keyasint"`
+	// InvoiceExpiries is a min-heap of open invoices by the time they are
+	// forgotten (expiry plus InvoiceSettleGraceMs), so the timer drops
+	// them without scanning; a paid invoice's entry is skipped when popped.
+	InvoiceExpiries []InvoiceExpiry `cbor:"16,keyasint"`
+	// ForgottenRefs lists, oldest first, rail references of deposits whose
+	// record retention dropped but whose settlement a rail might still
+	// repeat: ByRailRef keeps them until RailRefRetentionMs has passed.
+	ForgottenRefs []ForgottenRef `cbor:"17,keyasint"`
 }
 
 // NewState returns empty funds state.
@@ -89,5 +101,15 @@ func (s *State) FillNil() {
 	}
 	if s.UsedTokens == nil {
 		s.UsedTokens = map[string]int64{}
+	}
+	if s.InvoiceExpiries == nil && len(s.Invoices) > 0 {
+		s.rebuildInvoiceExpiries()
+	}
+	if s.WithdrawalByChange == nil {
+		// Older snapshots: every listed seq is still a creation seq.
+		s.WithdrawalByChange = map[uint64]uint64{}
+		for id, w := range s.Withdrawals {
+			s.WithdrawalByChange[w.ChangeSeq()] = id
+		}
 	}
 }

@@ -13,6 +13,10 @@ type WithdrawalView struct {
 	RailRef        *string   `json:"railRef"`
 	RequestedTsMs  wire.Int  `json:"requestedTsMs" unit:"ms"`
 	PaidTsMs       *wire.Int `json:"paidTsMs" unit:"ms"`
+	// Seq is the seq of the record's latest change (additive to SPEC
+	// section 2): a paid or returned withdrawal shows a newer seq than
+	// when it was requested, the one its event carried.
+	Seq wire.Int `json:"seq" unit:"seq"`
 }
 
 // NewWithdrawalView renders a withdrawal record. feeMsat and railRef are
@@ -21,7 +25,8 @@ type WithdrawalView struct {
 // word while queued or once returned, and null otherwise.
 func NewWithdrawalView(w *Withdrawal) WithdrawalView {
 	v := WithdrawalView{IdempotencyKey: w.IdempotencyKey, AmountMsat: wire.Int(w.AmountMsat),
-		FeeMsat: wire.Ptr(w.FeeMsat), State: w.State, Path: w.Path, RequestedTsMs: wire.Int(w.RequestedTsMs)}
+		FeeMsat: wire.Ptr(w.FeeMsat), State: w.State, Path: w.Path, RequestedTsMs: wire.Int(w.RequestedTsMs),
+		Seq: wire.Int(w.ChangeSeq())}
 	if w.Reason != "" {
 		r := w.Reason
 		v.QueuedReason = &r
@@ -48,4 +53,12 @@ type InvoiceCreated struct {
 	Invoice     string   `json:"invoice"`
 	PaymentRef  string   `json:"paymentRef"`
 	ExpiresAtMs wire.Int `json:"expiresAtMs" unit:"ms"`
+}
+
+// RailRefString is the view's railRef, "" when null.
+func (v WithdrawalView) RailRefString() string {
+	if v.RailRef == nil {
+		return ""
+	}
+	return *v.RailRef
 }

@@ -2,6 +2,7 @@ package funds
 
 import (
 	"net/http"
+	"sort"
 	"unicode/utf8"
 
 	"github.com/perpd/perpd/fsm/ledger"
@@ -46,6 +47,10 @@ const MaxReasonBytes = 300
 
 // Withdrawal is one withdrawal record (SPEC section 2).
 type Withdrawal struct {
+	// Seq is the seq of the withdrawal's creation: its identity, the key of
+	// State.Withdrawals. LastSeq is the seq of its latest change (0 while
+	// that is the creation): what the view, the events and the history
+	// pages show, so a client de-duplicating on seq sees every change.
 	Seq            uint64 `cbor:"1,keyasint"`
 	AccountID      string `cbor:"2,keyasint"`
 	IdempotencyKey string `cbor:"3,keyasint"` // the client's key, unscoped
@@ -63,7 +68,16 @@ type Withdrawal struct {
 	// ClosedTsMs is when it became paid or returned.
 	ClosedTsMs int64 `cbor:"13,keyasint,omitempty"`
 	// CreatedQueued is the create result's queued flag.
-	CreatedQueued bool `cbor:"14,keyasint,omitempty"`
+	CreatedQueued bool   `cbor:"14,keyasint,omitempty"`
+	LastSeq       uint64 `cbor:"15,keyasint,omitempty"`
+}
+
+// ChangeSeq is the seq of the withdrawal's latest change.
+func (w *Withdrawal) ChangeSeq() uint64 {
+	if w.LastSeq != 0 {
+		return w.LastSeq
+	}
+	return w.Seq
 }
 
 // Final reports whether the withdrawal reached paid or returned.
@@ -152,11 +166,13 @@ func (s *State) RequestWithdrawal(l *ledger.Ledger, account string, r Withdrawal
 	}
 	s.Withdrawals[seq] = w
 	s.WithdrawalsByAccount[account] = append(s.WithdrawalsByAccount[account], seq)
+	s.WithdrawalByChange[seq] = seq
 	s.WithdrawalByRailRef[r.RailRef] = seq
 	if r.IdempotencyKey != "" {
 		s.WithdrawalByIdem[idemIndexKey(account, r.IdempotencyKey)] = seq
 	}
 	s.Open = append(s.Open, seq) // seqs only grow, so Open stays sorted
+	s.trimWithdrawals(account, nowMs)
 	return w, nil
 }
 
@@ -182,20 +198,28 @@ func checkRequest(r WithdrawalRequest, nowMs int64) *wire.Refusal {
 }
 
 // ApplyPayout records a rail's answer about the withdrawal with railRef at
-// nowMs: paid takes the amount out of the venue and the fee into fee
-// revenue; returned gives amount and fee back to the trader's free balance;
+// nowMs. A change takes seq (fresh from the shared space); an answer that
+// changes nothing (pending again, same reason) leaves the record and its
+// seq as they were, and the caller tells the two apart by ChangeSeq.
+// paid takes the amount out of the venue and the fee into fee revenue; returned gives amount and fee back to the trader's free balance;
 // pending queues it. A final withdrawal refuses any further result, so a
 // repeated answer never moves money twice.
-func (s *State) ApplyPayout(l *ledger.Ledger, p PayoutResult, nowMs int64) (*Withdrawal, *wire.Refusal) {
-	seq, ok := s.WithdrawalByRailRef[p.RailRef]
+func (s *State) ApplyPayout(l *ledger.Ledger, p PayoutResult, seq uint64, nowMs int64) (*Withdrawal, *wire.Refusal) {
+	id, ok := s.WithdrawalByRailRef[p.RailRef]
 	if !ok {
 		return nil, wire.Refuse(http.StatusNotFound, wire.CodeNotFound, "no withdrawal has railRef %q", p.RailRef)
 	}
-	w := s.Withdrawals[seq]
+	w := s.Withdrawals[id]
 	if w.Final() {
 		return nil, wire.Refuse(http.StatusConflict, wire.CodeConflict, "withdrawal %s is already %s", p.RailRef, w.State)
 	}
 	reason := CleanReason(p.Reason)
+	if p.Status == PayoutPending && reason == "" {
+		reason = "the rail has not confirmed the payout yet"
+	}
+	if p.Status == PayoutPending && w.State == StateQueued && w.Reason == reason {
+		return w, nil // nothing new: no change, no seq
+	}
 	switch p.Status {
 	case PayoutPaid:
 		// PendingWithdrawals holds at least amount + fee of every open
@@ -221,9 +245,6 @@ func (s *State) ApplyPayout(l *ledger.Ledger, p PayoutResult, nowMs int64) (*Wit
 		}
 		s.close(w, StateReturned, reason, nowMs)
 	case PayoutPending:
-		if reason == "" {
-			reason = "the rail has not confirmed the payout yet"
-		}
 		if w.State != StateQueued {
 			s.QueuedByPath[w.Path]++
 		}
@@ -231,7 +252,41 @@ func (s *State) ApplyPayout(l *ledger.Ledger, p PayoutResult, nowMs int64) (*Wit
 	default:
 		return nil, wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "payout status must be paid, returned or pending")
 	}
+	s.rekeyWithdrawal(w, seq)
+	if w.Final() {
+		s.trimWithdrawals(w.AccountID, nowMs)
+	}
 	return w, nil
+}
+
+// rekeyWithdrawal gives w's latest change the seq seq: its entry in the
+// account's history index moves to the end (seq is the largest yet), so
+// pages ordered by seq list the most recently changed first.
+func (s *State) rekeyWithdrawal(w *Withdrawal, seq uint64) {
+	old := w.ChangeSeq()
+	s.WithdrawalsByAccount[w.AccountID] = append(removeSeq(s.WithdrawalsByAccount[w.AccountID], old), seq)
+	delete(s.WithdrawalByChange, old)
+	s.WithdrawalByChange[seq] = w.Seq
+	w.LastSeq = seq
+}
+
+// WithdrawalAt finds a withdrawal by the seq of its latest change, as
+// listed in WithdrawalsByAccount.
+func (s *State) WithdrawalAt(changeSeq uint64) *Withdrawal {
+	id, ok := s.WithdrawalByChange[changeSeq]
+	if !ok {
+		return nil
+	}
+	return s.Withdrawals[id]
+}
+
+// removeSeq removes q from the ascending list seqs, in place.
+func removeSeq(seqs []uint64, q uint64) []uint64 {
+	i := sort.Search(len(seqs), func(i int) bool { return seqs[i] >= q })
+	if i < len(seqs) && seqs[i] == q {
+		return append(seqs[:i], seqs[i+1:]...)
+	}
+	return seqs
 }
 
 // close moves an open withdrawal to a final state.

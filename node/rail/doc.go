@@ -27,10 +27,11 @@
 //     functions that every node may call (ParseDestination, QuoteFee,
 //     DepositFees, AccountAddress) are pure: no clock, no randomness, no I/O.
 //   - Keep state beyond bounded in-memory caches. The simulated rail
-//     remembers the invoices it issued ([MaxIssuedInvoices]) and the payouts
-//     it answered ([MaxRememberedPayouts]), oldest evicted first. Losing
-//     them (a restart, a leadership change) loses nothing: the replicated
-//     state records issued invoices by payment hash and is the authority on
-//     whether one was already settled.
+//     remembers the invoices it issued ([MaxIssuedInvoices]), and its
+//     simulated network ([SimBook], shared by the SimRails of one cluster
+//     in a process) the payouts it executed ([MaxRememberedPayouts]), oldest
+//     evicted first. Losing the invoices (a restart, a leadership change)
+//     loses nothing: the replicated state records issued invoices by
+//     payment hash and is the authority on whether one was already settled.
 //   - Use floating point for money. Amounts are millisatoshis in int64.
 package rail

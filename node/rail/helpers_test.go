@@ -49,7 +49,7 @@ func (r *detReader) Read(p []byte) (int, error) {
 
 func newTestRail(t testing.TB, n Network) *SimRail {
 	t.Helper()
-	r, err := NewSimRail(SimConfig{Network: n, NodeKey: mustHex(t, specKeyHex), Rand: newDetReader(t.Name())})
+	r, err := NewSimRail(SimConfig{Network: n, NodeKey: mustHex(t, specKeyHex), Rand: newDetReader(t.Name()), Book: NewSimBook()})
 	if err != nil {
 		t.Fatalf("NewSimRail: %v", err)
 	}

@@ -162,4 +162,8 @@ type Settlement struct {
 	// remembers it, else "": the replicated record of the invoice, looked up
 	// by PaymentRef, is authoritative either way.
 	AccountID string
+	// SettledAtMs is when the rail saw the payment, by its clock: the
+	// invoice's expiry is judged at this instant, not when the deposit
+	// entry is applied.
+	SettledAtMs int64
 }

@@ -17,10 +17,11 @@ const (
 	// MaxIssuedInvoices is how many issued invoices SimRail remembers (to
 	// name the account in a Settlement); the oldest is forgotten first.
 	MaxIssuedInvoices = 10_000
-	// MaxRememberedPayouts is how many payout outcomes SimRail remembers to
-	// answer a retried Pay with the same RailRef; the oldest is forgotten
-	// first. Retries come within seconds of a leadership change, far inside
-	// this window.
+	// MaxRememberedPayouts is how many payout outcomes a SimBook remembers
+	// to answer a retried Pay with the same RailRef; the oldest is forgotten
+	// first. Simulated payouts are final at once, so a retry comes only
+	// while the answer is being proposed (seconds around a leadership
+	// change), far inside this window.
 	MaxRememberedPayouts = 10_000
 )
 
@@ -35,6 +36,10 @@ type SimConfig struct {
 	Network Network   // whose invoices and Spark addresses are valid
 	NodeKey []byte    // 32-byte Lightning node private key; see NewNodeKey
 	Rand    io.Reader // source of preimages and secrets; nil = crypto/rand
+	// Book is the simulated network's payout record; nil = the one this
+	// process keeps for the rail's network and node key, shared by every
+	// SimRail of the same cluster.
+	Book *SimBook
 }
 
 // SimRail is the simulated rail of the testnet and local deployments. Its
@@ -47,10 +52,10 @@ type SimRail struct {
 	key     *btcec.PrivateKey
 	pubKey  []byte // compressed node public key
 
-	mu      sync.Mutex // guards rand, issued and payouts
-	rand    io.Reader
-	issued  *fifoCache[issuedInvoice]
-	payouts *fifoCache[PayoutResult]
+	mu     sync.Mutex // guards rand and issued
+	rand   io.Reader
+	issued *fifoCache[issuedInvoice]
+	book   *SimBook
 }
 
 type issuedInvoice struct {
@@ -71,13 +76,18 @@ func NewSimRail(cfg SimConfig) (*SimRail, error) {
 	if err != nil {
 		return nil, err
 	}
+	pub := key.PubKey().SerializeCompressed()
+	book := cfg.Book
+	if book == nil {
+		book = sharedSimBook(cfg.Network, pub)
+	}
 	return &SimRail{
 		network: cfg.Network,
 		key:     key,
-		pubKey:  key.PubKey().SerializeCompressed(),
+		pubKey:  pub,
 		rand:    orCryptoRand(cfg.Rand),
 		issued:  newFIFOCache[issuedInvoice](MaxIssuedInvoices),
-		payouts: newFIFOCache[PayoutResult](MaxRememberedPayouts),
+		book:    book,
 	}, nil
 }
 
@@ -164,20 +174,17 @@ func (r *SimRail) AccountAddress(seed []byte) string {
 
 // Pay implements Rail: a valid Spark payout is paid at once, every
 // Lightning payout is returned as an unknown payout invoice. Outcomes are
-// remembered by RailRef, so a retry reports the first outcome.
+// kept by RailRef in the rail's SimBook, so a retry from any node sharing
+// it (a new leader) reports the first outcome and pays nothing again.
 func (r *SimRail) Pay(p Payout) PayoutResult {
 	if p.RailRef == "" {
 		return PayoutResult{Status: PayoutReturned, Reason: "payout has no railRef"}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if res, ok := r.payouts.get(p.RailRef); ok {
-		return res
-	}
-	res := r.simulatePayout(p)
-	r.payouts.put(p.RailRef, res)
-	return res
+	return r.book.pay(p, r.simulatePayout)
 }
+
+// Book is the simulated network's payout record this rail pays through.
+func (r *SimRail) Book() *SimBook { return r.book }
 
 func (r *SimRail) simulatePayout(p Payout) PayoutResult {
 	returned := func(reason string) PayoutResult {
@@ -232,10 +239,11 @@ func (r *SimRail) SimulatePayment(paymentRequest string, amountMsat, nowMs int64
 	issued, _ := r.issued.get(ref)
 	r.mu.Unlock()
 	return Settlement{
-		PaymentRef: ref,
-		AmountMsat: paid,
-		FeeMsat:    LightningDepositFeeMsat,
-		AccountID:  issued.accountID,
+		PaymentRef:  ref,
+		AmountMsat:  paid,
+		FeeMsat:     LightningDepositFeeMsat,
+		AccountID:   issued.accountID,
+		SettledAtMs: nowMs,
 	}, nil
 }
 

@@ -195,14 +195,14 @@ func TestSimulatePaymentSettlesOwnInvoices(t *testing.T) {
 	open, _ := r.CreateInvoice(InvoiceRequest{AccountID: "acct-open", ExpirySeconds: 60, NowMs: testNowMs})
 
 	s, err := r.SimulatePayment(fixed.PaymentRequest, 0, testNowMs)
-	if err != nil || s != (Settlement{PaymentRef: fixed.PaymentRef, AmountMsat: 5_000, FeeMsat: 0, AccountID: "acct-fixed"}) {
+	if err != nil || s != (Settlement{PaymentRef: fixed.PaymentRef, AmountMsat: 5_000, FeeMsat: 0, AccountID: "acct-fixed", SettledAtMs: testNowMs}) {
 		t.Fatalf("fixed-amount invoice: %+v, %v", s, err)
 	}
 	if s, err = r.SimulatePayment(fixed.PaymentRequest, 5_000, testNowMs); err != nil || s.AmountMsat != 5_000 {
 		t.Fatalf("fixed-amount invoice paid its exact amount: %+v, %v", s, err)
 	}
 	if s, err = r.SimulatePayment("lightning:"+strings.ToUpper(open.PaymentRequest), 1, fixed.ExpiresAtMs-1); err != nil ||
-		s != (Settlement{PaymentRef: open.PaymentRef, AmountMsat: 1, AccountID: "acct-open"}) {
+		s != (Settlement{PaymentRef: open.PaymentRef, AmountMsat: 1, AccountID: "acct-open", SettledAtMs: fixed.ExpiresAtMs - 1}) {
 		t.Fatalf("amountless invoice paid 1 msat just before expiry: %+v, %v", s, err)
 	}
 	// After a restart the cache is empty, but the signature still proves the
@@ -293,7 +293,7 @@ func TestPayoutMemoryIsBounded(t *testing.T) {
 	for i := range MaxRememberedPayouts + 10 {
 		r.Pay(Payout{fmt.Sprint("w", i), PathLightning, "x", 1})
 	}
-	if n := r.payouts.len(); n != MaxRememberedPayouts {
+	if n := r.book.outcomes.len(); n != MaxRememberedPayouts {
 		t.Fatalf("remembers %d payouts, want %d", n, MaxRememberedPayouts)
 	}
 }
@@ -319,4 +319,55 @@ func TestSimRailIsSafeForConcurrentUse(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// Two leaders in turn, each with its own SimRail of the same cluster (the
+// same node key), ask for the same payout: it is executed once and both
+// hear the first outcome. Before the shared book, the second leader's rail
+// remembered nothing and paid again.
+func TestPayoutIsExecutedOnceAcrossLeaders(t *testing.T) {
+	key, err := NewNodeKey(newDetReader(t.Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leaders []*SimRail
+	for range 2 {
+		r, err := NewSimRail(SimConfig{Network: Testnet, NodeKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaders = append(leaders, r)
+	}
+	spark := leaders[0].AccountAddress([]byte("payee"))
+	p := Payout{RailRef: "wd-across-leaders", Path: PathSpark, Destination: spark, AmountMsat: 5_000}
+	first := leaders[0].Pay(p)
+	second := leaders[1].Pay(p)
+	if first.Status != PayoutPaid || second != first {
+		t.Fatalf("first leader %+v, second %+v", first, second)
+	}
+	if leaders[0].Book() != leaders[1].Book() {
+		t.Fatal("the SimRails of one cluster do not share their simulated network")
+	}
+	if n := leaders[1].Book().Executed(); n != 1 {
+		t.Fatalf("the payout was executed %d times", n)
+	}
+	// A rail of another cluster (another key) is another network.
+	other, _ := NewSimRail(SimConfig{Network: Testnet, NodeKey: otherKey(t)})
+	if other.Book() == leaders[0].Book() {
+		t.Fatal("two clusters share a simulated network")
+	}
+}
+
+// A settlement carries the rail's settlement time: the instant expiry is
+// judged at.
+func TestSimulatedSettlementCarriesItsTime(t *testing.T) {
+	r := newTestRail(t, Testnet)
+	inv, err := r.CreateInvoice(InvoiceRequest{AccountID: "a", AmountMsat: 5_000, ExpirySeconds: 60, NowMs: testNowMs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := r.SimulatePayment(inv.PaymentRequest, 0, inv.ExpiresAtMs-1)
+	if err != nil || st.SettledAtMs != inv.ExpiresAtMs-1 {
+		t.Fatalf("settlement %+v, %v", st, err)
+	}
 }
