@@ -49,6 +49,9 @@ func (m *simModel) advance(ts int64) {
 	if ts <= m.nowMs {
 		return
 	}
+	if m.nowMs != 0 && ts-m.nowMs > MaxClockStepMs {
+		ts = m.nowMs + MaxClockStepMs
+	}
 	m.nowMs = ts
 	for k, r := range m.idem {
 		if r.expiresMs <= ts {
