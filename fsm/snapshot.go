@@ -74,6 +74,14 @@ func (m *Machine) install(st *State, index uint64) error {
 	return nil
 }
 
+// ValidateSnapshot decodes a snapshot and checks its ledger without
+// installing it. Raft panics when a user restore fails inside the state
+// machine, so an operator's file is checked before raft sees it.
+func ValidateSnapshot(data []byte) error {
+	_, _, err := decodeSnapshot(data)
+	return err
+}
+
 func decodeSnapshot(data []byte) (*State, uint64, error) {
 	if len(data) < len(snapshotMagic)+12 || !bytes.Equal(data[:len(snapshotMagic)], snapshotMagic) {
 		return nil, 0, errors.New("not a perpd snapshot")
