@@ -10,6 +10,7 @@ func init() {
 	register(CmdTick, applyTick)
 	register(CmdNoop, applyTick)
 	register(CmdNodeMeta, applyNodeMeta)
+	register(CmdNodeGone, applyNodeGone)
 	register(CmdGenesis, applyGenesis)
 	registerTimer(func(c *Ctx) { c.St.Idem.prune(c.St.NowMs) })
 }
@@ -34,6 +35,25 @@ func applyNodeMeta(c *Ctx) (int, any, *wire.Refusal) {
 		return 0, nil, wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "node meta needs id and raft address")
 	}
 	c.St.Nodes[m.ID] = &m
+	return http.StatusOK, struct{}{}, nil
+}
+
+// NodeGonePayload names a member that left the raft configuration.
+type NodeGonePayload struct {
+	ID string `cbor:"1,keyasint"`
+}
+
+// applyNodeGone drops a removed member's record, so Nodes holds only
+// members (and nodes about to join), not every id that ever served.
+func applyNodeGone(c *Ctx) (int, any, *wire.Refusal) {
+	var p NodeGonePayload
+	if ref := c.Decode(&p); ref != nil {
+		return 0, nil, ref
+	}
+	if _, ok := c.St.Nodes[p.ID]; !ok {
+		return 0, nil, wire.Refuse(http.StatusNotFound, wire.CodeNotFound, "no record of node %q", p.ID)
+	}
+	delete(c.St.Nodes, p.ID)
 	return http.StatusOK, struct{}{}, nil
 }
 

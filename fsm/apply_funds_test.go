@@ -330,8 +330,8 @@ func TestSpentTokensArePrunedAfterExpiry(t *testing.T) {
 	if count() != 2 {
 		t.Fatal("spent token not recorded")
 	}
-	w.ts += funds.ConfirmTokenTTLMs
-	wantOK(t, w.at(tickAt(0)))
+	w.ts += funds.ConfirmTokenTTLMs + 1
+	w.advanceTo(w.ts)
 	if count() != 0 {
 		t.Fatal("expired spent token kept")
 	}

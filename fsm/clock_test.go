@@ -16,7 +16,7 @@ func TestClockTakesTheEntryStamp(t *testing.T) {
 
 func TestTickAdvancesTime(t *testing.T) {
 	r := newReplica(t)
-	for _, ts := range []int64{1000, 1001, 2500, 86_400_000} {
+	for _, ts := range []int64{1000, 1001, 2500, 2500 + MaxClockStepMs} {
 		if got := nowOf(t, r.apply(tickAt(ts))); got != ts {
 			t.Fatalf("tick at %d answered nowMs %d", ts, got)
 		}
@@ -76,8 +76,39 @@ func TestTimersFireOnlyWhenTimeAdvances(t *testing.T) {
 		t.Fatal("record pruned by a backwards stamp")
 	}
 	// Advancing past the retention fires the pruning timer.
-	r.apply(tickAt(t0 + IdemRetentionMs))
+	r.advanceTo(t0 + IdemRetentionMs)
 	if res := r.apply(noopAt(0, "k", []byte{2})); res.Replay || !res.OK() {
 		t.Fatalf("record should be gone once time passed its retention: %+v", res)
+	}
+}
+
+// A leader whose clock jumps a day ahead moves log time by MaxClockStepMs
+// only: stored answers and timers keep their meaning.
+func TestOneEntryAdvancesTimeAtMostMaxClockStep(t *testing.T) {
+	r := newReplica(t)
+	const t0 = 1_700_000_000_000
+	wantOK(t, r.apply(noopAt(t0, "K", []byte{1})))
+	res := r.apply(tickAt(t0 + 24*60*60*1000 + 5))
+	if got := nowOf(t, res); got != t0+MaxClockStepMs {
+		t.Fatalf("a stamp a day ahead moved time to +%d ms, want +%d", got-t0, MaxClockStepMs)
+	}
+	// The pruning timer ran at the new time and kept the record.
+	if !r.apply(noopAt(t0+24*60*60*1000+6, "K", []byte{1})).Replay {
+		t.Fatal("one skewed entry expired the idempotency store")
+	}
+	// A second skewed entry moves another step, no more.
+	r.apply(tickAt(t0 + 48*60*60*1000))
+	if got := r.now(); got != t0+3*MaxClockStepMs {
+		t.Fatalf("now +%d after three skewed entries, want +%d", got-t0, 3*MaxClockStepMs)
+	}
+}
+
+// The first stamp of a new cluster sets time as is: there is nothing to
+// step from.
+func TestFirstStampIsTakenAsIs(t *testing.T) {
+	r := newReplica(t)
+	r.apply(tickAt(1_700_000_000_000))
+	if r.now() != 1_700_000_000_000 {
+		t.Fatalf("now %d", r.now())
 	}
 }

@@ -17,6 +17,7 @@ const (
 	CmdNodeMeta CmdType = 2 // record a node's advertised addresses
 	CmdGenesis  CmdType = 3 // seed a new cluster's state once
 	CmdNoop     CmdType = 4 // carries nothing; used by tests and read barriers
+	CmdNodeGone CmdType = 5 // drop a removed member's advertised addresses
 
 	CmdSignup     CmdType = 20 // create an account and its master key
 	CmdMintKey    CmdType = 21 // mint a delegate key (session)

@@ -139,3 +139,26 @@ func TestRequestHashSeparatesParts(t *testing.T) {
 		t.Fatal("the same request must hash the same")
 	}
 }
+
+func TestNodeGoneDropsTheRecord(t *testing.T) {
+	r := newReplica(t)
+	for _, id := range []string{"n1", "n2"} {
+		wantOK(t, r.apply(mustCommand(t, CmdNodeMeta, 1000, NodeMeta{ID: id, Raft: "r-" + id})))
+	}
+	wantOK(t, r.apply(mustCommand(t, CmdNodeGone, 1001, NodeGonePayload{ID: "n1"})))
+	r.m.Read(func(st *State, _ uint64) {
+		if _, ok := st.Nodes["n1"]; ok || st.Nodes["n2"] == nil {
+			t.Fatalf("nodes after n1 left: %v", st.Nodes)
+		}
+	})
+	// A repeat (the remove's own propose and the reconciliation racing)
+	// is refused and changes nothing.
+	before := r.hash()
+	res := r.apply(mustCommand(t, CmdNodeGone, 1001, NodeGonePayload{ID: "n1"}))
+	if res.OK() || res.Code != "not_found" {
+		t.Fatalf("second removal answered %+v", res)
+	}
+	if r.hash() != before {
+		t.Fatal("a refused removal changed the state")
+	}
+}

@@ -100,3 +100,29 @@ func nowOf(t testing.TB, res *Result) int64 {
 	}
 	return int64(tr.NowMs)
 }
+
+// advanceTo moves log time to tsMs the way a healthy leader does: one tick
+// per MaxClockStepMs at most, the last stamped tsMs. It returns the events
+// of every tick.
+func (r *replica) advanceTo(tsMs int64) []Event {
+	r.t.Helper()
+	var events []Event
+	for {
+		now := r.now()
+		step := min(tsMs, now+MaxClockStepMs)
+		if now == 0 {
+			step = tsMs
+		}
+		b, err := tickAt(step).Encode()
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		res, evs := r.m.Apply(r.next, b)
+		r.next++
+		wantOK(r.t, res)
+		events = append(events, evs...)
+		if step >= tsMs {
+			return events
+		}
+	}
+}

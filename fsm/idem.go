@@ -10,10 +10,19 @@ import (
 // IdemRetentionMs is how long a stored answer is kept: 24 hours of FSM time.
 const IdemRetentionMs = 24 * 60 * 60 * 1000
 
-// IdemMaxRecords bounds the store whatever the request rate: past it the
-// oldest records are dropped early (a retry after that re-applies, which the
-// domain rules still keep safe for money, e.g. withdrawals dedupe by railRef).
-const IdemMaxRecords = 2_000_000
+// The store is bounded whatever the request rate, by count and by bytes
+// (key, request hash and answer body, plus a fixed per-record allowance):
+// past either bound the oldest records are dropped early. A retry after
+// that re-applies, which the domain rules keep safe for every money
+// command (docs/decisions-core.md says why for each). 64 MiB keeps the
+// store a bounded share of every snapshot and of every follower's memory.
+const (
+	IdemMaxRecords = 500_000
+	IdemMaxBytes   = 64 << 20
+	// idemRecordOverheadBytes stands for the fixed fields (status, expiry,
+	// index) and their encoding, so many tiny answers are bounded too.
+	idemRecordOverheadBytes = 32
+)
 
 // IdemRecord is one stored answer.
 type IdemRecord struct {
@@ -30,6 +39,20 @@ type IdemRecord struct {
 type IdemStore struct {
 	Records map[string]*IdemRecord `cbor:"1,keyasint"`
 	Order   []string               `cbor:"2,keyasint"`
+	// Bytes is the sum of recordBytes over Records.
+	Bytes int64 `cbor:"3,keyasint,omitempty"`
+}
+
+func recordBytes(key string, r *IdemRecord) int64 {
+	return int64(len(key)+len(r.ReqHash)+len(r.Body)) + idemRecordOverheadBytes
+}
+
+// recount recomputes Bytes, for snapshots written before it was kept.
+func (s *IdemStore) recount() {
+	s.Bytes = 0
+	for k, r := range s.Records {
+		s.Bytes += recordBytes(k, r)
+	}
 }
 
 func newIdemStore() *IdemStore { return &IdemStore{Records: map[string]*IdemRecord{}} }
@@ -49,9 +72,12 @@ func (s *IdemStore) lookup(key string, reqHash []byte) (*Result, *wire.Refusal) 
 }
 
 func (s *IdemStore) store(key string, reqHash []byte, r *Result, nowMs int64, index uint64) {
-	s.Records[key] = &IdemRecord{ReqHash: reqHash, Status: r.Status, Body: r.Body, ExpiresAtMs: nowMs + IdemRetentionMs, Index: index}
+	rec := &IdemRecord{ReqHash: reqHash, Status: r.Status, Body: r.Body, ExpiresAtMs: nowMs + IdemRetentionMs, Index: index}
+	s.Records[key] = rec
+	s.Bytes += recordBytes(key, rec)
 	s.Order = append(s.Order, key)
-	for len(s.Order) > IdemMaxRecords {
+	// The newest record always stays, even alone past the byte bound.
+	for len(s.Order) > IdemMaxRecords || (s.Bytes > IdemMaxBytes && len(s.Order) > 1) {
 		s.drop()
 	}
 }
@@ -68,6 +94,9 @@ func (s *IdemStore) prune(nowMs int64) {
 }
 
 func (s *IdemStore) drop() {
+	if rec := s.Records[s.Order[0]]; rec != nil {
+		s.Bytes -= recordBytes(s.Order[0], rec)
+	}
 	delete(s.Records, s.Order[0])
 	s.Order[0] = ""
 	s.Order = s.Order[1:]

@@ -92,11 +92,11 @@ func TestIdemRecordKeptFor24hOfFSMTime(t *testing.T) {
 	r := newReplica(t)
 	const t0 = 1_700_000_000_000
 	first := r.apply(noopAt(t0, "K", []byte("h1")))
-	r.apply(tickAt(t0 + IdemRetentionMs - 1))
+	r.advanceTo(t0 + IdemRetentionMs - 1)
 	if res := r.apply(noopAt(0, "K", []byte("h1"))); !res.Replay || res.Index != first.Index {
 		t.Fatalf("one millisecond before expiry the answer must still be stored: %+v", res)
 	}
-	r.apply(tickAt(t0 + IdemRetentionMs))
+	r.advanceTo(t0 + IdemRetentionMs)
 	r.m.Read(func(st *State, _ uint64) {
 		if _, ok := st.Idem.Records["K"]; ok || len(st.Idem.Order) != 0 {
 			t.Fatal("record kept past its 24h retention")
@@ -117,7 +117,7 @@ func TestIdemPruneDropsOnlyExpiredRecords(t *testing.T) {
 		wantOK(t, r.apply(noopAt(t0+int64(i)*1000, fmt.Sprintf("k%d", i), []byte{1})))
 	}
 	// Records k0..k3 were stored at t0..t0+3000: they expire at t0+24h+3000.
-	r.apply(tickAt(t0 + IdemRetentionMs + 3000))
+	r.advanceTo(t0 + IdemRetentionMs + 3000)
 	r.m.Read(func(st *State, _ uint64) {
 		if len(st.Idem.Records) != 6 || len(st.Idem.Order) != 6 || st.Idem.Order[0] != "k4" {
 			t.Fatalf("records %d order %v, want k4..k9", len(st.Idem.Records), st.Idem.Order)
@@ -172,4 +172,68 @@ func TestIdemOrderDoesNotGrowWithoutBound(t *testing.T) {
 			t.Fatalf("order[%d] = %q, want %q", i, k, want)
 		}
 	}
+}
+
+// Large answers are bounded by bytes before the count bound is reached:
+// the oldest go first, the accounting matches the records, and it survives
+// a snapshot round trip.
+func TestIdemStoreIsBoundedByBytes(t *testing.T) {
+	s := newIdemStore()
+	body := bytes.Repeat([]byte("x"), 64<<10)
+	per := recordBytes("k00000", &IdemRecord{ReqHash: []byte{1}, Body: body})
+	n := int(IdemMaxBytes/per) + 10
+	for i := range n {
+		s.store(fmt.Sprintf("k%05d", i), []byte{1}, &Result{Status: 200, Body: body}, 0, uint64(i+1))
+	}
+	if s.Bytes > IdemMaxBytes {
+		t.Fatalf("store holds %d bytes, bound %d", s.Bytes, IdemMaxBytes)
+	}
+	if want := int(IdemMaxBytes / per); len(s.Records) != want || len(s.Order) != want {
+		t.Fatalf("kept %d records (%d keys), want the newest %d", len(s.Records), len(s.Order), want)
+	}
+	if _, ok := s.Records["k00000"]; ok {
+		t.Fatal("the oldest record must go first")
+	}
+	if _, ok := s.Records[fmt.Sprintf("k%05d", n-1)]; !ok {
+		t.Fatal("the newest record must stay")
+	}
+	got := s.Bytes
+	s.recount()
+	if s.Bytes != got {
+		t.Fatalf("kept count %d bytes, records hold %d", got, s.Bytes)
+	}
+	// A single answer larger than the bound is still kept (alone).
+	huge := bytes.Repeat([]byte("y"), IdemMaxBytes+1)
+	s.store("huge", []byte{1}, &Result{Status: 200, Body: huge}, 0, 1)
+	if len(s.Records) != 1 || s.Records["huge"] == nil {
+		t.Fatalf("kept %d records after one huge answer", len(s.Records))
+	}
+}
+
+func TestIdemBytesFollowPruneAndSnapshot(t *testing.T) {
+	r := newReplica(t)
+	const t0 = 10_000_000
+	for i := range 5 {
+		wantOK(t, r.apply(noopAt(t0+int64(i)*1000, fmt.Sprintf("k%d", i), []byte{1})))
+	}
+	r.advanceTo(t0 + IdemRetentionMs + 2000) // k0..k2 expire
+	var b int64
+	r.m.Read(func(st *State, _ uint64) {
+		b = st.Idem.Bytes
+		st2 := *st.Idem
+		st2.recount()
+		if len(st.Idem.Records) != 2 || st2.Bytes != b || b == 0 {
+			t.Fatalf("%d records, %d bytes kept, %d counted", len(st.Idem.Records), b, st2.Bytes)
+		}
+	})
+	snap := mustSnapshot(t, r.m)
+	dst := newReplica(t)
+	if err := dst.m.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	dst.m.Read(func(st *State, _ uint64) {
+		if st.Idem.Bytes != b {
+			t.Fatalf("restored store counts %d bytes, want %d", st.Idem.Bytes, b)
+		}
+	})
 }

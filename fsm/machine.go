@@ -3,7 +3,9 @@ package fsm
 import (
 	"fmt"
 	"net/http"
+	"runtime/debug"
 	"sync"
+	"sync/atomic"
 
 	"github.com/perpd/perpd/fsm/wire"
 )
@@ -22,7 +24,32 @@ type Machine struct {
 	st    *State
 	index uint64
 	opts  Options
+	// halt is set once, when an entry broke an invariant: the state may
+	// then hold part of that entry, so nothing is applied or snapshotted
+	// after it and the node stops serving (fail-stop).
+	halt atomic.Pointer[Halt]
 }
+
+// Halt says why a replica stopped applying.
+type Halt struct {
+	// Index is the entry that broke (or the applied index, for a failed
+	// snapshot check); Type its command type (0 when not a command).
+	Index  uint64
+	Type   CmdType
+	Reason string
+	// Stack is the goroutine stack of a panic, for the operator's log.
+	Stack string
+}
+
+func (h *Halt) Error() string {
+	return fmt.Sprintf("replica halted at index %d (command type %d): %s", h.Index, h.Type, h.Reason)
+}
+
+// Halted returns why the machine stopped applying, or nil while it runs.
+func (m *Machine) Halted() *Halt { return m.halt.Load() }
+
+// haltWith records the first halt; later ones keep the first reason.
+func (m *Machine) haltWith(h *Halt) { m.halt.CompareAndSwap(nil, h) }
 
 // NewMachine returns a machine holding the empty state.
 func NewMachine(opts Options) *Machine {
@@ -46,22 +73,46 @@ func (m *Machine) Read(fn func(st *State, index uint64)) {
 
 // ApplyBatch applies consecutive entries under one lock. data[i] is the
 // entry at index first+i; a nil element is a raft-internal entry that only
-// advances the index.
+// advances the index. Once the machine is halted no entry is applied: each
+// command entry is answered 503 and the applied index stays at the last
+// entry applied whole.
 func (m *Machine) ApplyBatch(indexes []uint64, data [][]byte) ([]*Result, []Event) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	results := make([]*Result, len(data))
 	var events []Event
 	for i, d := range data {
-		m.index = indexes[i]
-		if d == nil {
+		if h := m.halt.Load(); h != nil {
+			if d != nil {
+				results[i] = haltedResult(h, indexes[i])
+			}
 			continue
 		}
-		r, evs := m.applyOne(indexes[i], d)
+		if d == nil {
+			m.index = indexes[i]
+			continue
+		}
+		r, evs, h := m.applyOne(indexes[i], d)
+		if h != nil {
+			m.haltWith(h)
+			results[i] = haltedResult(h, indexes[i])
+			continue
+		}
+		m.index = indexes[i]
 		results[i] = r
 		events = append(events, evs...)
 	}
 	return results, events
+}
+
+// haltedResult answers an entry the halted machine did not apply. Another
+// replica may have applied it, so it is the ambiguous 503 of a lost write:
+// a retry with the same idempotency key finds out.
+func haltedResult(h *Halt, index uint64) *Result {
+	res := refusalResult(wire.Refuse(http.StatusServiceUnavailable, wire.CodeUnavailable,
+		"this replica halted at index %d and applies nothing more; retry with the same idempotency key on another node", h.Index))
+	res.Index = index
+	return res
 }
 
 // Apply applies one entry.
@@ -70,25 +121,25 @@ func (m *Machine) Apply(index uint64, data []byte) (*Result, []Event) {
 	return rs[0], evs
 }
 
-func (m *Machine) applyOne(index uint64, data []byte) (res *Result, events []Event) {
+func (m *Machine) applyOne(index uint64, data []byte) (res *Result, events []Event, halt *Halt) {
 	cmd, err := DecodeCommand(data)
 	if err != nil {
 		res = refusalResult(wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "undecodable command"))
 		res.Index = index
-		return res, nil
+		return res, nil, nil
 	}
 	c := &Ctx{St: m.st, Cmd: cmd, Index: index}
 	defer func() {
-		// A panic inside a handler is a bug. Every replica hits it at the
-		// same entry, so answering instead of crashing keeps the cluster up
-		// and still deterministic.
+		// A panic inside a handler is a broken invariant (the money paths
+		// panic on purpose), and the state may hold part of the entry.
+		// Answering would serve that half-applied state, so the replica
+		// halts instead (fail-stop) and is replaced from a snapshot.
 		if p := recover(); p != nil {
 			if m.opts.CheckInvariants {
-				panic(p) // tests must see the bug, not an answer
+				panic(p) // tests must see the bug, not a halt
 			}
-			res = refusalResult(wire.Refuse(http.StatusInternalServerError, wire.CodeUnavailable, "internal error applying command type %d: %v", cmd.Type, p))
-			res.Index = index
-			events = nil
+			res, events = nil, nil
+			halt = &Halt{Index: index, Type: cmd.Type, Reason: fmt.Sprintf("panic applying command type %d: %v", cmd.Type, p), Stack: string(debug.Stack())}
 		}
 	}()
 	m.advanceClock(c)
@@ -103,16 +154,28 @@ func (m *Machine) applyOne(index uint64, data []byte) (res *Result, events []Eve
 			panic(fmt.Sprintf("invariant broken after entry %d (type %d): %v", index, cmd.Type, err))
 		}
 	}
-	return res, c.events
+	return res, c.events, nil
 }
 
-// advanceClock moves FSM time to the entry's stamp (never backwards) and
-// fires whatever timers the passing time makes due.
+// MaxClockStepMs bounds how far one entry may advance log time. A leader
+// whose wall clock jumps a day ahead would otherwise expire every stored
+// answer, invoice and confirm token in one entry; with the bound, log time
+// catches up at most a minute per entry, so a clock error shows as time
+// running fast, never as a cliff. Leaders stamp within it (node/propose.go).
+const MaxClockStepMs = 60_000
+
+// advanceClock moves FSM time to the entry's stamp (never backwards, and at
+// most MaxClockStepMs per entry once time has started) and fires whatever
+// timers the passing time makes due.
 func (m *Machine) advanceClock(c *Ctx) {
-	if c.Cmd.TsMs <= c.St.NowMs {
+	now, ts := c.St.NowMs, c.Cmd.TsMs
+	if ts <= now {
 		return
 	}
-	c.St.NowMs = c.Cmd.TsMs
+	if now != 0 && ts-now > MaxClockStepMs {
+		ts = now + MaxClockStepMs
+	}
+	c.St.NowMs = ts
 	for _, t := range timers {
 		t(c)
 	}
@@ -205,3 +268,18 @@ func register(t CmdType, h handler) {
 // registerTimer adds a timer; timers run in registration order, which is
 // fixed by Go's file-order init, so it is the same on every replica.
 func registerTimer(t timer) { timers = append(timers, t) }
+
+// TestCmdBase is the first command type reserved for tests; no production
+// command uses it or anything above it.
+const TestCmdBase CmdType = 0xF000
+
+// RegisterTestCommand registers a handler for a test-only command type, so
+// tests outside this package can drive a replica into states no production
+// command reaches (a handler that moves money and then panics). Call it
+// from an init function, before any machine applies entries.
+func RegisterTestCommand(t CmdType, h func(c *Ctx) (status int, body any, ref *wire.Refusal)) {
+	if t < TestCmdBase {
+		panic(fmt.Sprintf("command type %d is not in the test block", t))
+	}
+	register(t, h)
+}

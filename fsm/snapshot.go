@@ -13,10 +13,21 @@ import (
 var snapshotMagic = []byte("PERPDSNP")
 
 // Snapshot encodes the whole state: magic, format version, applied index,
-// then the canonical CBOR of State.
+// then the canonical CBOR of State. It first checks ledger conservation:
+// a snapshot must never carry a broken state to another replica, so a
+// failed check halts this one and fails the snapshot. A halted machine
+// never snapshots (its state may hold part of an entry).
 func (m *Machine) Snapshot() ([]byte, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	if h := m.halt.Load(); h != nil {
+		return nil, h
+	}
+	if err := m.st.Ledger.Check(); err != nil {
+		h := &Halt{Index: m.index, Reason: "ledger check failed at snapshot: " + err.Error()}
+		m.haltWith(h)
+		return nil, m.halt.Load()
+	}
 	body, err := Marshal(m.st)
 	if err != nil {
 		return nil, err
@@ -30,16 +41,45 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Restore replaces the whole state with a snapshot's.
+// Restore replaces the whole state with a snapshot's, taking the applied
+// index from the snapshot's own header. Raft restores go through RestoreAt.
 func (m *Machine) Restore(data []byte) error {
 	st, index, err := decodeSnapshot(data)
 	if err != nil {
 		return err
 	}
+	return m.install(st, index)
+}
+
+// RestoreAt replaces the whole state with a snapshot's, at the log index
+// raft gave the snapshot. The header's index is not trusted for that: a
+// snapshot taken on another cluster (an operator's restore) carries an
+// index of a different log. The applied index never runs backwards.
+func (m *Machine) RestoreAt(data []byte, index uint64) error {
+	st, _, err := decodeSnapshot(data)
+	if err != nil {
+		return err
+	}
+	return m.install(st, index)
+}
+
+func (m *Machine) install(st *State, index uint64) error {
+	if h := m.halt.Load(); h != nil {
+		return h
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.st, m.index = st, index
+	m.st = st
+	m.index = max(m.index, index)
 	return nil
+}
+
+// ValidateSnapshot decodes a snapshot and checks its ledger without
+// installing it. Raft panics when a user restore fails inside the state
+// machine, so an operator's file is checked before raft sees it.
+func ValidateSnapshot(data []byte) error {
+	_, _, err := decodeSnapshot(data)
+	return err
 }
 
 func decodeSnapshot(data []byte) (*State, uint64, error) {
@@ -59,6 +99,9 @@ func decodeSnapshot(data []byte) (*State, uint64, error) {
 	// Older formats are migrated here as versions are added.
 	st.Version = StateVersion
 	st.fillNil()
+	if err := st.Ledger.Check(); err != nil {
+		return nil, 0, fmt.Errorf("snapshot refused: %w", err)
+	}
 	return st, index, nil
 }
 
@@ -77,6 +120,9 @@ func (s *State) fillNil() {
 	}
 	if s.Idem.Records == nil {
 		s.Idem.Records = map[string]*IdemRecord{}
+	}
+	if s.Idem.Bytes == 0 && len(s.Idem.Records) > 0 {
+		s.Idem.recount()
 	}
 	if s.Nodes == nil {
 		s.Nodes = fresh.Nodes

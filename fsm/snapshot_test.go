@@ -71,8 +71,12 @@ func TestSnapshotOfEmptyMachineRestores(t *testing.T) {
 	if err := b.m.Restore(snap); err != nil {
 		t.Fatal(err)
 	}
-	b.next = 1
-	if a.hash() != b.hash() {
+	// The applied index never runs backwards, whatever the header says.
+	if b.m.Applied() != 1 {
+		t.Fatalf("applied index %d after restoring an older snapshot, want 1", b.m.Applied())
+	}
+	_, ha, _ := a.m.StateHash()
+	if _, hb, _ := b.m.StateHash(); ha != hb {
 		t.Fatal("restoring an empty snapshot must give the empty state")
 	}
 }
@@ -156,4 +160,46 @@ func mustMarshal(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// Raft restores at the index its metadata gives; the snapshot's header,
+// written by whatever cluster took it, does not move Applied().
+func TestRestoreAtTakesTheIndexFromRaftNotTheHeader(t *testing.T) {
+	src := busyReplica(t) // header index = src's applied index (~25)
+	snap := mustSnapshot(t, src.m)
+	_, want, _ := src.m.StateHash()
+
+	// A header far below: the index raft gives wins.
+	dst := newReplica(t)
+	for range 100 {
+		dst.apply(tickAt(10))
+	}
+	if err := dst.m.RestoreAt(snap, 500); err != nil {
+		t.Fatal(err)
+	}
+	if dst.m.Applied() != 500 {
+		t.Fatalf("applied %d after a restore at 500 (header %d)", dst.m.Applied(), src.m.Applied())
+	}
+	if _, got, _ := dst.m.StateHash(); got != want {
+		t.Fatal("restored state differs")
+	}
+	// A header far above: raft's index wins too.
+	var hdr bytes.Buffer
+	hdr.Write(snap[:12])
+	_ = binary.Write(&hdr, binary.BigEndian, uint64(1_000_000))
+	hdr.Write(snap[20:])
+	other := newReplica(t)
+	if err := other.m.RestoreAt(hdr.Bytes(), 7); err != nil {
+		t.Fatal(err)
+	}
+	if other.m.Applied() != 7 {
+		t.Fatalf("applied %d, want raft's 7 whatever the header says", other.m.Applied())
+	}
+	// Never backwards: a restore at an index below the applied one keeps it.
+	if err := dst.m.RestoreAt(snap, 3); err != nil {
+		t.Fatal(err)
+	}
+	if dst.m.Applied() != 500 {
+		t.Fatalf("applied index ran backwards to %d", dst.m.Applied())
+	}
 }

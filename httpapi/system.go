@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/fsm/wire"
 )
 
@@ -14,7 +15,11 @@ type Health struct {
 	OK   bool     `json:"ok"`
 	DB   bool     `json:"db"`
 	TsMs wire.Int `json:"tsMs" unit:"ms"`
+	// Reason says why the node is not ready; absent when ok.
+	Reason string `json:"reason,omitempty"`
 }
+
+const healthzPath = "/healthz"
 
 // Deployment is the body of /deployment.
 type Deployment struct {
@@ -23,22 +28,48 @@ type Deployment struct {
 
 func (s *Server) systemRoutes() []*Route {
 	return []*Route{
-		{Method: http.MethodGet, Path: "/healthz", Summary: "Node health: ok when a leader is known and the log store answers",
+		{Method: http.MethodGet, Path: healthzPath, Summary: "Node health: ok when the node is ready to serve: not halted, the log store answers, a leader is known, genesis and the market catalogue are applied; otherwise 503 with the reason",
 			Responses: map[int]any{200: Health{}, 503: Health{}}, Handler: s.healthz},
 		{Method: http.MethodGet, Path: "/deployment", Summary: "Which deployment is serving",
 			Responses: map[int]any{200: Deployment{}}, Handler: s.deployment},
 	}
 }
 
+// healthz answers ok only when the node is ready to serve: a load
+// balancer that routes on it must never send a client to a node that would
+// refuse it or answer from an empty catalogue.
 func (s *Server) healthz(c *gin.Context) {
 	db := s.Node.StoreHealthy()
-	id, _, _, _ := s.Node.LeaderInfo()
-	h := Health{OK: db && id != "", DB: db, TsMs: wire.Int(time.Now().UnixMilli())}
+	h := Health{DB: db, TsMs: wire.Int(time.Now().UnixMilli()), Reason: s.notReady(db)}
+	h.OK = h.Reason == ""
 	status := http.StatusOK
 	if !h.OK {
 		status = http.StatusServiceUnavailable
 	}
 	c.JSON(status, h)
+}
+
+// notReady names the first unmet readiness condition, or "".
+func (s *Server) notReady(db bool) string {
+	if h := s.Node.Halted(); h != nil {
+		return "halted: " + h.Error()
+	}
+	if !db {
+		return "the log store does not answer"
+	}
+	if id, _, _, _ := s.Node.LeaderInfo(); id == "" {
+		return "no leader known"
+	}
+	var why string
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
+		switch {
+		case st.Genesis == nil:
+			why = "the cluster genesis is not applied yet"
+		case len(st.Market.MarketsByID) == 0:
+			why = "the market catalogue is not listed yet"
+		}
+	})
+	return why
 }
 
 // deployment reports the deployment profile; "local" serves as "testnet"

@@ -6,10 +6,13 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/perpd/perpd/cluster/clustertest"
+	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/fsm/market"
 	"github.com/perpd/perpd/node"
 )
 
@@ -57,7 +60,7 @@ func TestMinIndexOnFollowerAnswersOnceTheWriteIsApplied(t *testing.T) {
 	leader := c.Leader()
 	for i, f := range c.Followers() {
 		res := propose(t, leader.Node, noop("acct:min-index-"+strconv.Itoa(i)))
-		a := get(t, c.HTTP(f.ID)+"/healthz", map[string]string{"X-Min-Index": strconv.FormatUint(res.Index, 10)})
+		a := get(t, c.HTTP(f.ID)+"/deployment", map[string]string{"X-Min-Index": strconv.FormatUint(res.Index, 10)})
 		if a.status != http.StatusOK {
 			t.Fatalf("%s answered %d %s", f.ID, a.status, a.body)
 		}
@@ -123,14 +126,34 @@ func checkHealth(t testing.TB, a answer, wantOK bool) {
 	}
 }
 
-func TestHealthzOKWithLeader(t *testing.T) {
+// ok means ready to serve: a leader is known and genesis applied is not
+// enough while the market catalogue is missing (the core-only cluster never
+// lists one until told to).
+func TestHealthzOKOnlyOnceTheCatalogueIsListed(t *testing.T) {
 	c := clustertest.Start(t, 3)
 	for _, m := range c.Live() {
 		a := get(t, c.HTTP(m.ID)+"/healthz", nil)
-		if a.status != http.StatusOK {
+		if a.status != http.StatusServiceUnavailable || !strings.Contains(string(a.body), "catalogue") {
+			t.Fatalf("%s before the catalogue: %d %s", m.ID, a.status, a.body)
+		}
+		checkHealth(t, a, false)
+	}
+	res, err := c.Leader().Node.ProposeInternal(fsm.CmdMarketsGenesis, fsm.MarketsGenesisPayload{Markets: market.DefaultCatalogue()})
+	if err != nil || !res.OK() {
+		t.Fatalf("listing: %v %+v", err, res)
+	}
+	for _, m := range c.Live() {
+		var a answer
+		if !clustertest.Poll(10*time.Second, func() bool {
+			a = get(t, c.HTTP(m.ID)+"/healthz", nil)
+			return a.status == http.StatusOK
+		}) {
 			t.Fatalf("%s: %d %s", m.ID, a.status, a.body)
 		}
 		checkHealth(t, a, true)
+		if strings.Contains(string(a.body), "reason") {
+			t.Fatalf("a ready node gives a reason: %s", a.body)
+		}
 	}
 }
 

@@ -3,10 +3,13 @@ package node
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/perpd/perpd/fsm"
 )
 
 // membershipTimeout bounds a configuration change.
@@ -74,7 +77,77 @@ func (n *Node) RemoveServer(id string) error {
 	if !found {
 		return fmt.Errorf("no member %q", id)
 	}
-	return n.Raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout).Error()
+	if err := n.Raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout).Error(); err != nil {
+		return err
+	}
+	// The member is gone; its addresses go too. If this propose fails the
+	// leader's reconciliation drops the record later.
+	if _, err := n.proposeInternal(fsm.CmdNodeGone, fsm.NodeGonePayload{ID: id}); err != nil {
+		n.cfg.Logger.Warn("remove: dropping the node record failed; reconciliation will retry", "id", id, "err", err)
+	}
+	return nil
+}
+
+// NodeRecordGrace is how long the leader lets a node record stand for an
+// id outside the raft configuration before it drops it: a node that is
+// joining may announce itself just before (or as) it is added, and a
+// removed node may re-announce itself once before it learns it left.
+var NodeRecordGrace = time.Minute
+
+// newNodeRecordReconciler returns a leader driver that drops records of
+// ids that have been absent from the raft configuration for longer than
+// NodeRecordGrace. It remembers when it first saw each id absent; after a
+// pause in its runs (leadership lost and regained) it starts afresh, so a
+// stale observation never shortens the grace.
+func newNodeRecordReconciler() func(*Node) {
+	absentSince := map[string]time.Time{}
+	var lastRun time.Time
+	return func(n *Node) {
+		now := time.Now()
+		if now.Sub(lastRun) > 10*n.cfg.TickInterval {
+			clear(absentSince)
+		}
+		lastRun = now
+		members, err := n.Members()
+		if err != nil {
+			return
+		}
+		inConfig := map[string]bool{}
+		for _, m := range members {
+			inConfig[m.ID] = true
+		}
+		var recorded []string
+		n.machine.Read(func(st *fsm.State, _ uint64) {
+			for id := range st.Nodes {
+				recorded = append(recorded, id)
+			}
+		})
+		sort.Strings(recorded)
+		seen := map[string]bool{}
+		for _, id := range recorded {
+			if inConfig[id] {
+				continue
+			}
+			seen[id] = true
+			first, ok := absentSince[id]
+			if !ok {
+				absentSince[id] = now
+				continue
+			}
+			if now.Sub(first) < NodeRecordGrace {
+				continue
+			}
+			if _, err := n.proposeInternal(fsm.CmdNodeGone, fsm.NodeGonePayload{ID: id}); err == nil {
+				n.cfg.Logger.Info("dropped the record of a node outside the raft configuration", "id", id)
+				delete(absentSince, id)
+			}
+		}
+		for id := range absentSince {
+			if !seen[id] {
+				delete(absentSince, id)
+			}
+		}
+	}
 }
 
 // TransferLeadership hands leadership to member to, or to any up-to-date

@@ -53,6 +53,8 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, Events: NewBus(), stop: make(chan struct{}), clock: newLogClock(cfg.Clock)}
 	n.machine = fsm.NewMachine(fsm.Options{CheckInvariants: cfg.CheckInvariants})
 	n.fsm = newRaftFSM(n.machine, n.Events.Publish)
+	n.fsm.halted = n.onHalt
+	n.leaderDrivers = append(n.leaderDrivers, newNodeRecordReconciler())
 	n.forwarder = newForwarder(cfg.AdminToken)
 
 	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
@@ -97,7 +99,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, trans)
+	r, err := raft.NewRaft(rc, n.fsm, logs, store, metaSnapshots{snaps}, trans)
 	if err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}

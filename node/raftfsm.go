@@ -17,6 +17,10 @@ type raftFSM struct {
 	mu      sync.Mutex
 	applied chan struct{} // closed and replaced after every batch
 	publish func([]fsm.Event)
+
+	// halted is called once when the machine halts.
+	halted   func(*fsm.Halt)
+	haltOnce sync.Once
 }
 
 func newRaftFSM(m *fsm.Machine, publish func([]fsm.Event)) *raftFSM {
@@ -46,8 +50,22 @@ func (f *raftFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	if len(events) > 0 && f.publish != nil {
 		f.publish(events)
 	}
+	f.checkHalt()
 	f.notify()
 	return out
+}
+
+// checkHalt reports a halt of the machine, once.
+func (f *raftFSM) checkHalt() {
+	h := f.m.Halted()
+	if h == nil {
+		return
+	}
+	f.haltOnce.Do(func() {
+		if f.halted != nil {
+			f.halted(h)
+		}
+	})
 }
 
 func (f *raftFSM) notify() {
@@ -67,21 +85,64 @@ func (f *raftFSM) changed() <-chan struct{} {
 func (f *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 	b, err := f.m.Snapshot()
 	if err != nil {
+		f.checkHalt() // a failed ledger check halts the machine
 		return nil, err
 	}
 	return snapshotBytes(b), nil
 }
 
+// Restore installs a snapshot at the index raft's metadata gives it (the
+// store is wrapped by metaSnapshots so the reader carries it). Without
+// metadata, as from a plain store, the snapshot's own header is used.
 func (f *raftFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	meta := snapshotMetaOf(rc)
 	b, err := io.ReadAll(rc)
 	if err != nil {
 		return err
 	}
-	if err := f.m.Restore(b); err != nil {
+	if meta != nil {
+		err = f.m.RestoreAt(b, meta.Index)
+	} else {
+		err = f.m.Restore(b)
+	}
+	if err != nil {
 		return err
 	}
 	f.notify()
+	return nil
+}
+
+// metaSnapshots wraps a snapshot store so every opened snapshot carries
+// its metadata to raftFSM.Restore (raft wraps the reader in its own
+// counting reader, which exposes the one inside).
+type metaSnapshots struct{ raft.SnapshotStore }
+
+func (s metaSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	meta, rc, err := s.SnapshotStore.Open(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return meta, &metaReader{ReadCloser: rc, meta: meta}, nil
+}
+
+type metaReader struct {
+	io.ReadCloser
+	meta *raft.SnapshotMeta
+}
+
+// snapshotMetaOf finds the metadata inside raft's reader wrappers.
+func snapshotMetaOf(rc io.ReadCloser) *raft.SnapshotMeta {
+	for range 8 {
+		switch r := rc.(type) {
+		case *metaReader:
+			return r.meta
+		case raft.ReadCloserWrapper:
+			rc = r.WrappedReadCloser()
+		default:
+			return nil
+		}
+	}
 	return nil
 }
 

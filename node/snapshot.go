@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -37,14 +38,21 @@ func (n *Node) RestoreSnapshot(meta *raft.SnapshotMeta, r io.Reader) error {
 	if !n.IsLeader() {
 		return ErrNotLeaderAdmin
 	}
-	if err := n.Raft.Restore(meta, r, 2*time.Minute); err != nil {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	// Raft panics if the state machine refuses a user restore: check first.
+	if err := fsm.ValidateSnapshot(b); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	// Raft gives the restored state a new index past its log, but the state
-	// machine only learns indexes from command entries: until the next one
-	// it reports the snapshot's own, older index, so X-Raft-Index and
-	// appliedIndex would run backwards. A tick at once moves every replica
-	// past everything applied before the restore.
+	meta.Size = int64(len(b))
+	if err := n.Raft.Restore(meta, bytes.NewReader(b), 2*time.Minute); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	// Raft gives the restored state a new index past its log, and the
+	// machine takes it from raft's metadata. A tick at once still moves log
+	// time on and gives every replica a fresh entry past the restore.
 	if _, err := n.proposeInternal(fsm.CmdTick, nil); err != nil {
 		n.cfg.Logger.Warn("restore: tick after restore failed; the applied index catches up at the next tick", "err", err)
 	}
