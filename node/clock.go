@@ -3,11 +3,9 @@ package node
 import (
 	"sync"
 	"time"
-)
 
-// maxClockStepMs mirrors the state machine's bound on how far one entry
-// may move log time; the leader never stamps past it.
-const maxClockStepMs = 60_000
+	"github.com/perpd/perpd/fsm"
+)
 
 // Clock is where a node reads time. WallMs is the calendar clock, which an
 // operator or NTP may step at any moment; Mono only ever moves forward at
@@ -41,7 +39,7 @@ const CatchUpDiv = 10
 // logClock stamps entries while this node leads, and estimates log time
 // while it follows. Invariants: stamps never go backwards, never run ahead
 // of real time except by the bounded catch-up, and never advance one entry
-// by more than maxClockStepMs past the state's time.
+// by more than fsm.MaxClockStepMs past the state's time.
 type logClock struct {
 	mu  sync.Mutex
 	src Clock
@@ -127,7 +125,7 @@ func (c *logClock) stamp(stateNowMs int64, commit bool) int64 {
 		anchorMono, caught = now, 0
 	}
 	if stateNowMs > 0 {
-		ms = min(ms, stateNowMs+maxClockStepMs)
+		ms = min(ms, stateNowMs+fsm.MaxClockStepMs)
 	}
 	ms = max(ms, lastMs)
 	if commit {

@@ -3,6 +3,8 @@ package node
 import (
 	"testing"
 	"time"
+
+	"github.com/perpd/perpd/fsm"
 )
 
 // fakeClock is a Clock a test steps by hand.
@@ -107,8 +109,8 @@ func TestLogClockNeverStampsPastTheStateMachineBound(t *testing.T) {
 	c := newLogClock(src)
 	state := c.next(0)
 	src.advance(10 * time.Minute) // a long pause with nothing proposed
-	if got := c.next(state); got > state+maxClockStepMs {
-		t.Fatalf("stamp %d is %d ms past the state's time, bound is %d", got, got-state, maxClockStepMs)
+	if got := c.next(state); got > state+fsm.MaxClockStepMs {
+		t.Fatalf("stamp %d is %d ms past the state's time, bound is %d", got, got-state, fsm.MaxClockStepMs)
 	}
 	if a, b := c.next(state), c.next(state); b < a {
 		t.Fatalf("stamps went backwards: %d then %d", a, b)
