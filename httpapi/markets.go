@@ -238,6 +238,13 @@ func (tc *tickerCache) serve(s *Server) gin.HandlerFunc {
 			s.Node.Machine().Read(func(st *fsm.State, index uint64) {
 				t, tc.index = st.Market.Ticker(max(st.NowMs, asOf)), index
 			})
+			// A print may be stamped up to market.PrintFutureToleranceMs
+			// ahead of log time; an age is never negative.
+			for _, e := range t.Tickers {
+				if e.Last != nil {
+					t.AsOfMs = max(t.AsOfMs, e.Last.TsMs)
+				}
+			}
 			out := TickerView{AsOfMs: wire.Int(t.AsOfMs), Tickers: make([]TickerEntryView, len(t.Tickers))}
 			for i, e := range t.Tickers {
 				out.Tickers[i] = TickerEntryView{MarketID: e.MarketID, Last: fsm.NewLastPriceView(e.Last), StalenessMs: wire.Int(e.StalenessMs)}
