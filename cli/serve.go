@@ -23,7 +23,7 @@ import (
 
 type serveFlags struct {
 	id, data, httpAddr, raftAddr, adminAddr, join, deployment, logLevel string
-	token, tokenFile, secretFile, trustedProxies                       string
+	token, tokenFile, secretFile, trustedProxies                        string
 	tlsFlags
 	bootstrap, checkInvariants  bool
 	snapThreshold, trailingLogs uint64

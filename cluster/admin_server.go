@@ -66,7 +66,9 @@ func (s *AdminServer) Handle(pattern string, h http.HandlerFunc) {
 
 // HandleLeader registers an authenticated admin route that runs on the
 // leader: a follower relays it there.
-func (s *AdminServer) HandleLeader(pattern string, h http.HandlerFunc) { s.Handle(pattern, s.leaderOnly(h)) }
+func (s *AdminServer) HandleLeader(pattern string, h http.HandlerFunc) {
+	s.Handle(pattern, s.leaderOnly(h))
+}
 
 // operatorOrRelay accepts this node's admin token, or a request another
 // member relayed after checking its own operator's token.
