@@ -95,3 +95,23 @@ func TestAdminRailPayInvoice(t *testing.T) {
 		t.Fatalf("wrong admin token: %v", err)
 	}
 }
+
+// A settlement is a leader-only command that no follower may forward, so
+// pay-invoice sent to a follower is relayed, over the cluster's mutual TLS,
+// to the leader's admin listener.
+func TestAdminRailPayInvoiceOnAFollower(t *testing.T) {
+	c := clustertest.Start(t, 3, clustertest.Assemble(Assemble), clustertest.TLS())
+	f := c.Followers()[0]
+	acct := postJSON(t, c.HTTP(f.ID)+"/v1/signup", "", "s", `{}`)
+	inv := postJSON(t, c.HTTP(f.ID)+"/v1/deposit-invoices", acct["apiKey"].(string), "i1", `{"amountMsat":"21000"}`)
+	dir := t.TempDir()
+	files, err := c.CA.WriteFiles(dir, "operator", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := runAdmin(t, append([]string{"rail", "pay-invoice", inv["invoice"].(string), "--addr", f.AdminAddr,
+		"--admin-token-file", tokenFile(t, c.Token)}, files.Args()...)...)
+	if err != nil || !strings.Contains(out, `"amountMsat": "21000"`) {
+		t.Fatalf("pay-invoice on follower %s: %q %v", f.ID, out, err)
+	}
+}
