@@ -75,6 +75,9 @@ func (c *AdminClient) Do(ctx context.Context, method, path string, in, out any) 
 	if err != nil {
 		return err
 	}
+	if resp.StatusCode == http.StatusBadRequest && c.scheme == "" && bytes.Contains(b, []byte("HTTPS server")) {
+		return fmt.Errorf("%s %s: the admin listener runs TLS: pass the operator's --tls-cert, --tls-key and --tls-ca", method, path)
+	}
 	if resp.StatusCode/100 != 2 {
 		var e struct {
 			Error string `json:"error"`
