@@ -19,21 +19,44 @@ import (
 )
 
 type adminFlags struct {
-	addr, token, data string
-	human             bool
-	timeout           time.Duration
+	addr, token, tokenFile, data string
+	tlsFlags
+	human       bool
+	timeout     time.Duration
+	tokenOnArgv bool
 }
 
+// client is an admin client with the operator's token (--admin-token-file,
+// else PERPD_ADMIN_TOKEN, else --data/admin-token) and, with the TLS flags,
+// the operator's certificate.
 func (f *adminFlags) client() (*cluster.AdminClient, error) {
-	tok := f.token
-	if tok == "" {
-		b, err := os.ReadFile(filepath.Join(f.data, "admin-token"))
-		if err != nil {
-			return nil, fmt.Errorf("no admin token: pass --admin-token, set PERPD_ADMIN_TOKEN, or point --data at the node's data directory")
-		}
-		tok = strings.TrimSpace(string(b))
+	if f.tokenOnArgv {
+		return nil, errTokenOnArgv
 	}
-	return cluster.NewAdminClient(f.addr, tok), nil
+	tok := f.token // PERPD_ADMIN_TOKEN, through applyEnv
+	if f.tokenFile != "" {
+		t, err := node.ReadSecretFile(f.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--admin-token-file: %w", err)
+		}
+		tok = t
+	}
+	if tok == "" {
+		t, err := node.ReadSecretFile(filepath.Join(f.data, "admin-token"))
+		if err != nil {
+			return nil, fmt.Errorf("no admin token: pass --admin-token-file, set PERPD_ADMIN_TOKEN, or point --data at the node's data directory (%v)", err)
+		}
+		tok = t
+	}
+	pt, err := f.load()
+	if err != nil {
+		return nil, err
+	}
+	c := cluster.NewAdminClient(f.addr, tok)
+	if pt != nil {
+		c.UseTLS(pt.ClientConfig())
+	}
+	return c, nil
 }
 
 func (f *adminFlags) ctx() (context.Context, context.CancelFunc) {
@@ -47,11 +70,17 @@ func (f *adminFlags) humanOutput() bool {
 
 func adminCmd() *cobra.Command {
 	f := &adminFlags{}
-	cmd := &cobra.Command{Use: "admin", Short: "Operate a cluster through a node's admin listener"}
+	cmd := &cobra.Command{Use: "admin", Short: "Operate a cluster through a node's admin listener",
+		// This hook replaces the root's, so it applies the environment too.
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			f.tokenOnArgv = cmd.Flags().Changed("admin-token")
+			return applyEnv(cmd)
+		}}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.addr, "addr", "127.0.0.1:9080", "admin listener of any node")
-	pf.StringVar(&f.token, "admin-token", "", "cluster admin token (default: read from --data/admin-token)")
+	addTokenFlags(pf, &f.token, &f.tokenFile, "file holding the node's admin token (default: PERPD_ADMIN_TOKEN, else --data/admin-token)")
 	pf.StringVar(&f.data, "data", "./data", "data directory to read the admin token from when none is given")
+	addTLSFlags(pf, &f.tlsFlags, "the operator's client certificate, when the cluster runs TLS")
 	pf.BoolVar(&f.human, "human", false, "print tables instead of JSON")
 	pf.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the node")
 	cmd.AddCommand(adminStatusCmd(f), adminStateCmd(f), adminJoinCmd(f), adminRemoveCmd(f),

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/perpd/perpd/cluster/clustertest"
+	"github.com/perpd/perpd/node"
 )
 
 // runAdmin runs `perpd admin ARGS...` in process and returns its output.
@@ -21,6 +23,16 @@ func runAdmin(t *testing.T, args ...string) (string, error) {
 	cmd.SetArgs(args)
 	err := cmd.Execute()
 	return out.String(), err
+}
+
+// tokenFile writes token to a 0600 file and returns its path.
+func tokenFile(t *testing.T, token string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "token")
+	if err := node.WriteSecretFile(p, token); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func postJSON(t *testing.T, url, key, idem, body string) map[string]any {
@@ -49,7 +61,7 @@ func TestAdminRailPayInvoice(t *testing.T) {
 	key := acct["apiKey"].(string)
 	fixed := postJSON(t, base+"/v1/deposit-invoices", key, "i1", `{"amountMsat":"21000"}`)
 	anyAmount := postJSON(t, base+"/v1/deposit-invoices", key, "i2", `{}`)
-	flags := []string{"--addr", admin, "--admin-token", c.Token}
+	flags := []string{"--addr", admin, "--admin-token-file", tokenFile(t, c.Token)}
 
 	if _, err := runAdmin(t, append([]string{"rail", "pay-invoice", fixed["invoice"].(string), "--amount-msat", "20000"}, flags...)...); err == nil ||
 		!strings.Contains(err.Error(), "does not match") {
@@ -78,8 +90,28 @@ func TestAdminRailPayInvoice(t *testing.T) {
 	if _, err := runAdmin(t, append([]string{"rail", "pay-invoice", "lntb1garbage"}, flags...)...); err == nil || !strings.Contains(err.Error(), "400") {
 		t.Fatalf("garbage: %v", err)
 	}
-	if _, err := runAdmin(t, "rail", "pay-invoice", anyAmount["invoice"].(string), "--addr", admin, "--admin-token", "wrong"); err == nil ||
+	if _, err := runAdmin(t, "rail", "pay-invoice", anyAmount["invoice"].(string), "--addr", admin, "--admin-token-file", tokenFile(t, "wrong")); err == nil ||
 		!strings.Contains(err.Error(), "401") {
 		t.Fatalf("wrong admin token: %v", err)
+	}
+}
+
+// A settlement is a leader-only command that no follower may forward, so
+// pay-invoice sent to a follower is relayed, over the cluster's mutual TLS,
+// to the leader's admin listener.
+func TestAdminRailPayInvoiceOnAFollower(t *testing.T) {
+	c := clustertest.Start(t, 3, clustertest.Assemble(Assemble), clustertest.TLS())
+	f := c.Followers()[0]
+	acct := postJSON(t, c.HTTP(f.ID)+"/v1/signup", "", "s", `{}`)
+	inv := postJSON(t, c.HTTP(f.ID)+"/v1/deposit-invoices", acct["apiKey"].(string), "i1", `{"amountMsat":"21000"}`)
+	dir := t.TempDir()
+	files, err := c.CA.WriteFiles(dir, "operator", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := runAdmin(t, append([]string{"rail", "pay-invoice", inv["invoice"].(string), "--addr", f.AdminAddr,
+		"--admin-token-file", tokenFile(t, c.Token)}, files.Args()...)...)
+	if err != nil || !strings.Contains(out, `"amountMsat": "21000"`) {
+		t.Fatalf("pay-invoice on follower %s: %q %v", f.ID, out, err)
 	}
 }

@@ -57,14 +57,15 @@ func Assemble(n *node.Node, log hclog.Logger) (*cluster.AdminServer, *httpapi.Se
 // WebSocket, with every domain wired in. The caller starts the node
 // (Node.Start), serves the handlers and calls Run. `serve` and the test
 // harnesses both use it, so tests run exactly what production runs.
-func Build(n *node.Node, log hclog.Logger) (*Assembly, error) {
-	cfg := n.Config()
-	rl, err := newRail(cfg.Deployment, cfg.AdminToken)
+// opts are further HTTP options (serve's trusted proxies).
+func Build(n *node.Node, log hclog.Logger, opts ...httpapi.Option) (*Assembly, error) {
+	rl, err := newRail(n.Config().Deployment, n.RailNodeKey())
 	if err != nil {
 		return nil, err
 	}
 	p := &Parts{Node: n, Admin: cluster.NewAdminServer(n), Rail: rl, Log: log}
 	p.HTTPOptions = append(p.HTTPOptions, httpapi.WithRail(rl))
+	p.HTTPOptions = append(p.HTTPOptions, opts...)
 	for _, w := range wirings {
 		if err := w(p); err != nil {
 			return nil, err
@@ -76,12 +77,11 @@ func Build(n *node.Node, log hclog.Logger) (*Assembly, error) {
 }
 
 // newRail builds the simulated rail of testnet and local deployments; its
-// node key is derived from the cluster's shared admin token, so every
-// member signs and recognises the same invoices.
-func newRail(deployment, token string) (*rail.SimRail, error) {
-	key, err := rail.NodeKeyFromSecret(token)
-	if err != nil {
-		return nil, err
+// node key is derived from the cluster secret, so every member signs and
+// recognises the same invoices. A prod deployment never gets it.
+func newRail(deployment string, key []byte) (*rail.SimRail, error) {
+	if deployment == "prod" {
+		return nil, errProdRail
 	}
 	return rail.NewSimRail(rail.SimConfig{Network: httpapi.RailNetwork(deployment), NodeKey: key})
 }

@@ -279,7 +279,12 @@ func (p *process) stop(t *testing.T, sig syscall.Signal, timeout time.Duration) 
 
 func pollStatus(t *testing.T, addr, token string, timeout time.Duration, cond func(*node.Status) bool) *node.Status {
 	t.Helper()
-	c := cluster.NewAdminClient(addr, token)
+	return pollClient(t, cluster.NewAdminClient(addr, token), timeout, cond)
+}
+
+func pollClient(t *testing.T, c *cluster.AdminClient, timeout time.Duration, cond func(*node.Status) bool) *node.Status {
+	t.Helper()
+	addr := c.Addr
 	c.HTTP.Timeout = 2 * time.Second
 	deadline := time.Now().Add(timeout)
 	var last *node.Status
@@ -314,15 +319,61 @@ func TestDevnetAdminCommandsFailoverAndCleanShutdown(t *testing.T) {
 		}
 	})
 	devnet.waitLine(t, "devnet: 3 nodes up", 90*time.Second)
-	tokenLine := devnet.waitLine(t, "admin token:", 5*time.Second)
-	token := strings.TrimSpace(strings.TrimPrefix(tokenLine, "admin token:"))
+	try := devnet.waitLine(t, "try: perpd admin status", 5*time.Second)
+	token, err := node.ReadSecretFile(filepath.Join(dir, "node1", "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := node.ReadSecretFile(filepath.Join(dir, "node1", "cluster-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(devnet.output(), token) || strings.Contains(devnet.output(), secret) {
+		t.Fatalf("devnet printed a secret:\n%s", devnet.output())
+	}
+	tlsDir := filepath.Join(dir, "tls")
+	tlsArgs := []string{"--tls-cert", filepath.Join(tlsDir, "admin.pem"), "--tls-key", filepath.Join(tlsDir, "admin-key.pem"), "--tls-ca", filepath.Join(tlsDir, "ca.pem")}
+	if !strings.Contains(try, strings.Join(tlsArgs, " ")) || !strings.Contains(try, "--data "+filepath.Join(dir, "node1")) {
+		t.Fatalf("devnet's admin command lacks the certificate or data flags: %q", try)
+	}
 	admin := func(i int) string { return "127.0.0.1:" + strconv.Itoa(base+1000+i) }
 	raftAddr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(base-1000+i) }
 	adm := func(i int, args ...string) []string {
-		return append(append([]string{"admin"}, args...), "--addr", admin(i), "--admin-token", token)
+		return append(append(append([]string{"admin"}, args...), "--addr", admin(i), "--data", filepath.Join(dir, "node1")), tlsArgs...)
 	}
-	if pids := procsMentioning(dir); len(pids) != 4 {
+	operator, err := node.LoadPeerTLS(tlsArgs[1], tlsArgs[3], tlsArgs[5])
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := func(i int) *cluster.AdminClient {
+		return cluster.NewAdminClient(admin(i), token).UseTLS(operator.ClientConfig())
+	}
+	pids := procsMentioning(dir)
+	if len(pids) != 4 {
 		t.Fatalf("%d processes mention the devnet dir, want devnet and 3 nodes", len(pids))
+	}
+	// No secret on any command line (every user of the machine reads
+	// them), and every node runs with its certificate.
+	withCert := 0
+	for _, pid := range pids {
+		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		if bytes.Contains(b, []byte(token)) || bytes.Contains(b, []byte(secret)) {
+			t.Fatalf("process %d's command line holds a secret: %q", pid, b)
+		}
+		if bytes.Contains(b, []byte("\x00--tls-cert\x00")) {
+			withCert++
+		}
+	}
+	if withCert != 3 {
+		t.Fatalf("%d nodes run with --tls-cert, want 3", withCert)
+	}
+	// Without the operator certificate the admin listener is closed.
+	if _, stderr, code := run(t, "admin", "status", "--addr", admin(0), "--data", filepath.Join(dir, "node1")); code == 0 {
+		t.Fatalf("admin without a client certificate must fail: %q", stderr)
+	}
+	// A token on the command line is refused before anything is sent.
+	if _, stderr, code := run(t, append(adm(0, "status"), "--admin-token", token)...); code == 0 || !strings.Contains(stderr, "--admin-token-file") {
+		t.Fatalf("--admin-token on argv: exit %d, %q", code, stderr)
 	}
 
 	var st node.Status
@@ -335,7 +386,11 @@ func TestDevnetAdminCommandsFailoverAndCleanShutdown(t *testing.T) {
 	if sv.AppliedIndex == "" || len(sv.StateHash) != 64 {
 		t.Fatalf("state %+v", sv)
 	}
-	if _, stderr, code := run(t, "admin", "status", "--addr", admin(0), "--admin-token", "wrong"); code == 0 || !strings.Contains(stderr, "401") {
+	wrong := filepath.Join(t.TempDir(), "wrong-token")
+	if err := node.WriteSecretFile(wrong, "wrong"); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := run(t, append(adm(0, "status"), "--admin-token-file", wrong)...); code == 0 || !strings.Contains(stderr, "401") {
 		t.Fatalf("a wrong token must fail: exit %d, %q", code, stderr)
 	}
 
@@ -368,7 +423,7 @@ func TestDevnetAdminCommandsFailoverAndCleanShutdown(t *testing.T) {
 	}
 
 	// Remove a follower and join it back.
-	st = *pollStatus(t, admin(0), token, 10*time.Second, func(s *node.Status) bool { return s.Leader.ID != "" })
+	st = *pollClient(t, client(0), 10*time.Second, func(s *node.Status) bool { return s.Leader.ID != "" })
 	victim := 2 // node3, unless it leads
 	if st.Leader.ID == "node3" {
 		victim = 1
@@ -385,14 +440,14 @@ func TestDevnetAdminCommandsFailoverAndCleanShutdown(t *testing.T) {
 	if len(members.Members) != 3 {
 		t.Fatalf("members after join: %+v", members.Members)
 	}
-	pollStatus(t, admin(victim), token, 30*time.Second, func(s *node.Status) bool {
+	pollClient(t, client(victim), 30*time.Second, func(s *node.Status) bool {
 		return s.Leader.ID != "" && s.Leader.ID != victimID && len(s.Members) == 3
 	})
 
 	// SIGKILL the leader's process: the others elect a new one.
-	st = *pollStatus(t, admin(0), token, 10*time.Second, func(s *node.Status) bool { return s.Leader.ID != "" })
+	st = *pollClient(t, client(0), 10*time.Second, func(s *node.Status) bool { return s.Leader.ID != "" })
 	killed := st.Leader.ID
-	pids := procsMatching("--data", filepath.Join(dir, killed))
+	pids = procsMatching("--data", filepath.Join(dir, killed))
 	if len(pids) != 1 {
 		t.Fatalf("found %d processes for %s", len(pids), killed)
 	}
@@ -404,7 +459,7 @@ func TestDevnetAdminCommandsFailoverAndCleanShutdown(t *testing.T) {
 		survivor = 1
 	}
 	killedAt := time.Now()
-	st = *pollStatus(t, admin(survivor), token, 15*time.Second, func(s *node.Status) bool {
+	st = *pollClient(t, client(survivor), 15*time.Second, func(s *node.Status) bool {
 		return s.Leader.ID != "" && s.Leader.ID != killed && s.State != "Candidate"
 	})
 	t.Logf("%s killed; %s leads after %v", killed, st.Leader.ID, time.Since(killedAt))

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -34,8 +36,8 @@ func devnetCmd() *cobra.Command {
 			for _, n := range d.Nodes {
 				fmt.Fprintf(out, "  %-6s http=%s raft=%s admin=%s\n", n.ID, n.HTTP, n.Raft, n.Admin)
 			}
-			fmt.Fprintf(out, "admin token: %s\n", d.Token)
-			fmt.Fprintf(out, "try: perpd admin status --addr %s --admin-token %s\n", d.Nodes[0].Admin, d.Token)
+			fmt.Fprintf(out, "raft and admin run over mutual TLS (throwaway CA in %s)\n", filepath.Dir(d.Admin.CA))
+			fmt.Fprintf(out, "try: %s\n", devnetAdminCommand(d))
 			fmt.Fprintln(out, "Ctrl-C stops every node.")
 			<-ctx.Done()
 			fmt.Fprintln(out, "devnet: stopping")
@@ -48,6 +50,12 @@ func devnetCmd() *cobra.Command {
 	fl.IntVar(&cfg.HTTPBase, "http-base", 8080, "HTTP port of node1; node i uses base+i-1 (raft base-1000, admin base+1000)")
 	fl.StringVar(&cfg.Host, "host", "127.0.0.1", "listen host")
 	fl.StringVar(&cfg.Deployment, "deployment", "testnet", "deployment profile of every node")
-	fl.StringVar(&cfg.Token, "admin-token", "", "cluster admin token (random when empty)")
 	return cmd
+}
+
+// devnetAdminCommand is the admin command an operator runs against node1:
+// the token is read from node1's data directory, so no secret is printed.
+func devnetAdminCommand(d *cluster.Devnet) string {
+	args := append([]string{"perpd", "admin", "status", "--human", "--addr", d.Nodes[0].Admin, "--data", d.Nodes[0].Data}, d.Admin.Args()...)
+	return strings.Join(args, " ")
 }

@@ -16,13 +16,20 @@ func init() { wirings = append(wirings, wireRail) }
 // PayInvoicePath is the admin route behind `perpd admin rail pay-invoice`.
 const PayInvoicePath = "/admin/rail/pay-invoice"
 
-// wireRail connects the payment rail: the leader's payout driver and the
-// operator's simulated payer.
+// wireRail connects the payment rail: the leader's payout driver and, on
+// testnet and local deployments only, the operator's simulated payer. The
+// payer runs on the leader (a follower relays the admin request): a
+// settlement is a leader-only command that no follower may forward.
 func wireRail(p *Parts) error {
 	p.Node.AddLeaderDriver(node.RailDriver(p.Rail))
-	p.Admin.Handle("POST "+PayInvoicePath, payInvoice(p.Node, p.Rail))
+	if payerDeployments[p.Node.Config().Deployment] {
+		p.Admin.HandleLeader("POST "+PayInvoicePath, payInvoice(p.Node, p.Rail))
+	}
 	return nil
 }
+
+// payerDeployments may pay invoices from the admin listener.
+var payerDeployments = map[string]bool{"testnet": true, "local": true}
 
 // PayInvoiceRequest is the body of POST /admin/rail/pay-invoice.
 type PayInvoiceRequest struct {
@@ -33,9 +40,9 @@ type PayInvoiceRequest struct {
 }
 
 // payInvoice plays the external payer of a deposit invoice on the simulated
-// rail. Any node may serve it: the rail recognises the cluster's invoices
-// by signature, and the settlement goes through the log, where the state
-// machine credits it once, to the invoice's account.
+// rail. The rail recognises the cluster's invoices by signature, and the
+// settlement goes through the log, where the state machine credits it
+// once, to the invoice's account.
 func payInvoice(n *node.Node, sim rail.Simulator) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req PayInvoiceRequest

@@ -3,7 +3,9 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,11 +22,31 @@ type AdminClient struct {
 	Addr  string
 	Token string
 	HTTP  *http.Client
+
+	scheme string // "http" unless UseTLS
 }
 
 // NewAdminClient returns a client for the admin listener at addr.
 func NewAdminClient(addr, token string) *AdminClient {
 	return &AdminClient{Addr: addr, Token: token, HTTP: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// UseTLS makes c speak HTTPS with cfg (node.PeerTLS.ClientConfig: an
+// operator or node certificate, the cluster CA). A nil cfg is plain HTTP.
+func (c *AdminClient) UseTLS(cfg *tls.Config) *AdminClient {
+	if cfg == nil {
+		return c
+	}
+	c.scheme = "https"
+	c.HTTP.Transport = &http.Transport{TLSClientConfig: cfg, IdleConnTimeout: 30 * time.Second}
+	return c
+}
+
+func (c *AdminClient) url(path string) string {
+	if c.scheme == "" {
+		return "http://" + c.Addr + path
+	}
+	return c.scheme + "://" + c.Addr + path
 }
 
 // Do sends a JSON request and decodes a JSON answer into out (may be nil).
@@ -38,7 +60,7 @@ func (c *AdminClient) Do(ctx context.Context, method, path string, in, out any) 
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.Addr+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, c.url(path), body)
 	if err != nil {
 		return err
 	}
@@ -52,6 +74,9 @@ func (c *AdminClient) Do(ctx context.Context, method, path string, in, out any) 
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return err
+	}
+	if resp.StatusCode == http.StatusBadRequest && c.scheme == "" && bytes.Contains(b, []byte("HTTPS server")) {
+		return fmt.Errorf("%s %s: the admin listener runs TLS: pass the operator's --tls-cert, --tls-key and --tls-ca", method, path)
 	}
 	if resp.StatusCode/100 != 2 {
 		var e struct {
@@ -102,7 +127,7 @@ func (c *AdminClient) TransferLeadership(ctx context.Context, to string) (*node.
 // (metadata line, then the raw snapshot) to w. progress, when set, is
 // called with bytes done and total.
 func (c *AdminClient) Snapshot(ctx context.Context, w io.Writer, progress func(done, total int64)) (*raft.SnapshotMeta, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.Addr+"/admin/snapshot", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url("/admin/snapshot"), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +176,7 @@ func (c *AdminClient) Restore(ctx context.Context, backup []byte) (*StateView, e
 	if !ok {
 		return nil, fmt.Errorf("snapshot file has no metadata line")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.Addr+"/admin/restore", bytes.NewReader(data))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url("/admin/restore"), bytes.NewReader(data))
 	if err != nil {
 		return nil, err
 	}
@@ -188,8 +213,62 @@ func (p *progressReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// JoinOnStart asks an existing member to add this node, retrying until the
-// cluster answers or ctx ends. It is a no-op when the node already belongs.
+// ErrJoinRefused means the cluster refused this node's credentials (its
+// cluster secret differs): retrying cannot help.
+var ErrJoinRefused = errors.New("join refused")
+
+// JoinNode asks an existing member (any: it relays to the leader) to add n
+// as a voter, with the cluster's peer credential over the node's own TLS,
+// retrying until the cluster answers or ctx ends. A node whose cluster
+// secret differs gets ErrJoinRefused, with the reason, at once.
+func JoinNode(ctx context.Context, n *node.Node, via string) error {
+	cfg := n.Config()
+	body, err := json.Marshal(JoinRequest{ID: cfg.ID, Raft: n.RaftAddr()})
+	if err != nil {
+		return err
+	}
+	var last error
+	for {
+		last = joinOnce(ctx, n, via, body)
+		if last == nil || errors.Is(last, ErrJoinRefused) {
+			return last
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("join via %s: %w", via, last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func joinOnce(ctx context.Context, n *node.Node, via string, body []byte) error {
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, n.PeerURL(via, JoinPath), bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	n.SetPeerAuth(req)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := n.PeerClient().Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		return nil
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return fmt.Errorf("%w by %s: %s", ErrJoinRefused, via, strings.TrimSpace(string(b)))
+	default:
+		return fmt.Errorf("join via %s: %d: %s", via, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+}
+
+// JoinOnStart asks an existing member to add a node through the operator
+// routes (the admin token), retrying until the cluster answers or ctx
+// ends. Nodes join themselves with JoinNode.
 func JoinOnStart(ctx context.Context, via, token, id, raftAddr string) error {
 	c := NewAdminClient(via, token)
 	var last error

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -20,20 +21,28 @@ const maxAdminBody = 1 << 20
 // maxRestoreBytes bounds an uploaded snapshot.
 const maxRestoreBytes = 4 << 30
 
-// AdminServer is the admin listener of one node. Every route but /healthz
-// needs the cluster's admin token as a bearer token.
+// AdminServer is the admin listener of one node. Operator routes need the
+// node's admin token as a bearer token (or, relayed by another member, the
+// cluster's peer credential); /internal/* routes need the peer credential.
 type AdminServer struct {
-	n      *node.Node
-	mux    *http.ServeMux
-	client *http.Client
+	n   *node.Node
+	mux *http.ServeMux
 }
+
+// JoinPath is where a starting node asks to be added, with the cluster's
+// peer credential: a node whose cluster secret differs is refused.
+const JoinPath = "/internal/join"
+
+// relayTimeout bounds a request relayed to the leader (a restore upload).
+const relayTimeout = 3 * time.Minute
 
 // NewAdminServer builds the admin routes for n. extra lets other packages
 // (markets, oracle, rail) add their operator routes.
 func NewAdminServer(n *node.Node) *AdminServer {
-	s := &AdminServer{n: n, mux: http.NewServeMux(), client: &http.Client{Timeout: 3 * time.Minute}}
+	s := &AdminServer{n: n, mux: http.NewServeMux()}
 	s.mux.Handle(node.ForwardPath, n.ForwardHandler())
 	s.mux.Handle(node.ReadIndexPath, n.ReadIndexHandler())
+	s.mux.Handle(JoinPath, n.InternalPost(s.leaderOnly(s.join)))
 	s.Handle("GET /admin/status", s.status)
 	s.Handle("GET /admin/state", s.state)
 	s.Handle("POST /admin/join", s.leaderOnly(s.join))
@@ -47,13 +56,32 @@ func NewAdminServer(n *node.Node) *AdminServer {
 // Handle registers an authenticated admin route.
 func (s *AdminServer) Handle(pattern string, h http.HandlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		if !node.CheckToken(r, s.n.Config().AdminToken) {
+		if !s.operatorOrRelay(r) {
 			writeJSON(w, http.StatusUnauthorized, errBody("admin token missing or wrong"))
 			return
 		}
 		h(w, r)
 	})
 }
+
+// HandleLeader registers an authenticated admin route that runs on the
+// leader: a follower relays it there.
+func (s *AdminServer) HandleLeader(pattern string, h http.HandlerFunc) {
+	s.Handle(pattern, s.leaderOnly(h))
+}
+
+// operatorOrRelay accepts this node's admin token, or a request another
+// member relayed after checking its own operator's token.
+func (s *AdminServer) operatorOrRelay(r *http.Request) bool {
+	if node.CheckToken(r, s.n.Config().AdminToken) {
+		return true
+	}
+	return r.Header.Get(relayedHeader) != "" && s.n.CheckPeer(r) == nil
+}
+
+// relayedHeader marks a request relayed by a member (naming it), which the
+// receiver runs itself instead of relaying again.
+const relayedHeader = "X-Perpd-Relayed"
 
 // ServeHTTP implements http.Handler.
 func (s *AdminServer) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
@@ -109,10 +137,11 @@ func (s *AdminServer) state(w http.ResponseWriter, r *http.Request) {
 }
 
 // leaderOnly runs h on the leader; a follower relays the request to the
-// leader's admin listener and relays the answer back.
+// leader's admin listener, under the cluster's peer credential (admin
+// tokens are per node), and relays the answer back.
 func (s *AdminServer) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.n.IsLeader() || r.Header.Get("X-Perpd-Relayed") != "" {
+		if s.n.IsLeader() || r.Header.Get(relayedHeader) != "" {
 			h(w, r)
 			return
 		}
@@ -121,14 +150,18 @@ func (s *AdminServer) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 			writeJSON(w, http.StatusServiceUnavailable, errBody("no leader known"))
 			return
 		}
-		req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+admin+r.URL.RequestURI(), r.Body)
+		liftDeadlines(w) // a relayed restore streams; relayTimeout bounds it
+		ctx, cancel := context.WithTimeout(r.Context(), relayTimeout)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, r.Method, s.n.PeerURL(admin, r.URL.RequestURI()), r.Body)
 		if err != nil {
 			writeJSON(w, http.StatusInternalServerError, errBody(err.Error()))
 			return
 		}
 		req.Header = r.Header.Clone()
-		req.Header.Set("X-Perpd-Relayed", s.n.Config().ID)
-		resp, err := s.client.Do(req)
+		s.n.SetPeerAuth(req)
+		req.Header.Set(relayedHeader, s.n.Config().ID)
+		resp, err := s.n.PeerClient().Do(req)
 		if err != nil {
 			writeJSON(w, http.StatusBadGateway, errBody("relay to leader: "+err.Error()))
 			return
@@ -227,6 +260,7 @@ func statusFor(err error) int {
 const SnapshotMetaHeader = "X-Perpd-Snapshot-Meta"
 
 func (s *AdminServer) snapshot(w http.ResponseWriter, r *http.Request) {
+	liftDeadlines(w) // a large snapshot takes longer than the write timeout
 	meta, rc, err := s.n.TakeSnapshot()
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error()))
@@ -242,6 +276,7 @@ func (s *AdminServer) snapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *AdminServer) restore(w http.ResponseWriter, r *http.Request) {
+	liftDeadlines(w) // a large upload takes longer than the read timeout
 	var meta raft.SnapshotMeta
 	if err := json.Unmarshal([]byte(r.Header.Get(SnapshotMetaHeader)), &meta); err != nil {
 		writeJSON(w, http.StatusBadRequest, errBody("missing or bad snapshot metadata header"))

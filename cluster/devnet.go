@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/perpd/perpd/node"
 )
 
 // DevnetNode is one child process of a local cluster.
@@ -26,11 +29,14 @@ type DevnetNode struct {
 	cmd   *exec.Cmd
 }
 
-// Devnet is a local N-node cluster of child processes.
+// Devnet is a local N-node cluster of child processes, over mutual TLS.
 type Devnet struct {
 	Nodes []*DevnetNode
-	Token string
-	mu    sync.Mutex
+	Token string // operator admin token, the same on every node
+	// Admin are the operator's certificate files (clientAuth only).
+	Admin    node.CertFiles
+	adminTLS *tls.Config
+	mu       sync.Mutex
 }
 
 // DevnetConfig says where to put a devnet.
@@ -43,7 +49,7 @@ type DevnetConfig struct {
 	RaftBase   int    // default HTTPBase-1000
 	AdminBase  int    // default HTTPBase+1000
 	Deployment string
-	Token      string
+	Token      string // operator admin token (random when empty); written to files, never on argv
 	ExtraArgs  []string
 	Stdout     io.Writer // children's logs (default: per-node file in Dir)
 }
@@ -51,6 +57,12 @@ type DevnetConfig struct {
 // StartDevnet launches the children: node1 bootstraps, the others join
 // through node1's admin listener. Children die with the parent (Pdeathsig),
 // so a killed launcher leaves no orphans.
+//
+// It makes a throwaway CA in Dir/tls (a new one every start), a node
+// certificate per child and an operator certificate, and writes the
+// admin token and the cluster secret (kept from node1's data directory
+// when it has them) into every node's data directory: the children's
+// command lines name files, never a secret.
 func StartDevnet(ctx context.Context, cfg DevnetConfig) (*Devnet, error) {
 	if cfg.Nodes < 1 {
 		return nil, fmt.Errorf("need at least one node")
@@ -74,12 +86,34 @@ func StartDevnet(ctx context.Context, cfg DevnetConfig) (*Devnet, error) {
 	if cfg.Deployment == "" {
 		cfg.Deployment = "testnet"
 	}
+	node1 := filepath.Join(cfg.Dir, "node1")
 	if cfg.Token == "" {
-		var b [24]byte
-		_, _ = rand.Read(b[:])
-		cfg.Token = hex.EncodeToString(b[:])
+		if t, err := node.ReadSecretFile(filepath.Join(node1, "admin-token")); err == nil {
+			cfg.Token = t
+		} else {
+			var b [24]byte
+			_, _ = rand.Read(b[:])
+			cfg.Token = hex.EncodeToString(b[:])
+		}
 	}
+	secret, err := node.ReadSecretFile(filepath.Join(node1, "cluster-secret"))
+	if err != nil {
+		secret = node.NewClusterSecret()
+	}
+	ca, err := node.NewCA("perpd devnet CA")
+	if err != nil {
+		return nil, err
+	}
+	tlsDir := filepath.Join(cfg.Dir, "tls")
 	d := &Devnet{Token: cfg.Token}
+	if d.Admin, err = ca.WriteFiles(tlsDir, "admin", false); err != nil {
+		return nil, err
+	}
+	pt, err := node.LoadPeerTLS(d.Admin.Cert, d.Admin.Key, d.Admin.CA)
+	if err != nil {
+		return nil, err
+	}
+	d.adminTLS = pt.ClientConfig()
 	hostport := func(p int) string { return net.JoinHostPort(cfg.Host, strconv.Itoa(p)) }
 	for i := 0; i < cfg.Nodes; i++ {
 		n := &DevnetNode{
@@ -92,8 +126,22 @@ func StartDevnet(ctx context.Context, cfg DevnetConfig) (*Devnet, error) {
 		d.Nodes = append(d.Nodes, n)
 	}
 	for i, n := range d.Nodes {
+		if err := os.MkdirAll(n.Data, 0o700); err != nil {
+			return nil, err
+		}
+		if err := node.WriteSecretFile(filepath.Join(n.Data, "admin-token"), cfg.Token); err != nil {
+			return nil, err
+		}
+		if err := node.WriteSecretFile(filepath.Join(n.Data, "cluster-secret"), secret); err != nil {
+			return nil, err
+		}
+		files, err := ca.WriteFiles(tlsDir, n.ID, true)
+		if err != nil {
+			return nil, err
+		}
 		args := []string{"serve", "--id", n.ID, "--data", n.Data, "--http", n.HTTP, "--raft", n.Raft,
-			"--admin", n.Admin, "--deployment", cfg.Deployment, "--admin-token", cfg.Token}
+			"--admin", n.Admin, "--deployment", cfg.Deployment}
+		args = append(args, files.Args()...)
 		if i == 0 {
 			args = append(args, "--bootstrap")
 		} else {
@@ -154,7 +202,7 @@ func (d *Devnet) WaitLeader(ctx context.Context, members int) error {
 			if i >= members {
 				break
 			}
-			c := NewAdminClient(n.Admin, d.Token)
+			c := d.AdminClient(n.Admin)
 			c.HTTP.Timeout = time.Second
 			st, err := c.Status(ctx)
 			if err != nil || st.Leader.ID == "" || st.Leader.HTTP == "" || len(st.Members) < members {
@@ -171,6 +219,23 @@ func (d *Devnet) WaitLeader(ctx context.Context, members int) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// AdminClient is an operator's client of the admin listener at addr.
+func (d *Devnet) AdminClient(addr string) *AdminClient {
+	return NewAdminClient(addr, d.Token).UseTLS(d.adminTLS)
+}
+
+// Pid is node id's process id (0 when it is not running).
+func (d *Devnet) Pid(id string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, n := range d.Nodes {
+		if n.ID == id && n.cmd != nil && n.cmd.Process != nil {
+			return n.cmd.Process.Pid
+		}
+	}
+	return 0
 }
 
 // Stop sends SIGTERM to every child and waits; a child still running after

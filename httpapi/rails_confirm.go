@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -20,7 +19,7 @@ import (
 // A token is stateless: "wct1_" + base64url(claims || mac), where claims
 // are expiresAtMs (8 bytes), amountMsat (8 bytes) and a 16-byte nonce, and
 // mac is HMAC-SHA256 over the account id, the normalized destination and
-// the claims, keyed by a key derived from the cluster's admin token. So any
+// the claims, keyed by a key the node derives from the cluster secret. So any
 // node can issue and check one, and it binds account, destination and
 // amount. The state machine, which never sees the key, checks the rest in
 // log time: the amount, the expiry, and single use (a replicated set of
@@ -29,7 +28,6 @@ const (
 	confirmTokenPrefix = "wct1_"
 	confirmClaimsLen   = 8 + 8 + 16
 	confirmMACLen      = sha256.Size
-	confirmKeyLabel    = "perpd/withdraw-confirm/v1"
 )
 
 // Problems the proposing node reports instead of claims.
@@ -40,12 +38,14 @@ const (
 
 var errNoConfirmKey = errors.New("withdrawal confirmation is unavailable: the node has no cluster secret")
 
+// confirmKey is derived by the node from the cluster secret (its own
+// label), which every member shares and no operator holds.
 func (s *Server) confirmKey() ([]byte, error) {
-	secret := s.Node.Config().AdminToken
-	if secret == "" {
+	key := s.Node.ConfirmKey()
+	if len(key) == 0 {
 		return nil, errNoConfirmKey
 	}
-	return hkdf.Key(sha256.New, []byte(secret), nil, confirmKeyLabel, sha256.Size)
+	return key, nil
 }
 
 func confirmMAC(key []byte, account, dest string, claims []byte) []byte {

@@ -17,9 +17,17 @@ type Config struct {
 	// holds no raft state yet. A node with existing state never bootstraps.
 	Bootstrap  bool
 	Deployment string
-	// AdminToken authenticates the admin surface and forwarded writes; all
-	// members of a cluster share it.
+	// AdminToken authenticates operators on the admin listener, and
+	// nothing else: members need not share it.
 	AdminToken string
+	// ClusterSecret is shared by every member and never reaches operators.
+	// The peer credential of node-to-node calls, the simulated rail's node
+	// key and the confirm-token MAC key are derived from it (HKDF, one
+	// label each). Empty draws a random one: right for a lone node only.
+	ClusterSecret string
+	// TLS, when set, runs raft and the admin listener's peer calls over
+	// mutual TLS. Without it raft and admin must bind to loopback.
+	TLS *PeerTLS
 
 	// SnapshotThreshold is how many new log entries trigger a snapshot.
 	SnapshotThreshold uint64

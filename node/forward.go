@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -22,30 +23,76 @@ const ForwardPath = "/internal/propose"
 // below it).
 const maxForwardBytes = 8 << 20
 
-// forwarder sends a command to the leader's admin listener.
+// forwardable are the command types a follower may forward to the leader:
+// client writes, operator commands proposed by any node's admin listener,
+// and a node's own housekeeping. Everything else (deposit settlements,
+// payout results, oracle prints, genesis, ticks) is proposed by the
+// leader's own drivers and is refused from a forward, so that a node, or
+// whoever holds its credentials, cannot credit an account by forwarding a
+// settlement. A new client-write command type must be added here.
+var forwardable = map[fsm.CmdType]bool{
+	fsm.CmdNoop:                true,
+	fsm.CmdNodeMeta:            true,
+	fsm.CmdSignup:              true,
+	fsm.CmdMintKey:             true,
+	fsm.CmdRevokeKeys:          true,
+	fsm.CmdFaucet:              true,
+	fsm.CmdTouchKeys:           true,
+	fsm.CmdInvoiceCreated:      true,
+	fsm.CmdWithdrawalRequested: true,
+	fsm.CmdMarketSet:           true,
+	fsm.CmdOraclePin:           true,
+	fsm.CmdOracleScript:        true,
+	fsm.CmdOracleUnpin:         true,
+}
+
+// Forwardable reports whether a follower may forward commands of type t.
+func Forwardable(t fsm.CmdType) bool { return forwardable[t] }
+
+// ErrLeaderOnly means the command is applied only by the leader's own
+// drivers: a follower neither forwards it nor retries it.
+var ErrLeaderOnly = errors.New("leader-only command: it is proposed by the leader itself, never forwarded")
+
+// errForwardRefused is a leader's final refusal of a forward (credentials
+// or command type); retrying it cannot succeed.
+var errForwardRefused = errors.New("the leader refused the forwarded write")
+
+// forwarder sends node-to-node requests to other members' admin listeners.
 type forwarder struct {
-	token  string
+	scheme string
 	client *http.Client
 }
 
-func newForwarder(token string) *forwarder {
-	return &forwarder{token: token, client: &http.Client{
-		Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second},
-	}}
+func newForwarder(tc *tls.Config) *forwarder {
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second, TLSClientConfig: tc}
+	scheme := "http"
+	if tc != nil {
+		scheme = "https"
+	}
+	return &forwarder{scheme: scheme, client: &http.Client{Transport: tr}}
 }
 
-func (f *forwarder) propose(ctx context.Context, adminAddr string, cmd *fsm.Command) (*fsm.Result, error) {
+// PeerURL is the URL of path on another member's admin listener.
+func (n *Node) PeerURL(adminAddr, path string) string {
+	return n.forwarder.scheme + "://" + adminAddr + path
+}
+
+// PeerClient is the HTTP client for other members' admin listeners: it
+// presents this node's certificate when the cluster runs TLS.
+func (n *Node) PeerClient() *http.Client { return n.forwarder.client }
+
+func (n *Node) forward(ctx context.Context, adminAddr string, cmd *fsm.Command) (*fsm.Result, error) {
 	body, err := fsm.Marshal(cmd)
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+adminAddr+ForwardPath, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.PeerURL(adminAddr, ForwardPath), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+f.token)
+	n.SetPeerAuth(req)
 	req.Header.Set("Content-Type", "application/cbor")
-	resp, err := f.client.Do(req)
+	resp, err := n.forwarder.client.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +101,11 @@ func (f *forwarder) propose(ctx context.Context, adminAddr string, cmd *fsm.Comm
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode != http.StatusOK {
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return nil, fmt.Errorf("%w: %d: %s", errForwardRefused, resp.StatusCode, strings.TrimSpace(string(b)))
+	default:
 		return nil, fmt.Errorf("leader answered %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
 	}
 	var res fsm.Result
@@ -64,21 +115,22 @@ func (f *forwarder) propose(ctx context.Context, adminAddr string, cmd *fsm.Comm
 	return &res, nil
 }
 
-// CheckToken compares a bearer token with the cluster's in constant time.
+// CheckToken compares a bearer token with token in constant time.
 func CheckToken(r *http.Request, token string) bool {
 	got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 	return token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
-// internalPost guards a node-to-node endpoint: POST with the cluster token.
-func (n *Node) internalPost(h http.HandlerFunc) http.Handler {
+// InternalPost guards a node-to-node endpoint: POST with this cluster's
+// peer credential (on top of the listener's mutual TLS when it has it).
+func (n *Node) InternalPost(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
-		if !CheckToken(r, n.cfg.AdminToken) {
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
+		if err := n.CheckPeer(r); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
 		h(w, r)
@@ -88,7 +140,7 @@ func (n *Node) internalPost(h http.HandlerFunc) http.Handler {
 // ForwardHandler serves ForwardPath: it applies a follower's command if this
 // node leads, and answers 421 otherwise so the follower looks again.
 func (n *Node) ForwardHandler() http.Handler {
-	return n.internalPost(func(w http.ResponseWriter, r *http.Request) {
+	return n.InternalPost(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(io.LimitReader(r.Body, maxForwardBytes))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -97,6 +149,10 @@ func (n *Node) ForwardHandler() http.Handler {
 		cmd, err := fsm.DecodeCommand(b)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if !Forwardable(cmd.Type) {
+			http.Error(w, fmt.Sprintf("command type %d may not be forwarded: %v", cmd.Type, ErrLeaderOnly), http.StatusForbidden)
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), n.cfg.ProposeTimeout)

@@ -13,7 +13,7 @@ import (
 )
 
 // ReadIndexPath is where the leader hands out read indexes to followers, on
-// the admin listener, behind the cluster's admin token.
+// the admin listener, behind the cluster's peer credential.
 const ReadIndexPath = "/internal/read-index"
 
 // maxReadIndexBody bounds a read-index answer (a few dozen bytes).
@@ -119,11 +119,11 @@ func (n *Node) remoteReadIndex(ctx context.Context) (uint64, error) {
 	if meta == nil || meta.Admin == "" {
 		return 0, errors.New("leader unknown")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+meta.Admin+ReadIndexPath, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.PeerURL(meta.Admin, ReadIndexPath), nil)
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("Authorization", "Bearer "+n.cfg.AdminToken)
+	n.SetPeerAuth(req)
 	resp, err := n.forwarder.client.Do(req)
 	if err != nil {
 		return 0, err
@@ -147,7 +147,7 @@ func (n *Node) remoteReadIndex(ctx context.Context) (uint64, error) {
 // answers {"index": "N"} once a quorum confirmed it still leads; any other
 // node answers 421 so the caller looks for the leader again.
 func (n *Node) ReadIndexHandler() http.Handler {
-	return n.internalPost(func(w http.ResponseWriter, r *http.Request) {
+	return n.InternalPost(func(w http.ResponseWriter, r *http.Request) {
 		if !n.IsLeader() {
 			http.Error(w, errNotLeader.Error(), http.StatusMisdirectedRequest)
 			return

@@ -27,6 +27,7 @@ type linNode struct {
 func startLinCluster(t *testing.T, size int) []*linNode {
 	t.Helper()
 	const token = "linearizable-test-token"
+	secret := NewClusterSecret()
 	var nodes []*linNode
 	for i := 0; i < size; i++ {
 		adminLn, err := net.Listen("tcp", "127.0.0.1:0")
@@ -36,7 +37,7 @@ func startLinCluster(t *testing.T, size int) []*linNode {
 		n, err := New(Config{
 			ID: "lin" + string(rune('a'+i)), DataDir: t.TempDir(), RaftAddr: freeAddr(t),
 			AdminAddr: adminLn.Addr().String(), HTTPAddr: "127.0.0.1:1", Bootstrap: i == 0,
-			AdminToken: token, TickInterval: 50 * time.Millisecond,
+			AdminToken: token, ClusterSecret: secret, TickInterval: 50 * time.Millisecond,
 			Logger: hclog.NewNullLogger(),
 		})
 		if err != nil {
@@ -226,7 +227,7 @@ func TestLinearizableReadRefusesOnLeaderPartitionedFromQuorum(t *testing.T) {
 	}
 }
 
-func TestReadIndexHandlerNeedsTheAdminToken(t *testing.T) {
+func TestReadIndexHandlerNeedsThePeerCredential(t *testing.T) {
 	nodes := startLinCluster(t, 1)
 	srv := nodes[0].ReadIndexHandler()
 	req, _ := http.NewRequest(http.MethodPost, ReadIndexPath, nil)
@@ -235,10 +236,17 @@ func TestReadIndexHandlerNeedsTheAdminToken(t *testing.T) {
 	if rec.Code != http.StatusUnauthorized {
 		t.Fatalf("no token: status %d, want 401", rec.Code)
 	}
+	// The operator's admin token is no peer credential.
 	req.Header.Set("Authorization", "Bearer linearizable-test-token")
 	rec = httptest.NewRecorder()
 	srv.ServeHTTP(rec, req)
+	if rec.Code != http.StatusUnauthorized {
+		t.Fatalf("admin token: status %d, want 401", rec.Code)
+	}
+	nodes[0].SetPeerAuth(req)
+	rec = httptest.NewRecorder()
+	srv.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"index"`) {
-		t.Fatalf("with token on the leader: status %d body %q, want 200 with an index", rec.Code, rec.Body.String())
+		t.Fatalf("with the peer credential on the leader: status %d body %q, want 200 with an index", rec.Code, rec.Body.String())
 	}
 }

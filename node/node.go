@@ -1,6 +1,7 @@
 package node
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -28,6 +29,7 @@ type Node struct {
 	Events  *Bus
 
 	forwarder     *forwarder
+	keys          *keys
 	leaderDrivers []func(*Node)
 	metaInFlight  atomic.Bool
 
@@ -47,15 +49,36 @@ func New(cfg Config) (*Node, error) {
 	if cfg.ID == "" || cfg.DataDir == "" || cfg.RaftAddr == "" {
 		return nil, errors.New("node: id, data dir and raft address are required")
 	}
+	if cfg.TLS == nil {
+		if err := RequireLoopback("raft address", cfg.RaftAddr); err != nil {
+			return nil, err
+		}
+		if cfg.AdminAddr != "" {
+			if err := RequireLoopback("admin address", cfg.AdminAddr); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if cfg.ClusterSecret == "" {
+		cfg.ClusterSecret = NewClusterSecret()
+	}
+	ks, err := deriveKeys(cfg.ClusterSecret)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, Events: NewBus(), stop: make(chan struct{}), clock: newLogClock(cfg.Clock)}
+	n := &Node{cfg: cfg, keys: ks, Events: NewBus(), stop: make(chan struct{}), clock: newLogClock(cfg.Clock)}
 	n.machine = fsm.NewMachine(fsm.Options{CheckInvariants: cfg.CheckInvariants})
 	n.fsm = newRaftFSM(n.machine, n.Events.Publish)
 	n.fsm.halted = n.onHalt
 	n.leaderDrivers = append(n.leaderDrivers, newNodeRecordReconciler())
-	n.forwarder = newForwarder(cfg.AdminToken)
+	var peerTLS *tls.Config
+	if cfg.TLS != nil {
+		peerTLS = cfg.TLS.ClientConfig()
+	}
+	n.forwarder = newForwarder(peerTLS)
 
 	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
 	if err != nil {
@@ -83,12 +106,8 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
-	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
-	if err != nil {
-		return nil, fmt.Errorf("raft address: %w", err)
-	}
 	n.snaps = snaps
-	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, addr, 3, 10*time.Second, cfg.Logger.Named("transport"))
+	trans, err := newTransport(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("raft transport: %w", err)
 	}
@@ -114,6 +133,24 @@ func New(cfg Config) (*Node, error) {
 	}
 	started = true
 	return n, nil
+}
+
+// newTransport is raft over mutual TLS when cfg.TLS is set, plain TCP
+// (loopback only, checked in New) otherwise.
+func newTransport(cfg Config) (*raft.NetworkTransport, error) {
+	log := cfg.Logger.Named("transport")
+	if cfg.TLS != nil {
+		stream, err := newTLSStream(cfg.RaftAddr, cfg.TLS)
+		if err != nil {
+			return nil, err
+		}
+		return raft.NewNetworkTransportWithLogger(stream, 3, 10*time.Second, log), nil
+	}
+	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
+	if err != nil {
+		return nil, err
+	}
+	return raft.NewTCPTransportWithLogger(cfg.RaftAddr, addr, 3, 10*time.Second, log)
 }
 
 // Start runs the background drivers. Register leader drivers before it.
@@ -142,6 +179,9 @@ func raftConfig(cfg Config) *raft.Config {
 	rc.MaxAppendEntries = 256
 	return rc
 }
+
+// RaftAddr is the raft transport's advertised address.
+func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
 
 // Config returns the node's configuration.
 func (n *Node) Config() Config { return n.cfg }

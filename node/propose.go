@@ -33,6 +33,9 @@ func (n *Node) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, erro
 		if err == nil {
 			return res, nil
 		}
+		if errors.Is(err, ErrLeaderOnly) || errors.Is(err, errForwardRefused) {
+			return nil, err // final: a retry would be refused again
+		}
 		n.cfg.Logger.Debug("propose retry", "type", cmd.Type, "err", err)
 		select {
 		case <-ctx.Done():
@@ -49,11 +52,14 @@ func (n *Node) proposeOnce(ctx context.Context, cmd *fsm.Command) (*fsm.Result, 
 	if n.IsLeader() {
 		return n.applyLocal(ctx, cmd)
 	}
+	if !Forwardable(cmd.Type) {
+		return nil, ErrLeaderOnly
+	}
 	meta := n.leaderMeta()
 	if meta == nil || meta.Admin == "" {
 		return nil, errors.New("leader unknown")
 	}
-	return n.forwarder.propose(ctx, meta.Admin, cmd)
+	return n.forward(ctx, meta.Admin, cmd)
 }
 
 // applyLocal stamps cmd with the leader's clock and applies it through raft.

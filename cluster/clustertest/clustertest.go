@@ -24,6 +24,7 @@ package clustertest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -66,7 +67,12 @@ type Cluster struct {
 	cfg   config
 	base  string
 	logs  *logSink
-	Token string
+	Token string // operator admin token, the same on every member
+	// Secret is the cluster secret every member shares.
+	Secret string
+	// CA signs every certificate when the cluster runs TLS (else nil).
+	CA       *node.CA
+	adminTLS *node.PeerTLS
 
 	mu      sync.Mutex
 	members []*Member
@@ -103,7 +109,16 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	// TempDir first: its removal is then registered before Stop, and
 	// cleanups run last-in first-out, so nodes stop before it is removed.
 	base := t.TempDir()
-	c := &Cluster{t: t, cfg: cfg, base: base, logs: newLogSink(cfg.logOutput), Token: randomHex(24)}
+	c := &Cluster{t: t, cfg: cfg, base: base, logs: newLogSink(cfg.logOutput), Token: randomHex(24), Secret: node.NewClusterSecret()}
+	if cfg.tls {
+		var err error
+		if c.CA, err = node.NewCA("clustertest CA"); err == nil {
+			c.adminTLS, err = c.CA.PeerTLS("operator", false)
+		}
+		if err != nil {
+			t.Fatalf("clustertest: CA: %v", err)
+		}
+	}
 	t.Cleanup(c.Stop)
 	if c.cfg.assemble == nil {
 		c.cfg.assemble = coreOnly
@@ -134,13 +149,9 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 }
 
 // coreOnly is the default Assembler: the replicated core without domain
-// drivers. The rail's node key comes from the admin token, as in `serve`.
+// drivers. The rail's node key comes from the cluster secret, as in `serve`.
 func coreOnly(n *node.Node, log hclog.Logger) (*cluster.AdminServer, *httpapi.Server, error) {
-	key, err := rail.NodeKeyFromSecret(n.Config().AdminToken)
-	if err != nil {
-		return nil, nil, err
-	}
-	r, err := rail.NewSimRail(rail.SimConfig{Network: httpapi.RailNetwork(n.Config().Deployment), NodeKey: key})
+	r, err := rail.NewSimRail(rail.SimConfig{Network: httpapi.RailNetwork(n.Config().Deployment), NodeKey: n.RailNodeKey()})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -196,6 +207,13 @@ func (c *Cluster) tryStart(m *Member, fresh bool) error {
 		return err
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "perpd", Level: c.cfg.logLevel, Output: c.logs}).With("node", m.ID)
+	var peer *node.PeerTLS
+	if c.CA != nil {
+		if peer, err = c.CA.PeerTLS(m.ID, true); err != nil {
+			closeAll()
+			return err
+		}
+	}
 	n, err := node.New(node.Config{
 		ID:                m.ID,
 		DataDir:           m.DataDir,
@@ -205,6 +223,8 @@ func (c *Cluster) tryStart(m *Member, fresh bool) error {
 		Bootstrap:         m.bootstrap,
 		Deployment:        c.cfg.deployment,
 		AdminToken:        c.Token,
+		ClusterSecret:     c.Secret,
+		TLS:               peer,
 		SnapshotThreshold: c.cfg.snapshotThreshold,
 		TrailingLogs:      c.cfg.trailingLogs,
 		SnapshotInterval:  c.cfg.snapshotInterval,
@@ -227,15 +247,20 @@ func (c *Cluster) tryStart(m *Member, fresh bool) error {
 		f(n)
 	}
 	n.Start()
+	adminAddr := adminLn.Addr().String()
 	servers := []*http.Server{
-		{Handler: admin, ReadHeaderTimeout: 10 * time.Second},
-		{Handler: api, ReadHeaderTimeout: 10 * time.Second},
+		cluster.NewHTTPServer(admin, cluster.DefaultTimeouts, nil),
+		cluster.NewHTTPServer(api, cluster.DefaultTimeouts, nil),
+	}
+	if peer != nil {
+		servers[0].TLSConfig = peer.ServerConfig()
+		adminLn = tls.NewListener(adminLn, servers[0].TLSConfig)
 	}
 	for i, ln := range []net.Listener{adminLn, httpLn} {
 		go func(s *http.Server, ln net.Listener) { _ = s.Serve(ln) }(servers[i], ln)
 	}
 	c.mu.Lock()
-	m.RaftAddr, m.AdminAddr, m.HTTPAddr = raftAddr, adminLn.Addr().String(), httpLn.Addr().String()
+	m.RaftAddr, m.AdminAddr, m.HTTPAddr = raftAddr, adminAddr, httpLn.Addr().String()
 	m.Node, m.Admin, m.servers = n, admin, servers
 	c.mu.Unlock()
 	return nil
@@ -250,7 +275,8 @@ func freeAddr() (string, error) {
 	return addr, ln.Close()
 }
 
-// join asks a live member (the leader when there is one) to add m.
+// join asks a live member (the leader when there is one) to add m, the
+// way a starting node does: with the cluster's peer credential.
 func (c *Cluster) join(m *Member) error {
 	via := c.contact(m.ID)
 	if via == nil {
@@ -258,7 +284,7 @@ func (c *Cluster) join(m *Member) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), FormTimeout)
 	defer cancel()
-	if err := cluster.JoinOnStart(ctx, via.AdminAddr, c.Token, m.ID, m.RaftAddr); err != nil {
+	if err := cluster.JoinNode(ctx, m.Node, via.AdminAddr); err != nil {
 		return fmt.Errorf("clustertest: join %s: %w", m.ID, err)
 	}
 	return nil
@@ -577,11 +603,20 @@ func (c *Cluster) HTTP(id string) string {
 	return "http://" + c.Member(id).HTTPAddr
 }
 
-// Admin returns a client of member id's admin listener.
+// Admin returns an operator's client of member id's admin listener (with
+// an operator certificate when the cluster runs TLS).
 func (c *Cluster) Admin(id string) *cluster.AdminClient {
 	c.t.Helper()
-	return cluster.NewAdminClient(c.Member(id).AdminAddr, c.Token)
+	cl := cluster.NewAdminClient(c.Member(id).AdminAddr, c.Token)
+	if c.adminTLS != nil {
+		cl.UseTLS(c.adminTLS.ClientConfig())
+	}
+	return cl
 }
+
+// OperatorTLS is the operator certificate of a TLS cluster (nil without
+// TLS), for clients the test builds itself.
+func (c *Cluster) OperatorTLS() *node.PeerTLS { return c.adminTLS }
 
 // Stop stops every running member. It is registered with t.Cleanup by
 // Start; when the test failed it prints the nodes' logs.

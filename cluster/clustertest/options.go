@@ -26,6 +26,7 @@ type config struct {
 	logOutput         io.Writer
 	onNode            []func(*node.Node)
 	assemble          Assembler
+	tls               bool
 }
 
 // Assembler builds a node's admin server and public API before the node
@@ -87,3 +88,8 @@ func OnNode(fn func(*node.Node)) Option {
 // and httpapi.New over the simulated rail keyed from the admin token, with
 // no domain drivers.
 func Assemble(a Assembler) Option { return func(c *config) { c.assemble = a } }
+
+// TLS runs raft and the admin listeners over mutual TLS, with certificates
+// from a throwaway CA made for the cluster (Cluster.CA), as `perpd devnet`
+// does. Cluster.Admin then presents an operator certificate.
+func TLS() Option { return func(c *config) { c.tls = true } }

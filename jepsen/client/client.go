@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,7 +27,14 @@ const maxBody = 4 << 20
 
 // Client sends requests to perpd nodes.
 type Client struct {
-	HTTP *http.Client
+	HTTP   *http.Client
+	scheme string // "http" unless UseTLS
+}
+
+// UseTLS makes c speak HTTPS with cfg (the admin listener under mutual TLS).
+func (c *Client) UseTLS(cfg *tls.Config) {
+	c.scheme = "https"
+	c.HTTP.Transport.(*http.Transport).TLSClientConfig = cfg
 }
 
 // New returns a client whose requests time out after timeout.
@@ -82,7 +90,11 @@ func (c *Client) Do(ctx context.Context, req Request) Result {
 		}
 		body = bytes.NewReader(b)
 	}
-	hr, err := http.NewRequestWithContext(ctx, req.Method, "http://"+req.Addr+req.Path, body)
+	scheme := c.scheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	hr, err := http.NewRequestWithContext(ctx, req.Method, scheme+"://"+req.Addr+req.Path, body)
 	if err != nil {
 		return Result{Type: history.Fail, Error: err.Error()}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/perpd/perpd/jepsen/client"
+	"github.com/perpd/perpd/node"
 )
 
 // Ports every node uses on its own address.
@@ -36,7 +37,7 @@ type Config struct {
 	Nodes   int    // 3 or 5
 	DataDir string // parent of the nodes' data directories
 	LogDir  string // where nodeX.log files go
-	Token   string // cluster admin token
+	Token   string // operator admin token (written to each data directory, never on argv)
 	// OwnUIDs runs node i as uid BaseUID+i-1 (root only), so the firewall
 	// can rewrite its source address.
 	OwnUIDs bool
@@ -63,11 +64,15 @@ type Node struct {
 	started bool // started at least once (never bootstrap again)
 }
 
-// Cluster is the set of nodes.
+// Cluster is the set of nodes. Raft and the admin listeners run over
+// mutual TLS with a throwaway CA made by New.
 type Cluster struct {
-	cfg   Config
-	Nodes []*Node
-	admin *client.Client
+	cfg      Config
+	Nodes    []*Node
+	admin    *client.Client
+	ca       *node.CA
+	secret   string         // the cluster secret, in every data directory
+	operator node.CertFiles // the harness's operator certificate
 }
 
 // New lays out the nodes without starting them.
@@ -75,7 +80,23 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Nodes < 1 || cfg.Nodes > 9 {
 		return nil, fmt.Errorf("nodes must be 1..9, not %d", cfg.Nodes)
 	}
-	c := &Cluster{cfg: cfg, admin: client.New(3 * time.Second)}
+	c := &Cluster{cfg: cfg, admin: client.New(3 * time.Second), secret: node.NewClusterSecret()}
+	// The parent must be traversable by the nodes' own uids.
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	var err error
+	if c.ca, err = node.NewCA("perpd jepsen CA"); err != nil {
+		return nil, err
+	}
+	if c.operator, err = c.ca.WriteFiles(filepath.Join(cfg.DataDir, "operator"), "operator", false); err != nil {
+		return nil, err
+	}
+	pt, err := node.LoadPeerTLS(c.operator.Cert, c.operator.Key, c.operator.CA)
+	if err != nil {
+		return nil, err
+	}
+	c.admin.UseTLS(pt.ClientConfig())
 	for i := 1; i <= cfg.Nodes; i++ {
 		ip := fmt.Sprintf("127.0.0.%d", 10+i)
 		n := &Node{
@@ -95,6 +116,26 @@ func New(cfg Config) (*Cluster, error) {
 
 // Token is the admin token.
 func (c *Cluster) Token() string { return c.cfg.Token }
+
+// AdminArgs are the flags `perpd admin` needs besides the token (given in
+// PERPD_ADMIN_TOKEN): the operator certificate files.
+func (c *Cluster) AdminArgs() []string { return c.operator.Args() }
+
+// provision writes n's secrets and certificate into its data directory
+// (again after a wipe), so its command line names files only.
+func (c *Cluster) provision(n *Node) ([]string, error) {
+	if err := node.WriteSecretFile(filepath.Join(n.Data, "admin-token"), c.cfg.Token); err != nil {
+		return nil, err
+	}
+	if err := node.WriteSecretFile(filepath.Join(n.Data, "cluster-secret"), c.secret); err != nil {
+		return nil, err
+	}
+	files, err := c.ca.WriteFiles(filepath.Join(n.Data, "tls"), n.ID, true)
+	if err != nil {
+		return nil, err
+	}
+	return files.Args(), nil
+}
 
 // Node finds a node by id.
 func (c *Cluster) Node(id string) *Node {
@@ -152,8 +193,13 @@ func (c *Cluster) Start(n *Node, joinVia string) error {
 	if err := os.MkdirAll(n.Data, 0o700); err != nil {
 		return err
 	}
+	tlsArgs, err := c.provision(n)
+	if err != nil {
+		return err
+	}
 	args := []string{"serve", "--id", n.ID, "--data", n.Data, "--http", n.HTTP, "--raft", n.Raft,
-		"--admin", n.Admin, "--admin-token", c.cfg.Token}
+		"--admin", n.Admin}
+	args = append(args, tlsArgs...)
 	switch {
 	case !n.started && n == c.Nodes[0]:
 		args = append(args, "--bootstrap")

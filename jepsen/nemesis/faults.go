@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -82,14 +83,16 @@ func (e *Env) joinVia(n *db.Node) string {
 // admin runs `perpd admin ARGS` against addr.
 func (e *Env) admin(ctx context.Context, addr string, args ...string) (string, error) {
 	full := append([]string{"admin"}, args...)
-	full = append(full, "--addr", addr, "--admin-token", e.DB.Token(), "--timeout", "30s")
+	full = append(full, "--addr", addr, "--timeout", "30s")
+	full = append(full, e.DB.AdminArgs()...)
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, e.Bin, full...)
+	cmd.Env = append(os.Environ(), "PERPD_ADMIN_TOKEN="+e.DB.Token()) // never on argv
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	s := strings.TrimSpace(out.String())
 	if err != nil {
-		return s, fmt.Errorf("perpd %s: %v: %s", strings.Join(full[:len(full)-6], " "), err, s)
+		return s, fmt.Errorf("perpd admin %s --addr %s: %v: %s", strings.Join(args, " "), addr, err, s)
 	}
 	return s, nil
 }

@@ -79,10 +79,10 @@ func parseNodeKey(k []byte) (*btcec.PrivateKey, error) {
 	return key, nil
 }
 
-// NodeKeyFromSecret derives the cluster's node key from a secret every
-// member already shares (the admin token), so all nodes sign and recognise
-// the same invoices without another secret to distribute. HKDF-SHA256 with
-// a fixed label; the output is a valid scalar with overwhelming odds and
+// NodeKeyFromSecret derives the cluster's node key from the cluster secret
+// every member shares (never the operators' admin token), so all nodes sign
+// and recognise the same invoices. HKDF-SHA256 with a label of its own, so
+// the other keys derived from that secret reveal nothing of this one; the output is a valid scalar with overwhelming odds and
 // NewNodeKey draws again from the same stream otherwise.
 func NodeKeyFromSecret(secret string) ([]byte, error) {
 	if secret == "" {

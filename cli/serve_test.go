@@ -1,0 +1,220 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/perpd/perpd/cluster"
+	"github.com/perpd/perpd/node"
+)
+
+func freeLoopback(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// serveWith runs `perpd serve ARGS` in process with an already cancelled
+// context: a start that passes every check serves and stops at once (nil),
+// a refused one returns its reason.
+func serveWith(t *testing.T, args ...string) error {
+	t.Helper()
+	cmd := serveCmd()
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	base := []string{"--data", t.TempDir(), "--bootstrap", "--http", freeLoopback(t), "--raft", freeLoopback(t),
+		"--admin", freeLoopback(t), "--log-level", "error"}
+	cmd.SetArgs(append(base, args...))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return cmd.ExecuteContext(ctx)
+}
+
+func TestServeChecksItsFlagsBeforeStarting(t *testing.T) {
+	if err := serveWith(t); err != nil {
+		t.Fatalf("a plain loopback start: %v", err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"prod on the simulated rail", []string{"--deployment", "prod"}, "real payment rail"},
+		{"raft on every interface without TLS", []string{"--raft", "0.0.0.0:0"}, "--tls-cert"},
+		{"admin on a non-loopback address without TLS", []string{"--admin", "[::]:0"}, "--tls-cert"},
+		{"admin token on argv", []string{"--admin-token", "s3cret"}, "--admin-token-file"},
+		{"bad trusted proxy", []string{"--trusted-proxies", "10.0.0.0/8,not-an-ip"}, "--trusted-proxies"},
+		{"half the TLS flags", []string{"--tls-cert", "x.pem"}, "go together"},
+	}
+	for _, tc := range cases {
+		if err := serveWith(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %q", tc.name, err, tc.want)
+		}
+	}
+	if err := serveWith(t, "--trusted-proxies", "10.0.0.0/8, 192.168.1.7"); err != nil {
+		t.Fatalf("valid trusted proxies: %v", err)
+	}
+}
+
+func TestServeNeedsTheClusterSecretToJoin(t *testing.T) {
+	err := serveWith(t, "--bootstrap=false", "--join", freeLoopback(t))
+	if err == nil || !strings.Contains(err.Error(), "cluster-secret") {
+		t.Fatalf("join without a cluster secret: %v", err)
+	}
+}
+
+func TestPayInvoiceRouteOnlyOnTestnetAndLocal(t *testing.T) {
+	for _, dep := range []string{"testnet", "local", "prod"} {
+		n, err := node.New(node.Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: freeLoopback(t), AdminAddr: "127.0.0.1:1",
+			Bootstrap: true, Deployment: dep, AdminToken: "tok", Logger: hclog.NewNullLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &Parts{Node: n, Admin: cluster.NewAdminServer(n)}
+		if err := wireRail(p); err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, "http://x"+PayInvoicePath, strings.NewReader(`{`))
+		req.Header.Set("Authorization", "Bearer tok")
+		rec := &recorder{header: http.Header{}}
+		p.Admin.ServeHTTP(rec, req)
+		_ = n.Shutdown()
+		if found := rec.code != http.StatusNotFound; found != (dep != "prod") {
+			t.Errorf("%s: POST %s answered %d", dep, PayInvoicePath, rec.code)
+		}
+	}
+}
+
+type recorder struct {
+	header http.Header
+	code   int
+}
+
+func (r *recorder) Header() http.Header         { return r.header }
+func (r *recorder) Write(b []byte) (int, error) { return len(b), nil }
+func (r *recorder) WriteHeader(code int)        { r.code = code }
+
+// startServers serves h on loopback with the timeouts t, as serve does.
+func startServers(t *testing.T, h http.Handler, to cluster.Timeouts) string {
+	t.Helper()
+	addr := freeLoopback(t)
+	servers, err := listen(hclog.NewNullLogger(), to, endpoint{addr: addr, h: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = servers[0].Close() })
+	return addr
+}
+
+func TestSlowHeadersAreCutOff(t *testing.T) {
+	addr := startServers(t, http.NotFoundHandler(), cluster.DefaultTimeouts)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	closed := make(chan time.Duration, 1)
+	began := time.Now()
+	go func() {
+		_, _ = io.Copy(io.Discard, conn) // returns when the server closes
+		closed <- time.Since(began)
+	}()
+	header := "GET / HTTP/1.1\r\nHost: x\r\nX-Slow: " + strings.Repeat("a", 60) + "\r\n\r\n"
+	limit := 2 * cluster.DefaultTimeouts.ReadHeader
+	for i := 0; i < len(header); i++ {
+		select {
+		case d := <-closed:
+			t.Logf("closed after %v and %d bytes", d, i)
+			return
+		case <-time.After(time.Second): // the attack: a byte a second
+		}
+		if time.Since(began) > limit {
+			t.Fatalf("a slow-headers client still connected after %v", time.Since(began))
+		}
+		_, _ = conn.Write([]byte{header[i]})
+	}
+	t.Fatal("the whole header was accepted a byte a second")
+}
+
+func TestSlowBodyIsCutOff(t *testing.T) {
+	to := cluster.Timeouts{ReadHeader: time.Second, Read: 2 * time.Second, Write: 2 * time.Second, Idle: time.Second}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
+	conn, err := net.Dial("tcp", startServers(t, h, to))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, _ = conn.Write([]byte("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"))
+	began := time.Now()
+	for time.Since(began) < 10*to.Read {
+		if _, err := conn.Write([]byte("a")); err != nil {
+			return // closed by the server
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		if _, err := conn.Read(make([]byte, 1)); err != nil && !errors.Is(err, context.DeadlineExceeded) && !isTimeout(err) {
+			return // the server answered or closed
+		}
+	}
+	t.Fatalf("a slow-body client still connected after %v", time.Since(began))
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func TestWebSocketOutlivesTheServerTimeouts(t *testing.T) {
+	n, err := node.New(node.Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: freeLoopback(t), AdminAddr: "127.0.0.1:1",
+		HTTPAddr: "127.0.0.1:2", Bootstrap: true, Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Shutdown() })
+	asm, err := Build(n, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Start()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	asm.Run(ctx)
+	to := cluster.Timeouts{ReadHeader: 500 * time.Millisecond, Read: 500 * time.Millisecond, Write: 500 * time.Millisecond, Idle: 500 * time.Millisecond}
+	addr := startServers(t, asm.API, to)
+	ws, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/v1/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	// The scenario is the passing of time: every server timeout elapses
+	// several times over while the socket is quiet.
+	time.Sleep(4 * to.Read)
+	if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"no-such-op"}`)); err != nil {
+		t.Fatalf("write after the timeouts: %v", err)
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		_, b, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatalf("read after the timeouts: %v", err)
+		}
+		var f map[string]any
+		_ = json.Unmarshal(b, &f)
+		if f["op"] == "error" {
+			return
+		}
+	}
+}

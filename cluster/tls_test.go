@@ -1,0 +1,182 @@
+package cluster_test
+
+import (
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/perpd/perpd/cluster"
+	"github.com/perpd/perpd/cluster/clustertest"
+	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/node"
+)
+
+// strangerAppend sends an AppendEntries to raftAddr the way anyone who can
+// reach the port could, with no credential.
+func strangerAppend(t *testing.T, raftAddr string) error {
+	t.Helper()
+	tr, err := raft.NewTCPTransportWithLogger("127.0.0.1:0", nil, 1, 2*time.Second, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	var resp raft.AppendEntriesResponse
+	return tr.AppendEntries("x", raft.ServerAddress(raftAddr), &raft.AppendEntriesRequest{
+		RPCHeader: raft.RPCHeader{ID: []byte("stranger"), Addr: []byte("127.0.0.1:1")}, Term: 1}, &resp)
+}
+
+func TestPlainRaftAnswersAStranger(t *testing.T) {
+	// Why loopback only without TLS: the plain transport answers anyone.
+	c := clustertest.Start(t, 1)
+	if err := strangerAppend(t, c.Leader().RaftAddr); err != nil {
+		t.Fatalf("plain raft refused a stranger: %v", err)
+	}
+}
+
+func TestTLSClusterReplicatesAndRefusesStrangers(t *testing.T) {
+	c := clustertest.Start(t, 3, clustertest.TLS())
+	leader := c.Leader()
+	f := c.Followers()[0]
+	before, _, _ := leader.Node.StateHash()
+	propose(t, f.Node, "through-a-follower") // forwarded over mutual TLS
+	if err := c.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.Admin(f.ID).Status(ctx(t)); err != nil || len(st.Members) != 3 {
+		t.Fatalf("operator status over TLS: %+v %v", st, err)
+	}
+
+	// Raft: a plain TCP peer gets no answer at all.
+	if err := strangerAppend(t, leader.RaftAddr); err == nil {
+		t.Fatal("TLS raft answered a plain TCP AppendEntries")
+	}
+	// Raft: TLS without a client certificate, with an operator's (no
+	// serverAuth usage), or with a node certificate of another CA fails.
+	other, err := node.NewCA("another cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, _ := other.PeerTLS("node9", true)
+	operator, _ := c.CA.PeerTLS("op", false)
+	noCert := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}
+	member, _ := c.CA.PeerTLS("node9", true)
+	if err := tlsExchange(leader.RaftAddr, member.ClientConfig()); err != nil {
+		t.Fatalf("raft refused a node certificate of its own CA: %v", err)
+	}
+	for name, cfg := range map[string]*tls.Config{"no certificate": noCert, "operator certificate": operator.ClientConfig(), "foreign CA": foreign.ClientConfig()} {
+		if err := tlsExchange(leader.RaftAddr, cfg); err == nil {
+			t.Errorf("raft accepted a TLS peer with %s", name)
+		}
+	}
+	// Admin listener: plain HTTP and TLS without a certificate fail.
+	if resp, err := http.Get("http://" + leader.AdminAddr + "/admin/status"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatal("admin listener answered plain HTTP")
+		}
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: noCert}}
+	if resp, err := hc.Get("https://" + leader.AdminAddr + "/admin/status"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("admin listener answered a client without certificate: %d", resp.StatusCode)
+	}
+	if after, _, _ := leader.Node.StateHash(); after <= before {
+		t.Fatalf("applied index %d did not move past %d", after, before)
+	}
+}
+
+// dialStream is a raft stream layer that dials with a given TLS config, to
+// send real raft RPCs as a peer holding that certificate would.
+type dialStream struct {
+	net.Listener
+	cfg *tls.Config
+}
+
+func (d dialStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", string(addr), d.cfg)
+}
+
+// tlsExchange sends an AppendEntries over TLS with cfg; nil means the node
+// answered it.
+func tlsExchange(addr string, cfg *tls.Config) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	tr := raft.NewNetworkTransportWithLogger(dialStream{ln, cfg}, 1, 2*time.Second, hclog.NewNullLogger())
+	defer tr.Close()
+	var resp raft.AppendEntriesResponse
+	return tr.AppendEntries("x", raft.ServerAddress(addr), &raft.AppendEntriesRequest{
+		RPCHeader: raft.RPCHeader{ID: []byte("stranger"), Addr: []byte("127.0.0.1:1")}, Term: 1}, &resp)
+}
+
+func TestForwardRefusesLeaderOnlyCommands(t *testing.T) {
+	c := clustertest.Start(t, 2)
+	leader, f := c.Leader(), c.Followers()[0]
+	leaderOnly := []fsm.CmdType{fsm.CmdDepositSettled, fsm.CmdWithdrawalResult, fsm.CmdOraclePrint,
+		fsm.CmdGenesis, fsm.CmdMarketsGenesis, fsm.CmdTick}
+	for _, typ := range leaderOnly {
+		cmd := &fsm.Command{Type: typ, IdemKey: "forged", ReqHash: []byte{1}, Payload: []byte{0xa0}}
+		body, err := fsm.Marshal(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A member's own credential: the refusal is by type, not identity.
+		req, _ := http.NewRequest(http.MethodPost, f.Node.PeerURL(leader.AdminAddr, node.ForwardPath), bytes.NewReader(body))
+		f.Node.SetPeerAuth(req)
+		resp, err := f.Node.PeerClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "may not be forwarded") {
+			t.Fatalf("forwarded command type %d: %d %q, want 403", typ, resp.StatusCode, b)
+		}
+		// And a follower's own Propose fails at once instead of forwarding.
+		start := time.Now()
+		if _, err := f.Node.Propose(ctx(t), cmd); !errors.Is(err, node.ErrLeaderOnly) {
+			t.Fatalf("follower proposing type %d: %v", typ, err)
+		}
+		if time.Since(start) > 2*time.Second {
+			t.Fatalf("a leader-only propose on a follower waited %v", time.Since(start))
+		}
+	}
+	propose(t, f.Node, "client-writes-still-forward")
+}
+
+func TestJoinWithAnotherClusterSecretIsRefused(t *testing.T) {
+	c := clustertest.Start(t, 1)
+	stranger, err := node.New(node.Config{ID: "stranger", DataDir: t.TempDir(), RaftAddr: freeLoopback(t),
+		AdminAddr: freeLoopback(t), ClusterSecret: node.NewClusterSecret(), Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Shutdown()
+	err = cluster.JoinNode(ctx(t), stranger, c.Leader().AdminAddr)
+	if !errors.Is(err, cluster.ErrJoinRefused) || !strings.Contains(err.Error(), "cluster secret mismatch") {
+		t.Fatalf("join with another secret: %v", err)
+	}
+	if ms, _ := c.Leader().Node.Members(); len(ms) != 1 {
+		t.Fatalf("members after a refused join: %+v", ms)
+	}
+}
+
+func freeLoopback(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

@@ -1,0 +1,135 @@
+package node
+
+import (
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/perpd/perpd/node/rail"
+)
+
+// Labels of the keys derived from the cluster secret. Each purpose has its
+// own, so learning one key (a bearer in a log, say) reveals no other.
+const (
+	labelPeerBearer  = "perpd/peer-bearer/v1"
+	labelFingerprint = "perpd/cluster-fingerprint/v1"
+	labelConfirmMAC  = "perpd/withdraw-confirm/v1"
+	// the rail node key's label lives in rail.NodeKeyFromSecret
+)
+
+// ClusterSecretBytes is the size of a generated cluster secret.
+const ClusterSecretBytes = 32
+
+// ClusterHeader carries the caller's cluster fingerprint on node-to-node
+// calls, so a refusal can say that the two secrets differ.
+const ClusterHeader = "X-Perpd-Cluster"
+
+// keys are the per-purpose keys a node derives from the cluster secret.
+type keys struct {
+	peerBearer  string // bearer of /internal/* and relayed admin calls
+	fingerprint string // public: names the secret without revealing it
+	confirmMAC  []byte // withdrawal confirm tokens
+	railNode    []byte // the simulated rail's Lightning node key
+}
+
+func deriveKeys(secret string) (*keys, error) {
+	if secret == "" {
+		return nil, errors.New("node: cluster secret is empty")
+	}
+	derive := func(label string, n int) []byte {
+		k, err := hkdf.Key(sha256.New, []byte(secret), nil, label, n)
+		if err != nil {
+			panic(err) // only for n beyond 255*32 bytes
+		}
+		return k
+	}
+	rk, err := rail.NodeKeyFromSecret(secret)
+	if err != nil {
+		return nil, err
+	}
+	return &keys{
+		peerBearer:  hex.EncodeToString(derive(labelPeerBearer, 32)),
+		fingerprint: hex.EncodeToString(derive(labelFingerprint, 8)),
+		confirmMAC:  derive(labelConfirmMAC, sha256.Size),
+		railNode:    rk,
+	}, nil
+}
+
+// NewClusterSecret draws a fresh cluster secret (hex).
+func NewClusterSecret() string {
+	b := make([]byte, ClusterSecretBytes)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// ReadSecretFile reads a secret file written by WriteSecretFile. It refuses
+// a file other users may read, since whoever reads it can act as a member.
+func ReadSecretFile(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("%s is readable by other users (mode %v): chmod 600 it", path, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return s, nil
+}
+
+// WriteSecretFile writes a secret with mode 0600.
+func WriteSecretFile(path, secret string) error {
+	return writePrivate(path, []byte(secret+"\n"))
+}
+
+// writePrivate writes b with mode 0600, also when path already exists
+// with a wider mode (WriteFile keeps an existing file's mode).
+func writePrivate(path string, b []byte) error {
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o600)
+}
+
+// RailNodeKey is the simulated rail's node key, the same on every member.
+func (n *Node) RailNodeKey() []byte { return n.keys.railNode }
+
+// ConfirmKey is the MAC key of withdrawal confirm tokens, the same on
+// every member.
+func (n *Node) ConfirmKey() []byte { return n.keys.confirmMAC }
+
+// ClusterFingerprint names the cluster secret without revealing it.
+func (n *Node) ClusterFingerprint() string { return n.keys.fingerprint }
+
+// SetPeerAuth marks req as a node-to-node call of this cluster.
+func (n *Node) SetPeerAuth(req *http.Request) {
+	req.Header.Set("Authorization", "Bearer "+n.keys.peerBearer)
+	req.Header.Set(ClusterHeader, n.keys.fingerprint)
+}
+
+// CheckPeer reports whether r carries this cluster's peer bearer; when it
+// does not, the error says why, naming a cluster secret mismatch.
+func (n *Node) CheckPeer(r *http.Request) error {
+	got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if subtle.ConstantTimeCompare([]byte(got), []byte(n.keys.peerBearer)) == 1 {
+		return nil
+	}
+	if fp := r.Header.Get(ClusterHeader); fp != "" && fp != n.keys.fingerprint {
+		return fmt.Errorf("cluster secret mismatch: the caller's cluster secret (fingerprint %.16s) differs from this cluster's (%s); "+
+			"copy the cluster-secret file from a member's data directory to the caller's", fp, n.keys.fingerprint)
+	}
+	return errors.New("node-to-node call without this cluster's peer credential")
+}

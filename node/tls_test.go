@@ -1,0 +1,106 @@
+package node
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/perpd/perpd/node/rail"
+)
+
+func TestRequireLoopback(t *testing.T) {
+	for addr, ok := range map[string]bool{
+		"127.0.0.1:7080": true, "127.0.0.12:7080": true, "[::1]:7080": true, "localhost:7080": true,
+		"0.0.0.0:7080": false, "[::]:7080": false, ":7080": false, "192.168.1.10:7080": false, "10.0.0.1:0": false,
+	} {
+		err := RequireLoopback("raft address", addr)
+		if (err == nil) != ok {
+			t.Errorf("%s: %v", addr, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--tls-cert") {
+			t.Errorf("%s: the refusal does not name the flag: %v", addr, err)
+		}
+	}
+}
+
+func TestNewRefusesNonLoopbackWithoutTLS(t *testing.T) {
+	for _, cfg := range []Config{
+		{RaftAddr: "0.0.0.0:0", AdminAddr: "127.0.0.1:1"},
+		{RaftAddr: "127.0.0.1:0", AdminAddr: "0.0.0.0:9080"},
+	} {
+		cfg.ID, cfg.DataDir, cfg.Logger = "n", t.TempDir(), hclog.NewNullLogger()
+		n, err := New(cfg)
+		if err == nil {
+			_ = n.Shutdown()
+			t.Fatalf("raft %s admin %s started without TLS", cfg.RaftAddr, cfg.AdminAddr)
+		}
+		if !strings.Contains(err.Error(), "--tls-cert") {
+			t.Fatalf("refusal does not name the flag: %v", err)
+		}
+	}
+}
+
+// The keys every member must agree on come from the cluster secret alone,
+// one label each; the operator's admin token plays no part in them.
+func TestDerivedKeysArePerPurposeAndIgnoreTheAdminToken(t *testing.T) {
+	secret := NewClusterSecret()
+	a, err := deriveKeys(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := deriveKeys(secret)
+	if a.peerBearer != b.peerBearer || !bytes.Equal(a.confirmMAC, b.confirmMAC) || !bytes.Equal(a.railNode, b.railNode) {
+		t.Fatal("the same secret derived different keys")
+	}
+	keys := [][]byte{[]byte(a.peerBearer), a.confirmMAC, a.railNode, []byte(a.fingerprint)}
+	for i := range keys {
+		for j := range keys {
+			if i != j && bytes.Contains(keys[i], keys[j][:8]) {
+				t.Fatalf("keys %d and %d share material", i, j)
+			}
+		}
+	}
+	other, _ := deriveKeys(NewClusterSecret())
+	if other.peerBearer == a.peerBearer || bytes.Equal(other.railNode, a.railNode) {
+		t.Fatal("another secret derived the same keys")
+	}
+	n1 := newTestNode(t, "tok-1", secret)
+	n2 := newTestNode(t, "tok-2", secret)
+	if !bytes.Equal(n1.ConfirmKey(), n2.ConfirmKey()) || !bytes.Equal(n1.RailNodeKey(), n2.RailNodeKey()) {
+		t.Fatal("members with their own admin tokens disagree on the shared keys")
+	}
+	fromToken, _ := rail.NodeKeyFromSecret("tok-1")
+	if bytes.Equal(n1.RailNodeKey(), fromToken) {
+		t.Fatal("the rail key comes from the admin token")
+	}
+}
+
+func newTestNode(t *testing.T, token, secret string) *Node {
+	t.Helper()
+	n, err := New(Config{ID: "n", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", AdminToken: token, ClusterSecret: secret,
+		Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Shutdown() })
+	return n
+}
+
+func TestSecretFilesMustBePrivate(t *testing.T) {
+	p := t.TempDir() + "/s"
+	if err := WriteSecretFile(p, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := ReadSecretFile(p); err != nil || s != "x" {
+		t.Fatalf("%q %v", s, err)
+	}
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadSecretFile(p); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("a world-readable secret file: %v", err)
+	}
+}
