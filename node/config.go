@@ -42,7 +42,10 @@ type Config struct {
 	ProposeTimeout time.Duration
 	// Faucet sizing proposed at genesis (zero keeps the defaults).
 	FaucetGrantsPerHour int
-	FaucetGrantMsat     int64
+	// SignupsPerHour caps signups cluster-wide, proposed at genesis (zero
+	// keeps the default).
+	SignupsPerHour  int
+	FaucetGrantMsat int64
 	// CheckInvariants runs the full conservation check after every entry.
 	CheckInvariants bool
 

@@ -93,7 +93,8 @@ func (n *Node) ensureGenesis() {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	n.proposeInternal(fsm.CmdGenesis, fsm.GenesisPayload{Seed: binary.BigEndian.Uint64(b[:]), Deployment: n.cfg.Deployment,
-		FaucetGrantMsat: n.cfg.FaucetGrantMsat, FaucetGrantsPerHour: n.cfg.FaucetGrantsPerHour})
+		FaucetGrantMsat: n.cfg.FaucetGrantMsat, FaucetGrantsPerHour: n.cfg.FaucetGrantsPerHour,
+		SignupsPerHour: n.cfg.SignupsPerHour})
 }
 
 func (n *Node) ensureMeta() {
