@@ -283,3 +283,10 @@ func RegisterTestCommand(t CmdType, h func(c *Ctx) (status int, body any, ref *w
 	}
 	register(t, h)
 }
+
+// IsTestCommand reports whether t is a test command registered in this
+// process (never in production).
+func IsTestCommand(t CmdType) bool {
+	_, ok := handlers[t]
+	return ok && t >= TestCmdBase
+}

@@ -47,7 +47,9 @@ var forwardable = map[fsm.CmdType]bool{
 }
 
 // Forwardable reports whether a follower may forward commands of type t.
-func Forwardable(t fsm.CmdType) bool { return forwardable[t] }
+// Commands a test registered (fsm.RegisterTestCommand) travel like client
+// writes; production registers none.
+func Forwardable(t fsm.CmdType) bool { return forwardable[t] || fsm.IsTestCommand(t) }
 
 // ErrLeaderOnly means the command is applied only by the leader's own
 // drivers: a follower neither forwards it nor retries it.
