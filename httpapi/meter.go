@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"container/list"
 	"math"
 	"net/http"
 	"strconv"
@@ -45,37 +46,52 @@ const meterIdle = 10 * time.Minute
 const meterMaxBuckets = 1_000_000
 
 type bucket struct {
+	id   string
 	lim  *rate.Limiter
 	used time.Time
 }
 
-// meter holds the token buckets of one node.
+// meter holds the token buckets of one node. The buckets form a list from
+// most to least recently used: a full table evicts the least recently used
+// one (likely idle, hence full, so forgetting it changes little), never a
+// bucket someone is draining; the idle sweep trims from the same end.
 type meter struct {
 	mu      sync.Mutex
-	buckets map[string]*bucket
+	buckets map[string]*list.Element // of *bucket
+	lru     list.List                // front: most recently used
 	swept   time.Time
+	// maxBuckets bounds the table (meterMaxBuckets; tests shrink it).
+	maxBuckets int
 }
 
-func newMeter() *meter { return &meter{buckets: map[string]*bucket{}} }
+func newMeter() *meter {
+	return &meter{buckets: map[string]*list.Element{}, maxBuckets: meterMaxBuckets}
+}
 
 func (m *meter) get(id string, perMin, burst int, now time.Time) *rate.Limiter {
-	b := m.buckets[id]
-	if b == nil {
-		if len(m.buckets) >= meterMaxBuckets {
-			m.sweep(now, 0)
-		}
-		b = &bucket{lim: rate.NewLimiter(rate.Limit(float64(perMin)/60), burst)}
-		m.buckets[id] = b
+	if e := m.buckets[id]; e != nil {
+		b := e.Value.(*bucket)
+		b.used = now
+		m.lru.MoveToFront(e)
+		return b.lim
 	}
-	b.used = now
+	for len(m.buckets) >= m.maxBuckets {
+		m.evict(m.lru.Back())
+	}
+	b := &bucket{id: id, lim: rate.NewLimiter(rate.Limit(float64(perMin)/60), burst), used: now}
+	m.buckets[id] = m.lru.PushFront(b)
 	return b.lim
 }
 
+func (m *meter) evict(e *list.Element) {
+	delete(m.buckets, e.Value.(*bucket).id)
+	m.lru.Remove(e)
+}
+
+// sweep forgets buckets unused for idle, oldest first.
 func (m *meter) sweep(now time.Time, idle time.Duration) {
-	for id, b := range m.buckets {
-		if now.Sub(b.used) >= idle {
-			delete(m.buckets, id)
-		}
+	for e := m.lru.Back(); e != nil && now.Sub(e.Value.(*bucket).used) >= idle; e = m.lru.Back() {
+		m.evict(e)
 	}
 	m.swept = now
 }
