@@ -2,23 +2,13 @@ package httpapi
 
 import (
 	"fmt"
-	"net/http"
 	"reflect"
 	"sort"
 	"strings"
-
-	"github.com/gin-gonic/gin"
 )
 
-// llms serves the agent indexes, generated from the route table like the
-// OpenAPI description, so the three never disagree.
-func (s *Server) llms(full bool) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		c.Data(http.StatusOK, "text/plain; charset=utf-8", []byte(s.LLMSText(full)))
-	}
-}
-
-// LLMSText renders llms.txt (full: llms-full.txt).
+// LLMSText renders llms.txt (full: llms-full.txt), generated from the
+// route table like the OpenAPI description, so the three never disagree.
 func (s *Server) LLMSText(full bool) string {
 	var b strings.Builder
 	b.WriteString("# perpd\n\n")

@@ -169,8 +169,6 @@ func resetAt(now time.Time, tokens float64, perMin int) int64 {
 	return int64(math.Ceil(float64(now.Add(wait).UnixNano()) / 1e9))
 }
 
-func init() { guardFactories = append(guardFactories, meterGuard) }
-
 // meterGuard draws the route's budget: per key and per account for keyed
 // routes, per client address for public ones that have a budget (signup).
 func meterGuard(s *Server, r *Route) gin.HandlerFunc {
@@ -180,26 +178,31 @@ func meterGuard(s *Server, r *Route) gin.HandlerFunc {
 	if _, ok := Budgets[r.Budget]; !ok {
 		panic("route " + r.Path + " names unknown budget " + r.Budget)
 	}
-	return func(c *gin.Context) {
-		b := s.budgets[r.Budget]
-		subject, account := "ip:"+c.ClientIP(), ""
-		if r.Auth == Keyed {
-			cl := callerOf(c)
-			subject, account = "key:"+cl.KeyID, cl.AccountID
-		}
-		v := s.meter.take(b, subject, account, time.Now())
-		h := c.Writer.Header()
-		h.Set("X-RateLimit-Limit", strconv.Itoa(v.limit))
-		h.Set("X-RateLimit-Remaining", strconv.Itoa(v.remaining))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(v.resetUnix, 10))
-		if !v.ok {
-			secs := int64(math.Ceil(v.retryAfter.Seconds()))
-			if secs < 1 {
-				secs = 1
-			}
-			h.Set("Retry-After", strconv.FormatInt(secs, 10))
-			fail(c, http.StatusTooManyRequests, wire.CodeRateLimited,
-				"the "+b.Name+" budget is empty; retry after "+strconv.FormatInt(secs, 10)+"s")
-		}
+	return func(c *gin.Context) { s.draw(c, r, s.budgets[r.Budget]) }
+}
+
+// draw takes one token of b for the caller of r, sets the X-RateLimit
+// headers, and answers 429 itself when the budget is empty.
+func (s *Server) draw(c *gin.Context, r *Route, b Budget) bool {
+	subject, account := "ip:"+c.ClientIP(), ""
+	if r.Auth == Keyed {
+		cl := callerOf(c)
+		subject, account = "key:"+cl.KeyID, cl.AccountID
 	}
+	v := s.meter.take(b, subject, account, time.Now())
+	h := c.Writer.Header()
+	h.Set("X-RateLimit-Limit", strconv.Itoa(v.limit))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(v.remaining))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(v.resetUnix, 10))
+	if v.ok {
+		return true
+	}
+	secs := int64(math.Ceil(v.retryAfter.Seconds()))
+	if secs < 1 {
+		secs = 1
+	}
+	h.Set("Retry-After", strconv.FormatInt(secs, 10))
+	fail(c, http.StatusTooManyRequests, wire.CodeRateLimited,
+		"the "+b.Name+" budget is empty; retry after "+strconv.FormatInt(secs, 10)+"s")
+	return false
 }
