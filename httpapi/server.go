@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/node"
 	"github.com/perpd/perpd/node/rail"
 )
@@ -34,6 +36,8 @@ type Server struct {
 	trustedProxies []string
 	// docs caches /openapi.json and the llms files.
 	docs docCache
+	// proposer replaces Node.Propose (tests drop an answer through it).
+	proposer func(context.Context, *fsm.Command) (*fsm.Result, error)
 }
 
 // New builds the gin engine with every route of the table.
