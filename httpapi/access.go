@@ -96,6 +96,13 @@ func uaClass(ua string) string {
 	return "other"
 }
 
+// signupReplayed explains a replayed signup: signup idempotency keys share
+// one namespace (there is no account yet to scope them by), so a key copied
+// from an example may already be someone else's.
+const signupReplayed = "this idempotency-key was already used for a signup, maybe by someone else; " +
+	"that account's key was returned once and cannot be shown again. Send a fresh random idempotency-key " +
+	"(for example 16 random hex characters) for every new signup"
+
 func (s *Server) signup(c *gin.Context) {
 	var req Empty
 	if !s.decode(c, &req) {
@@ -118,15 +125,16 @@ func (s *Server) signup(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if res.Replay {
-		// The key value is returned exactly once; a replayed signup must
-		// not hand it to whoever knows the idempotency key.
-		fail(c, http.StatusConflict, wire.CodeConflict,
-			"this idempotency-key already created an account; its key was returned once and cannot be shown again")
-		return
-	}
 	out, ok := storedResult[fsm.SignupResult](c, res)
 	if !ok {
+		return
+	}
+	// A replay of this handler's own proposal (the node retried it after a
+	// leader change or a lost forward) names the account drawn above: only
+	// this handler holds its key, so it hands it out. Anyone else's replay
+	// must not get a key, which was returned once to its own caller.
+	if res.Replay && out.AccountID != p.AccountID {
+		fail(c, http.StatusConflict, wire.CodeConflict, signupReplayed)
 		return
 	}
 	out.APIKey = key
@@ -260,15 +268,17 @@ func (s *Server) mintSession(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if res.Replay {
-		// A replay answers the stored body, which never holds the key.
-		respond(c, res)
-		return
-	}
 	out, ok := storedResult[fsm.MintResult](c, res)
 	if !ok {
 		return
 	}
+	if res.Replay && out.KeyID != p.KeyID {
+		// Another request's mint: the stored body, which never holds the
+		// key (it was returned once, to that request).
+		respond(c, res)
+		return
+	}
+	// A fresh mint, or the node's retry of this very proposal.
 	out.APIKey = key
 	c.JSON(res.Status, out)
 }

@@ -43,10 +43,6 @@ func HashKey(key string) string {
 // scopeBits maps a route's scope name to its bit.
 func scopeBits(name string) access.Scope { return access.ParseScope(name) }
 
-func init() {
-	guardFactories = append(guardFactories, refuseKeyInURL, authGuard)
-}
-
 // refuseKeyInURL refuses, on every route, a request that puts an API key in
 // the query string: honouring it would teach clients to leak keys into logs.
 func refuseKeyInURL(s *Server, r *Route) gin.HandlerFunc {

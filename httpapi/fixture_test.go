@@ -47,6 +47,12 @@ func freeAddr(t testing.TB) string {
 
 func newTestAPI(t *testing.T, mut ...func(*node.Config)) *testAPI {
 	t.Helper()
+	return newTestAPIWith(t, nil, mut...)
+}
+
+// newTestAPIWith is newTestAPI with server options.
+func newTestAPIWith(t *testing.T, opts []Option, mut ...func(*node.Config)) *testAPI {
+	t.Helper()
 	cfg := node.Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: freeAddr(t), HTTPAddr: "127.0.0.1:1",
 		AdminAddr: "127.0.0.1:2", Bootstrap: true, AdminToken: "test-token", CheckInvariants: true,
 		TickInterval: 50 * time.Millisecond, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: io.Discard})}
@@ -58,7 +64,7 @@ func newTestAPI(t *testing.T, mut ...func(*node.Config)) *testAPI {
 		t.Fatal(err)
 	}
 	n.Start()
-	a := &testAPI{t: t, node: n, srv: New(n, cfg.Logger)}
+	a := &testAPI{t: t, node: n, srv: New(n, cfg.Logger, opts...)}
 	a.http = httptest.NewServer(a.srv)
 	t.Cleanup(func() {
 		validateExchanges(t, a)

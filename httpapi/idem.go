@@ -16,8 +16,6 @@ const MaxIdemKeyLen = 255
 
 const idemKeyCtx = "perpd.idem"
 
-func init() { guardFactories = append(guardFactories, idemGuard) }
-
 // idemGuard requires a well-formed idempotency-key on idem routes.
 func idemGuard(s *Server, r *Route) gin.HandlerFunc {
 	if !r.Idem {

@@ -2,23 +2,13 @@ package httpapi
 
 import (
 	"fmt"
-	"net/http"
 	"reflect"
 	"sort"
 	"strings"
-
-	"github.com/gin-gonic/gin"
 )
 
-// llms serves the agent indexes, generated from the route table like the
-// OpenAPI description, so the three never disagree.
-func (s *Server) llms(full bool) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		c.Data(http.StatusOK, "text/plain; charset=utf-8", []byte(s.LLMSText(full)))
-	}
-}
-
-// LLMSText renders llms.txt (full: llms-full.txt).
+// LLMSText renders llms.txt (full: llms-full.txt), generated from the
+// route table like the OpenAPI description, so the three never disagree.
 func (s *Server) LLMSText(full bool) string {
 	var b strings.Builder
 	b.WriteString("# perpd\n\n")
@@ -67,8 +57,22 @@ func (s *Server) LLMSText(full bool) string {
 			fmt.Fprintf(&b, "  %d: %s\n", st, fieldList(reflect.TypeOf(body), false))
 		}
 	}
+	if full {
+		b.WriteString(wsProtocol)
+	}
 	return b.String()
 }
+
+// wsProtocol describes /v1/ws in llms-full.txt.
+const wsProtocol = `
+## WebSocket /v1/ws (protocol v1)
+
+Client frames: {op:"auth", apiKey}, {op:"subscribe"|"unsubscribe", channel, feedId|marketId}, {op:"pong"}. Channels: prices (feedId), stats (marketId), account (after auth; key scope read).
+Server frames: {op:"auth", ok, v, accountId}; {op:"subscribed"|"unsubscribed", channel, feedId|marketId}; {op:"event", channel, kind, seq?, tsMs, data}; {op:"error", code, error, badOp?}; {op:"ping", tsMs} every 15 s (no reply needed).
+Reconnect recipe: take a REST snapshot, resubscribe, de-duplicate events on seq. The stream never backfills.
+Close code 4000 (resync): the node closes a connection that would lose frames, because the client reads too slowly (its send queue is full) or the node's event stream lost events. Every frame before the close was delivered in order; after it, follow the reconnect recipe.
+A revoked key loses the account channel when the revocation applies: an error frame with code unauthorized, then no more account events on that connection (public channels stay).
+`
 
 // fieldList renders a struct's fields as name:type[unit], marking required
 // request fields with "!" and nullable response fields with "?".

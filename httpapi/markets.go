@@ -225,7 +225,7 @@ func (tc *tickerCache) serve(s *Server) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		var minIndex uint64
 		if v := c.GetHeader("X-Min-Index"); v != "" {
-			minIndex, _ = strconv.ParseUint(v, 10, 64) // validated by indexHeaders
+			minIndex, _ = strconv.ParseUint(v, 10, 64) // validated by indexGuard
 		}
 		fresh := c.GetHeader("X-Consistency") == "linearizable"
 		tc.mu.Lock()

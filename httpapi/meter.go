@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"container/list"
 	"math"
 	"net/http"
 	"strconv"
@@ -45,37 +46,52 @@ const meterIdle = 10 * time.Minute
 const meterMaxBuckets = 1_000_000
 
 type bucket struct {
+	id   string
 	lim  *rate.Limiter
 	used time.Time
 }
 
-// meter holds the token buckets of one node.
+// meter holds the token buckets of one node. The buckets form a list from
+// most to least recently used: a full table evicts the least recently used
+// one (likely idle, hence full, so forgetting it changes little), never a
+// bucket someone is draining; the idle sweep trims from the same end.
 type meter struct {
 	mu      sync.Mutex
-	buckets map[string]*bucket
+	buckets map[string]*list.Element // of *bucket
+	lru     list.List                // front: most recently used
 	swept   time.Time
+	// maxBuckets bounds the table (meterMaxBuckets; tests shrink it).
+	maxBuckets int
 }
 
-func newMeter() *meter { return &meter{buckets: map[string]*bucket{}} }
+func newMeter() *meter {
+	return &meter{buckets: map[string]*list.Element{}, maxBuckets: meterMaxBuckets}
+}
 
 func (m *meter) get(id string, perMin, burst int, now time.Time) *rate.Limiter {
-	b := m.buckets[id]
-	if b == nil {
-		if len(m.buckets) >= meterMaxBuckets {
-			m.sweep(now, 0)
-		}
-		b = &bucket{lim: rate.NewLimiter(rate.Limit(float64(perMin)/60), burst)}
-		m.buckets[id] = b
+	if e := m.buckets[id]; e != nil {
+		b := e.Value.(*bucket)
+		b.used = now
+		m.lru.MoveToFront(e)
+		return b.lim
 	}
-	b.used = now
+	for len(m.buckets) >= m.maxBuckets {
+		m.evict(m.lru.Back())
+	}
+	b := &bucket{id: id, lim: rate.NewLimiter(rate.Limit(float64(perMin)/60), burst), used: now}
+	m.buckets[id] = m.lru.PushFront(b)
 	return b.lim
 }
 
+func (m *meter) evict(e *list.Element) {
+	delete(m.buckets, e.Value.(*bucket).id)
+	m.lru.Remove(e)
+}
+
+// sweep forgets buckets unused for idle, oldest first.
 func (m *meter) sweep(now time.Time, idle time.Duration) {
-	for id, b := range m.buckets {
-		if now.Sub(b.used) >= idle {
-			delete(m.buckets, id)
-		}
+	for e := m.lru.Back(); e != nil && now.Sub(e.Value.(*bucket).used) >= idle; e = m.lru.Back() {
+		m.evict(e)
 	}
 	m.swept = now
 }
@@ -153,8 +169,6 @@ func resetAt(now time.Time, tokens float64, perMin int) int64 {
 	return int64(math.Ceil(float64(now.Add(wait).UnixNano()) / 1e9))
 }
 
-func init() { guardFactories = append(guardFactories, meterGuard) }
-
 // meterGuard draws the route's budget: per key and per account for keyed
 // routes, per client address for public ones that have a budget (signup).
 func meterGuard(s *Server, r *Route) gin.HandlerFunc {
@@ -164,26 +178,31 @@ func meterGuard(s *Server, r *Route) gin.HandlerFunc {
 	if _, ok := Budgets[r.Budget]; !ok {
 		panic("route " + r.Path + " names unknown budget " + r.Budget)
 	}
-	return func(c *gin.Context) {
-		b := s.budgets[r.Budget]
-		subject, account := "ip:"+c.ClientIP(), ""
-		if r.Auth == Keyed {
-			cl := callerOf(c)
-			subject, account = "key:"+cl.KeyID, cl.AccountID
-		}
-		v := s.meter.take(b, subject, account, time.Now())
-		h := c.Writer.Header()
-		h.Set("X-RateLimit-Limit", strconv.Itoa(v.limit))
-		h.Set("X-RateLimit-Remaining", strconv.Itoa(v.remaining))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(v.resetUnix, 10))
-		if !v.ok {
-			secs := int64(math.Ceil(v.retryAfter.Seconds()))
-			if secs < 1 {
-				secs = 1
-			}
-			h.Set("Retry-After", strconv.FormatInt(secs, 10))
-			fail(c, http.StatusTooManyRequests, wire.CodeRateLimited,
-				"the "+b.Name+" budget is empty; retry after "+strconv.FormatInt(secs, 10)+"s")
-		}
+	return func(c *gin.Context) { s.draw(c, r, s.budgets[r.Budget]) }
+}
+
+// draw takes one token of b for the caller of r, sets the X-RateLimit
+// headers, and answers 429 itself when the budget is empty.
+func (s *Server) draw(c *gin.Context, r *Route, b Budget) bool {
+	subject, account := "ip:"+c.ClientIP(), ""
+	if r.Auth == Keyed {
+		cl := callerOf(c)
+		subject, account = "key:"+cl.KeyID, cl.AccountID
 	}
+	v := s.meter.take(b, subject, account, time.Now())
+	h := c.Writer.Header()
+	h.Set("X-RateLimit-Limit", strconv.Itoa(v.limit))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(v.remaining))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(v.resetUnix, 10))
+	if v.ok {
+		return true
+	}
+	secs := int64(math.Ceil(v.retryAfter.Seconds()))
+	if secs < 1 {
+		secs = 1
+	}
+	h.Set("Retry-After", strconv.FormatInt(secs, 10))
+	fail(c, http.StatusTooManyRequests, wire.CodeRateLimited,
+		"the "+b.Name+" budget is empty; retry after "+strconv.FormatInt(secs, 10)+"s")
+	return false
 }

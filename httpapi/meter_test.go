@@ -141,3 +141,40 @@ func TestLimitsReportLiveValues(t *testing.T) {
 		t.Fatalf("withdraw %v", w)
 	}
 }
+
+// A full bucket table evicts the least recently used buckets: a client
+// draining its withdraw budget is never refilled by others' churn.
+func TestMeterFullTableKeepsRecentlyUsedBuckets(t *testing.T) {
+	m := newMeter()
+	m.maxBuckets = 8
+	w := Budgets["withdraw"]
+	for i := 0; i < w.KeyBurst; i++ {
+		m.take(w, "key:drained", "", t0)
+	}
+	for i := 0; i < 100; i++ {
+		m.take(Budgets["read"], "ip:"+strconv.Itoa(i), "", t0)
+		if m.take(w, "key:drained", "", t0).ok {
+			t.Fatalf("after %d new subjects the drained withdraw budget was refilled", i+1)
+		}
+	}
+	if len(m.buckets) > m.maxBuckets || m.lru.Len() != len(m.buckets) {
+		t.Fatalf("table holds %d buckets (list %d), bound %d", len(m.buckets), m.lru.Len(), m.maxBuckets)
+	}
+}
+
+// The idle sweep forgets only buckets unused for meterIdle.
+func TestMeterSweepForgetsOnlyIdleBuckets(t *testing.T) {
+	m := newMeter()
+	w := Budgets["withdraw"]
+	m.take(w, "key:old", "", t0)
+	for i := 0; i < w.KeyBurst; i++ {
+		m.take(w, "key:busy", "", t0.Add(meterIdle))
+	}
+	// The next take sweeps (more than a minute since the last sweep).
+	if m.take(w, "key:busy", "", t0.Add(meterIdle+time.Second)).ok {
+		t.Fatal("the busy, drained bucket was forgotten by the sweep")
+	}
+	if _, ok := m.buckets[w.Name+"|key:old"]; ok {
+		t.Fatal("an idle bucket survived the sweep")
+	}
+}

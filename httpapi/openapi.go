@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gin-gonic/gin"
-
 	"github.com/perpd/perpd/fsm/wire"
 )
 
@@ -21,16 +19,12 @@ func init() { routeSets = append(routeSets, (*Server).docRoutes) }
 func (s *Server) docRoutes() []*Route {
 	return []*Route{
 		{Method: http.MethodGet, Path: "/openapi.json", Summary: "This OpenAPI 3.1 description", Content: "application/json",
-			Responses: map[int]any{200: map[string]any{}}, Handler: s.openapi},
+			Responses: map[int]any{200: map[string]any{}, 304: nil}, Handler: s.serveDoc(docOpenAPI)},
 		{Method: http.MethodGet, Path: "/llms.txt", Summary: "Agent index of the API", Content: "text/plain",
-			Responses: map[int]any{200: ""}, Handler: s.llms(false)},
+			Responses: map[int]any{200: "", 304: nil}, Handler: s.serveDoc(docLLMS)},
 		{Method: http.MethodGet, Path: "/llms-full.txt", Summary: "Agent index with every field", Content: "text/plain",
-			Responses: map[int]any{200: ""}, Handler: s.llms(true)},
+			Responses: map[int]any{200: "", 304: nil}, Handler: s.serveDoc(docLLMSFull)},
 	}
-}
-
-func (s *Server) openapi(c *gin.Context) {
-	c.JSON(http.StatusOK, s.OpenAPI())
 }
 
 // OpenAPI builds the description from the route table.
@@ -152,12 +146,11 @@ func commonErrors(r *Route) []int {
 	// 400: a malformed X-Min-Index or body on any route; 500: a bug,
 	// still answered as JSON.
 	// 401 on every route: a key sent in the URL is refused everywhere.
-	out := []int{400, 401, 404, 405, 413, 500, 503}
+	// 429 on every route: one without a budget draws a read token before
+	// an X-Min-Index or X-Consistency wait.
+	out := []int{400, 401, 404, 405, 413, 429, 500, 503}
 	if r.Auth == Keyed {
 		out = append(out, 403)
-	}
-	if r.Budget != "" || r.Auth == Keyed {
-		out = append(out, 429)
 	}
 	if r.Idem {
 		out = append(out, 409)
@@ -170,7 +163,7 @@ func (g *schemaGen) response(status int, body any, content string) map[string]an
 	if content == "" {
 		content = "application/json"
 	}
-	if content == "none" {
+	if content == "none" || body == nil {
 		return map[string]any{"description": desc}
 	}
 	var schema any

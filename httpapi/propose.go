@@ -47,7 +47,11 @@ func (s *Server) command(c *gin.Context, t fsm.CmdType, payload any, req any) (*
 // propose sends a write through the log. It answers 503 itself when no
 // leader took it; otherwise the caller renders the result.
 func (s *Server) propose(c *gin.Context, cmd *fsm.Command) (*fsm.Result, bool) {
-	res, err := s.Node.Propose(c.Request.Context(), cmd)
+	propose := s.Node.Propose
+	if s.proposer != nil {
+		propose = s.proposer
+	}
+	res, err := propose(c.Request.Context(), cmd)
 	if err != nil {
 		if errors.Is(err, node.ErrUnavailable) {
 			unavailable(c, "no leader accepted the write in time; retry with the same idempotency-key")

@@ -53,5 +53,11 @@ func (s *Server) guards(r *Route) []gin.HandlerFunc {
 	return out
 }
 
-// guardFactories build per-route middleware in order (auth, meter, idem).
-var guardFactories []func(s *Server, r *Route) gin.HandlerFunc
+// guardFactories build per-route middleware, in this order: a key in the
+// URL is refused first, then the caller is authenticated, the idempotency
+// key checked, the budget drawn, and only then may the request wait for
+// the log (indexGuard), so no unauthenticated or over-budget client can
+// hold a node in a wait.
+var guardFactories = []func(s *Server, r *Route) gin.HandlerFunc{
+	refuseKeyInURL, authGuard, idemGuard, meterGuard, indexGuard,
+}

@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/node"
 	"github.com/perpd/perpd/node/rail"
 )
@@ -32,6 +34,10 @@ type Server struct {
 	// trustedProxies are the peers whose X-Forwarded-For is believed
 	// (addresses or CIDRs); empty means the TCP peer is the client.
 	trustedProxies []string
+	// docs caches /openapi.json and the llms files.
+	docs docCache
+	// proposer replaces Node.Propose (tests drop an answer through it).
+	proposer func(context.Context, *fsm.Command) (*fsm.Result, error)
 }
 
 // New builds the gin engine with every route of the table.
@@ -53,7 +59,7 @@ func New(n *node.Node, log hclog.Logger, opts ...Option) *Server {
 	if s.Rail == nil {
 		s.Rail = defaultRail(n.Config().Deployment)
 	}
-	e.Use(gin.CustomRecoveryWithWriter(log.StandardWriter(&hclog.StandardLoggerOptions{}), recovery), s.bodyLimit, s.indexHeaders)
+	e.Use(gin.CustomRecoveryWithWriter(log.StandardWriter(&hclog.StandardLoggerOptions{}), recovery), s.bodyLimit, s.stampIndex)
 	e.NoRoute(func(c *gin.Context) { notFound(c, "route "+c.Request.URL.Path) })
 	e.NoMethod(func(c *gin.Context) {
 		fail(c, http.StatusMethodNotAllowed, "validation", "method "+c.Request.Method+" not allowed on "+c.Request.URL.Path)
@@ -126,35 +132,10 @@ func (s *Server) bodyLimit(c *gin.Context) {
 	c.Next()
 }
 
-// indexHeaders honours X-Min-Index (read-your-writes on any node) and
-// X-Consistency: linearizable (the node confirms the leader's commit index
-// and waits to apply it before reading), and stamps every response with the
-// node's applied index.
-func (s *Server) indexHeaders(c *gin.Context) {
-	switch c.GetHeader("X-Consistency") {
-	case "", "default":
-	case "linearizable":
-		if err := s.Node.LinearizableRead(c.Request.Context()); err != nil {
-			c.Header("X-Raft-Index", strconv.FormatUint(s.Node.Machine().Applied(), 10))
-			unavailable(c, "cannot confirm a linearizable read right now: "+err.Error())
-			return
-		}
-	default:
-		invalid(c, "X-Consistency must be linearizable or default")
-		return
-	}
-	if v := c.GetHeader("X-Min-Index"); v != "" {
-		want, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			invalid(c, "X-Min-Index must be a decimal log index")
-			return
-		}
-		if err := s.Node.WaitApplied(c.Request.Context(), want); err != nil {
-			c.Header("X-Raft-Index", strconv.FormatUint(s.Node.Machine().Applied(), 10))
-			unavailable(c, "this node has not applied index "+v+" yet; retry or ask another node")
-			return
-		}
-	}
+// stampIndex stamps every response, routed or not, with the node's
+// applied index. The waits that X-Min-Index and X-Consistency ask for run
+// per route, after authentication and metering (indexGuard).
+func (s *Server) stampIndex(c *gin.Context) {
 	c.Writer.Header().Set("X-Raft-Index", strconv.FormatUint(s.Node.Machine().Applied(), 10))
 	c.Next()
 }

@@ -2,42 +2,62 @@ package node
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/perpd/perpd/fsm"
 )
 
 // BusBuffer bounds each subscriber's queue. A subscriber that falls this
-// far behind loses events (it is told so) rather than slowing apply.
+// far behind loses events rather than slowing apply, and is told so: its
+// Lost channel closes at the first batch it misses.
 const BusBuffer = 4096
 
-// Bus fans applied events out to subscribers (the WebSocket layer). Publish
-// never blocks the state machine.
+// Bus fans applied events out to subscribers (the WebSocket layer, the
+// payout driver). Publish never blocks the state machine.
 type Bus struct {
 	mu     sync.Mutex
 	subs   map[*Subscription]struct{}
 	closed bool
+	buffer int
+
+	dropped   atomic.Uint64
+	overflows atomic.Uint64
 }
 
-// Subscription receives batches of events in apply order.
+// Subscription receives batches of events in apply order. After Lost
+// closes, the stream has a gap; the subscription stays open (C keeps
+// delivering later batches) so the subscriber chooses how to recover.
 type Subscription struct {
-	C       chan []fsm.Event
-	mu      sync.Mutex
-	dropped uint64
+	C        chan []fsm.Event
+	lost     chan struct{}
+	lostOnce sync.Once
+	dropped  atomic.Uint64
 }
 
 // Dropped returns how many batches were lost because the queue was full.
-func (s *Subscription) Dropped() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.dropped
+func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
+
+// Lost is closed when the subscription first misses a batch.
+func (s *Subscription) Lost() <-chan struct{} { return s.lost }
+
+// NewBus returns an empty bus with BusBuffer-deep queues.
+func NewBus() *Bus { return NewBusBuffer(BusBuffer) }
+
+// NewBusBuffer returns an empty bus whose subscribers queue up to buffer
+// batches.
+func NewBusBuffer(buffer int) *Bus {
+	return &Bus{subs: map[*Subscription]struct{}{}, buffer: buffer}
 }
 
-// NewBus returns an empty bus.
-func NewBus() *Bus { return &Bus{subs: map[*Subscription]struct{}{}} }
+// Dropped counts batches lost by any subscriber since the bus started.
+func (b *Bus) Dropped() uint64 { return b.dropped.Load() }
+
+// Overflows counts subscriptions that lost events (each counted once).
+func (b *Bus) Overflows() uint64 { return b.overflows.Load() }
 
 // Subscribe registers a new subscriber.
 func (b *Bus) Subscribe() *Subscription {
-	s := &Subscription{C: make(chan []fsm.Event, BusBuffer)}
+	s := &Subscription{C: make(chan []fsm.Event, b.buffer), lost: make(chan struct{})}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -58,7 +78,9 @@ func (b *Bus) Unsubscribe(s *Subscription) {
 	}
 }
 
-// Publish hands evs to every subscriber without blocking.
+// Publish hands evs to every subscriber without blocking. A subscriber
+// whose queue is full misses evs: it is counted and its Lost channel
+// closes.
 func (b *Bus) Publish(evs []fsm.Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -66,9 +88,12 @@ func (b *Bus) Publish(evs []fsm.Event) {
 		select {
 		case s.C <- evs:
 		default:
-			s.mu.Lock()
-			s.dropped++
-			s.mu.Unlock()
+			s.dropped.Add(1)
+			b.dropped.Add(1)
+			s.lostOnce.Do(func() {
+				b.overflows.Add(1)
+				close(s.lost)
+			})
 		}
 	}
 }

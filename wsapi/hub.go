@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/hashicorp/go-hclog"
 	"github.com/olahol/melody"
 
@@ -25,12 +27,28 @@ const (
 	MaxConnections     = 10_000           // per node; more are refused with 503
 	MaxSubscriptions   = 64               // per connection
 	MaxFrameBytes      = 4096             // client frames
-	SessionBufferMsgs  = 1024             // queued frames per connection before drops
+	SessionBufferMsgs  = 1024             // queued frames per connection before it is closed
 	channelPrices      = "prices"
 	channelStats       = "stats"
 	channelAccount     = "account"
 	sessionConnKey     = "conn"
 	subjectAccountPref = "account|"
+	// closeReserve keeps room in melody's queue for the close frame after
+	// a connection's SessionBufferMsgs are queued.
+	closeReserve = 2
+)
+
+// CloseResync is the WebSocket close code of a connection that lost, or
+// would lose, frames: its send buffer was full (the client reads too
+// slowly) or the node's event stream overflowed. The client takes a REST
+// snapshot and reconnects (SPEC section 6, rule 6). 4000: the first
+// application-defined code.
+const CloseResync = 4000
+
+// Close reasons sent with CloseResync (at most 123 bytes each).
+const (
+	ReasonSlowConsumer = "resync: send buffer full (client too slow); frames would be lost. Take a REST snapshot and resubscribe"
+	ReasonEventsLost   = "resync: this node's event stream lost events. Take a REST snapshot and resubscribe"
 )
 
 // Hub serves /v1/ws for one node.
@@ -44,6 +62,15 @@ type Hub struct {
 
 	// PingEvery is the application ping cadence (PingEvery by default).
 	PingEvery time.Duration
+
+	// sendBuffer is the frames a connection may have queued
+	// (SessionBufferMsgs; tests shrink it before serving).
+	sendBuffer int64
+	slowCloses atomic.Uint64
+	lossCloses atomic.Uint64
+	// beforeBatch, when set, runs before each bus batch (tests stall the
+	// hub with it).
+	beforeBatch func()
 }
 
 // conn is one connection's state.
@@ -52,24 +79,48 @@ type conn struct {
 	accountID string
 	keyHash   string
 	subjects  map[string]bool
+	// queued counts frames handed to melody and not yet written.
+	queued atomic.Int64
+	// closing is set once the close frame is queued; nothing follows it.
+	closing atomic.Bool
 }
 
 // New builds the hub; Run must be called to feed it.
 func New(n *node.Node, log hclog.Logger) *Hub {
 	m := melody.New()
 	m.Config.MaxMessageSize = MaxFrameBytes
-	m.Config.MessageBufferSize = SessionBufferMsgs
 	h := &Hub{n: n, m: m, log: log, subs: map[string]map[*melody.Session]struct{}{}, PingEvery: PingEvery}
+	h.setSendBuffer(SessionBufferMsgs)
 	m.HandleConnect(func(s *melody.Session) { s.Set(sessionConnKey, &conn{subjects: map[string]bool{}}) })
 	m.HandleDisconnect(h.drop)
 	m.HandleMessage(h.onMessage)
+	m.HandleSentMessage(func(s *melody.Session, _ []byte) {
+		if c := connOf(s); c != nil {
+			c.queued.Add(-1)
+		}
+	})
 	m.HandleError(func(s *melody.Session, err error) {
 		if err == melody.ErrMessageBufferFull {
-			h.log.Debug("websocket client too slow; frames dropped", "remote", s.RemoteAddr())
+			// Cannot happen while every frame goes through write; if it
+			// does, say so loudly.
+			h.log.Warn("websocket send queue overflowed past its reserve", "remote", s.RemoteAddr())
 		}
 	})
 	return h
 }
+
+func (h *Hub) setSendBuffer(n int) {
+	h.sendBuffer = int64(n)
+	h.m.Config.MessageBufferSize = n + closeReserve
+}
+
+// SlowConsumerCloses counts connections closed because their send buffer
+// was full.
+func (h *Hub) SlowConsumerCloses() uint64 { return h.slowCloses.Load() }
+
+// EventLossCloses counts connections closed because the node's event bus
+// dropped events on their way to the hub.
+func (h *Hub) EventLossCloses() uint64 { return h.lossCloses.Load() }
 
 // ServeHTTP upgrades the request.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -85,9 +136,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Run feeds events to subscribers and pings every PingEvery until ctx ends.
+// When the bus reports that the hub missed events, every connection with a
+// subscription is closed with CloseResync: each may have missed a frame.
 func (h *Hub) Run(ctx context.Context) {
 	sub := h.n.Events.Subscribe()
-	defer h.n.Events.Unsubscribe(sub)
+	defer func() { h.n.Events.Unsubscribe(sub) }()
 	ping := time.NewTicker(h.PingEvery)
 	defer ping.Stop()
 	for {
@@ -95,9 +148,18 @@ func (h *Hub) Run(ctx context.Context) {
 		case <-ctx.Done():
 			_ = h.m.Close()
 			return
+		case <-sub.Lost():
+			h.log.Warn("websocket hub missed events; closing subscribed connections", "dropped", sub.Dropped())
+			next := h.n.Events.Subscribe()
+			h.n.Events.Unsubscribe(sub)
+			sub = next
+			h.closeSubscribed()
 		case evs, ok := <-sub.C:
 			if !ok {
 				return
+			}
+			if h.beforeBatch != nil {
+				h.beforeBatch()
 			}
 			for _, ev := range evs {
 				h.deliver(ev)
@@ -108,7 +170,64 @@ func (h *Hub) Run(ctx context.Context) {
 	}
 }
 
+// closeSubscribed closes, for resync, every connection that subscribes to
+// anything.
+func (h *Hub) closeSubscribed() {
+	sessions, err := h.m.Sessions()
+	if err != nil {
+		return
+	}
+	for _, s := range sessions {
+		c := connOf(s)
+		if c == nil {
+			continue
+		}
+		c.mu.Lock()
+		n := len(c.subjects)
+		c.mu.Unlock()
+		if n > 0 && h.closeResync(s, c, ReasonEventsLost) {
+			h.lossCloses.Add(1)
+		}
+	}
+}
+
+// write queues one frame for s. A connection that already holds its whole
+// send buffer is closed with CloseResync instead: the client learns it
+// must resync rather than silently missing this frame.
+func (h *Hub) write(s *melody.Session, msg []byte) {
+	c := connOf(s)
+	if c == nil || c.closing.Load() {
+		return
+	}
+	if c.queued.Add(1) > h.sendBuffer {
+		c.queued.Add(-1)
+		if h.closeResync(s, c, ReasonSlowConsumer) {
+			h.slowCloses.Add(1)
+			h.log.Debug("websocket client too slow; closed for resync", "remote", s.RemoteAddr())
+		}
+		return
+	}
+	if err := s.Write(msg); err != nil {
+		c.queued.Add(-1)
+	}
+}
+
+// closeResync unsubscribes c from everything and queues a CloseResync
+// frame behind the frames already queued (melody keeps closeReserve slots
+// for it). It reports whether this call closed the connection.
+func (h *Hub) closeResync(s *melody.Session, c *conn, reason string) bool {
+	if !c.closing.CompareAndSwap(false, true) {
+		return false
+	}
+	h.drop(s)
+	_ = s.CloseWithMsg(websocket.FormatCloseMessage(CloseResync, reason))
+	return true
+}
+
 func (h *Hub) deliver(ev fsm.Event) {
+	if ev.Kind == KindSessionRevoked && ev.Account != "" {
+		h.revoked(ev.Account)
+	}
 	var subject string
 	f := eventFrame{Op: "event", Kind: ev.Kind, TsMs: strconv.FormatInt(ev.TsMs, 10)}
 	switch {
@@ -138,7 +257,10 @@ func (h *Hub) deliver(ev fsm.Event) {
 		return
 	}
 	f.Data = data
-	_ = h.m.BroadcastMultiple(mustJSON(f), targets)
+	msg := mustJSON(f)
+	for _, s := range targets {
+		h.write(s, msg)
+	}
 }
 
 // pingAll sends the application ping and drops the account channel of any
@@ -157,12 +279,45 @@ func (h *Hub) pingAll() {
 		c.mu.Lock()
 		hash := c.keyHash
 		c.mu.Unlock()
+		// A backstop: revocations normally end the channel at once
+		// (revoked, on the session_revoked event).
 		if hash != "" && h.keyOf(hash) == nil {
-			h.deauth(s, c)
-			h.send(s, errorFrame{Op: "error", Code: wire.CodeUnauthorized, Error: "the key was revoked; account channel closed"})
+			h.endRevoked(s, c)
 		}
-		_ = s.Write(msg)
+		h.write(s, msg)
 	}
+}
+
+// KindSessionRevoked is the account event the state machine emits when
+// keys of the account are revoked.
+const KindSessionRevoked = "session_revoked"
+
+// revoked ends, at once, the account channel of every connection of the
+// account whose key is no longer live in the applied state.
+func (h *Hub) revoked(account string) {
+	sessions, err := h.m.Sessions()
+	if err != nil {
+		return
+	}
+	for _, s := range sessions {
+		c := connOf(s)
+		if c == nil {
+			continue
+		}
+		c.mu.Lock()
+		acct, hash := c.accountID, c.keyHash
+		c.mu.Unlock()
+		if acct == account && hash != "" && h.keyOf(hash) == nil {
+			h.endRevoked(s, c)
+		}
+	}
+}
+
+// endRevoked drops the connection's authentication and account
+// subscription and says why; its public channels stay open.
+func (h *Hub) endRevoked(s *melody.Session, c *conn) {
+	h.deauth(s, c)
+	h.send(s, errorFrame{Op: "error", Code: wire.CodeUnauthorized, Error: "the key was revoked; account channel closed"})
 }
 
 func connOf(s *melody.Session) *conn {
@@ -174,7 +329,7 @@ func connOf(s *melody.Session) *conn {
 	return c
 }
 
-func (h *Hub) send(s *melody.Session, v any) { _ = s.Write(mustJSON(v)) }
+func (h *Hub) send(s *melody.Session, v any) { h.write(s, mustJSON(v)) }
 
 // keyOf returns the live key with this hash, from the node's applied state.
 func (h *Hub) keyOf(hash string) *access.Key {

@@ -27,7 +27,7 @@ type wsEnv struct {
 	http *httptest.Server
 }
 
-func newEnv(t *testing.T) *wsEnv {
+func newEnv(t *testing.T, opts ...func(*Hub)) *wsEnv {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
 	l.Close()
@@ -40,6 +40,9 @@ func newEnv(t *testing.T) *wsEnv {
 	n.Start()
 	hub := New(n, log)
 	hub.PingEvery = 200 * time.Millisecond
+	for _, o := range opts {
+		o(hub)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go hub.Run(ctx)
 	api := httpapi.New(n, log, httpapi.WithWebSocket(hub))

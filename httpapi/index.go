@@ -1,0 +1,60 @@
+package httpapi
+
+import (
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+)
+
+// indexGuard honours X-Min-Index (read-your-writes on any node) and
+// X-Consistency: linearizable (the node confirms the leader's commit index
+// and waits to apply it before reading). It runs after authentication and
+// the route's meter, so only a caller that may call the route can make the
+// node wait; a route without a budget draws one read token (per key, or per
+// client address when public) before it waits.
+func indexGuard(s *Server, r *Route) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		linearizable := false
+		switch c.GetHeader("X-Consistency") {
+		case "", "default":
+		case "linearizable":
+			linearizable = true
+		default:
+			invalid(c, "X-Consistency must be linearizable or default")
+			return
+		}
+		var want uint64
+		minIndex := c.GetHeader("X-Min-Index")
+		if minIndex != "" {
+			var err error
+			if want, err = strconv.ParseUint(minIndex, 10, 64); err != nil {
+				invalid(c, "X-Min-Index must be a decimal log index")
+				return
+			}
+		}
+		if !linearizable && minIndex == "" {
+			return
+		}
+		if r.Budget == "" && !s.draw(c, r, s.budgets["read"]) {
+			return
+		}
+		stamp := func() {
+			c.Writer.Header().Set("X-Raft-Index", strconv.FormatUint(s.Node.Machine().Applied(), 10))
+		}
+		if linearizable {
+			if err := s.Node.LinearizableRead(c.Request.Context()); err != nil {
+				stamp()
+				unavailable(c, "cannot confirm a linearizable read right now: "+err.Error())
+				return
+			}
+		}
+		if minIndex != "" {
+			if err := s.Node.WaitApplied(c.Request.Context(), want); err != nil {
+				stamp()
+				unavailable(c, "this node has not applied index "+minIndex+" yet; retry or ask another node")
+				return
+			}
+		}
+		stamp()
+	}
+}

@@ -1,0 +1,74 @@
+package httpapi
+
+import (
+	"fmt"
+	"testing"
+)
+
+// tinyOrder makes the signup (order) budget small and slow, so a test's
+// count of admitted signups is the burst whatever the machine's speed.
+func tinyOrder() map[string]Budget {
+	b := map[string]Budget{}
+	for k, v := range Budgets {
+		b[k] = v
+	}
+	b["order"] = Budget{Name: "order", PerKeyPerMin: 1, KeyBurst: 5, PerAccountPerMin: 1, AccountBurst: 5}
+	return b
+}
+
+// signups sends n signups, header(i) naming the headers of the i-th, and
+// counts the admitted ones.
+func (a *testAPI) signups(n int, header func(i int) map[string]string) int {
+	a.t.Helper()
+	ok := 0
+	for i := 0; i < n; i++ {
+		r := a.do(req{method: "POST", path: "/v1/signup", idem: nextIdem(), body: map[string]any{}, header: header(i)})
+		switch r.status {
+		case 201:
+			ok++
+		case 429:
+		default:
+			a.t.Fatalf("signup %d: %d %s", i, r.status, r.body)
+		}
+	}
+	return ok
+}
+
+func spoofed(name string) func(i int) map[string]string {
+	return func(i int) map[string]string {
+		return map[string]string{name: fmt.Sprintf("203.0.%d.%d", i/250, i%250+1)}
+	}
+}
+
+// Forwarding headers from a peer that is not a configured proxy do not
+// name the client: varied X-Forwarded-For or X-Real-IP values get no more
+// signups than the same requests without them.
+func TestSpoofedForwardingHeadersRaiseNoBudget(t *testing.T) {
+	plain := newTestAPIWith(t, []Option{WithBudgets(tinyOrder())})
+	base := plain.signups(200, func(int) map[string]string { return nil })
+	if base >= 200 {
+		t.Fatalf("the budget admitted all %d plain signups", base)
+	}
+	for _, h := range []string{"X-Forwarded-For", "X-Real-IP"} {
+		a := newTestAPIWith(t, []Option{WithBudgets(tinyOrder())})
+		if got := a.signups(200, spoofed(h)); got > base {
+			t.Fatalf("%s from an untrusted peer: %d of 200 signups admitted, %d without the header", h, got, base)
+		}
+	}
+}
+
+// From a configured proxy, the forwarding headers name the client: each
+// forwarded address has its own budget.
+func TestTrustedProxyForwardingHeadersAreHonoured(t *testing.T) {
+	const n = 12 // more than the burst of one address
+	for _, h := range []string{"X-Forwarded-For", "X-Real-IP"} {
+		a := newTestAPIWith(t, []Option{WithBudgets(tinyOrder()), WithTrustedProxies([]string{"127.0.0.1"})})
+		if got := a.signups(n, spoofed(h)); got != n {
+			t.Fatalf("%s from a trusted proxy: %d of %d signups from distinct clients admitted", h, got, n)
+		}
+		// The proxy's own address still has its single budget.
+		if got := a.signups(n, func(int) map[string]string { return nil }); got >= n {
+			t.Fatalf("unforwarded requests from the proxy: %d of %d admitted", got, n)
+		}
+	}
+}
