@@ -6,15 +6,9 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// The halt guard runs before every other guard (authentication reads keys
-// from the state too), so it is put first whatever the init order.
-func init() {
-	guardFactories = append([]func(s *Server, r *Route) gin.HandlerFunc{(*Server).haltGuard}, guardFactories...)
-}
-
 // haltGuard refuses every route but /healthz once this replica halted: its
 // state may hold part of the entry that broke, so nothing read from it may
-// be served. Clients go to another node.
+// be served (not even a key lookup). Clients go to another node.
 func (s *Server) haltGuard(r *Route) gin.HandlerFunc {
 	if r.Path == healthzPath {
 		return nil

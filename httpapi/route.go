@@ -53,11 +53,12 @@ func (s *Server) guards(r *Route) []gin.HandlerFunc {
 	return out
 }
 
-// guardFactories build per-route middleware, in this order: a key in the
-// URL is refused first, then the caller is authenticated, the idempotency
+// guardFactories build per-route middleware, in this order: a halted
+// replica refuses everything (its state may be half-applied), a key in the
+// URL is refused, then the caller is authenticated, the idempotency
 // key checked, the budget drawn, and only then may the request wait for
 // the log (indexGuard), so no unauthenticated or over-budget client can
 // hold a node in a wait.
 var guardFactories = []func(s *Server, r *Route) gin.HandlerFunc{
-	refuseKeyInURL, authGuard, idemGuard, meterGuard, indexGuard,
+	(*Server).haltGuard, refuseKeyInURL, authGuard, idemGuard, meterGuard, indexGuard,
 }

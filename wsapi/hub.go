@@ -173,20 +173,25 @@ func (h *Hub) Run(ctx context.Context) {
 // closeSubscribed closes, for resync, every connection that subscribes to
 // anything.
 func (h *Hub) closeSubscribed() {
-	sessions, err := h.m.Sessions()
-	if err != nil {
-		return
-	}
-	for _, s := range sessions {
-		c := connOf(s)
-		if c == nil {
-			continue
-		}
+	h.eachConn(func(s *melody.Session, c *conn) {
 		c.mu.Lock()
 		n := len(c.subjects)
 		c.mu.Unlock()
 		if n > 0 && h.closeResync(s, c, ReasonEventsLost) {
 			h.lossCloses.Add(1)
+		}
+	})
+}
+
+// eachConn runs fn for every open connection of this hub.
+func (h *Hub) eachConn(fn func(s *melody.Session, c *conn)) {
+	sessions, err := h.m.Sessions()
+	if err != nil {
+		return
+	}
+	for _, s := range sessions {
+		if c := connOf(s); c != nil {
+			fn(s, c)
 		}
 	}
 }
@@ -266,16 +271,8 @@ func (h *Hub) deliver(ev fsm.Event) {
 // pingAll sends the application ping and drops the account channel of any
 // connection whose key was revoked since it authenticated.
 func (h *Hub) pingAll() {
-	sessions, err := h.m.Sessions()
-	if err != nil {
-		return
-	}
 	msg := mustJSON(pingFrame{Op: "ping", TsMs: strconv.FormatInt(time.Now().UnixMilli(), 10)})
-	for _, s := range sessions {
-		c := connOf(s)
-		if c == nil {
-			continue
-		}
+	h.eachConn(func(s *melody.Session, c *conn) {
 		c.mu.Lock()
 		hash := c.keyHash
 		c.mu.Unlock()
@@ -285,7 +282,7 @@ func (h *Hub) pingAll() {
 			h.endRevoked(s, c)
 		}
 		h.write(s, msg)
-	}
+	})
 }
 
 // KindSessionRevoked is the account event the state machine emits when
@@ -295,22 +292,14 @@ const KindSessionRevoked = "session_revoked"
 // revoked ends, at once, the account channel of every connection of the
 // account whose key is no longer live in the applied state.
 func (h *Hub) revoked(account string) {
-	sessions, err := h.m.Sessions()
-	if err != nil {
-		return
-	}
-	for _, s := range sessions {
-		c := connOf(s)
-		if c == nil {
-			continue
-		}
+	h.eachConn(func(s *melody.Session, c *conn) {
 		c.mu.Lock()
 		acct, hash := c.accountID, c.keyHash
 		c.mu.Unlock()
 		if acct == account && hash != "" && h.keyOf(hash) == nil {
 			h.endRevoked(s, c)
 		}
-	}
+	})
 }
 
 // endRevoked drops the connection's authentication and account
