@@ -72,3 +72,14 @@ func TestTrustedProxyForwardingHeadersAreHonoured(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateTrustedProxies(t *testing.T) {
+	if err := ValidateTrustedProxies([]string{"10.0.0.1", "10.0.0.0/8", "::1", "fd00::/8"}); err != nil {
+		t.Fatalf("valid list refused: %v", err)
+	}
+	for _, bad := range []string{"10.0.0", "proxy.local", "10.0.0.0/33", ""} {
+		if err := ValidateTrustedProxies([]string{bad}); err == nil {
+			t.Errorf("%q accepted as a trusted proxy", bad)
+		}
+	}
+}

@@ -2,8 +2,11 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 	"github.com/hashicorp/go-hclog"
@@ -93,7 +96,16 @@ func WithTrustedProxies(cidrs []string) Option {
 // ValidateTrustedProxies checks a --trusted-proxies list before a server is
 // built, so a typo stops the start with a clear message.
 func ValidateTrustedProxies(cidrs []string) error {
-	return gin.New().SetTrustedProxies(cidrs)
+	for _, c := range cidrs {
+		if strings.Contains(c, "/") {
+			if _, _, err := net.ParseCIDR(c); err != nil {
+				return fmt.Errorf("trusted proxy %q is not a CIDR: %w", c, err)
+			}
+		} else if net.ParseIP(c) == nil {
+			return fmt.Errorf("trusted proxy %q is not an IP address or CIDR", c)
+		}
+	}
+	return nil
 }
 
 // defaultRail is a simulated rail with a throwaway node key, for tests and
