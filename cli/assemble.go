@@ -59,7 +59,7 @@ func Assemble(n *node.Node, log hclog.Logger) (*cluster.AdminServer, *httpapi.Se
 // harnesses both use it, so tests run exactly what production runs.
 // opts are further HTTP options (serve's trusted proxies).
 func Build(n *node.Node, log hclog.Logger, opts ...httpapi.Option) (*Assembly, error) {
-	rl, err := newRail(n.Config().Deployment, n.RailNodeKey())
+	rl, err := newRail(n.Config().Deployment, n.RailNodeKey(), n.Config().SimRailDir)
 	if err != nil {
 		return nil, err
 	}
@@ -79,9 +79,17 @@ func Build(n *node.Node, log hclog.Logger, opts ...httpapi.Option) (*Assembly, e
 // newRail builds the simulated rail of testnet and local deployments; its
 // node key is derived from the cluster secret, so every member signs and
 // recognises the same invoices. A prod deployment never gets it.
-func newRail(deployment string, key []byte) (*rail.SimRail, error) {
+func newRail(deployment string, key []byte, bookDir string) (*rail.SimRail, error) {
 	if deployment == "prod" {
 		return nil, errProdRail
 	}
-	return rail.NewSimRail(rail.SimConfig{Network: httpapi.RailNetwork(deployment), NodeKey: key})
+	cfg := rail.SimConfig{Network: httpapi.RailNetwork(deployment), NodeKey: key}
+	if bookDir != "" {
+		book, err := rail.NewDirSimBook(bookDir)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Book = book
+	}
+	return rail.NewSimRail(cfg)
 }

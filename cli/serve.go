@@ -23,7 +23,7 @@ import (
 
 type serveFlags struct {
 	id, data, httpAddr, raftAddr, adminAddr, join, deployment, logLevel string
-	token, tokenFile, secretFile, trustedProxies                        string
+	token, tokenFile, secretFile, trustedProxies, simRailDir            string
 	tlsFlags
 	bootstrap, checkInvariants   bool
 	snapThreshold, trailingLogs  uint64
@@ -60,6 +60,7 @@ func serveCmd() *cobra.Command {
 	fl.Uint64Var(&f.trailingLogs, "trailing-logs", node.DefaultTrailingLogs, "log entries kept after a snapshot")
 	fl.IntVar(&f.faucetGrants, "faucet-grants-per-hour", 0, "faucet grants per account per rolling hour, fixed at genesis (0: default 3)")
 	fl.Int64Var(&f.faucetGrantSats, "faucet-grant-sats", 0, "sats per faucet grant, fixed at genesis (0: default 1000000)")
+	fl.StringVar(&f.simRailDir, "sim-rail-dir", "", "directory where the simulated rail records payouts; nodes on one machine that share it pay each withdrawal once (devnet sets it)")
 	fl.IntVar(&f.signupsPerHour, "signups-per-hour", 0, "signups across the cluster per rolling hour, fixed at genesis (0: default 3000)")
 	fl.BoolVar(&f.checkInvariants, "check-invariants", false, "check ledger conservation after every entry (slow; for tests)")
 	return cmd
@@ -110,7 +111,7 @@ func runServe(parent context.Context, f serveFlags) error {
 		SnapshotThreshold: f.snapThreshold, TrailingLogs: f.trailingLogs,
 		CheckInvariants: f.checkInvariants, Logger: log,
 		FaucetGrantsPerHour: f.faucetGrants, FaucetGrantMsat: f.faucetGrantSats * 1000,
-		SignupsPerHour: f.signupsPerHour,
+		SignupsPerHour: f.signupsPerHour, SimRailDir: f.simRailDir,
 	})
 	if err != nil {
 		return err

@@ -140,7 +140,10 @@ func StartDevnet(ctx context.Context, cfg DevnetConfig) (*Devnet, error) {
 			return nil, err
 		}
 		args := []string{"serve", "--id", n.ID, "--data", n.Data, "--http", n.HTTP, "--raft", n.Raft,
-			"--admin", n.Admin, "--deployment", cfg.Deployment}
+			"--admin", n.Admin, "--deployment", cfg.Deployment,
+			// One simulated payment network for all the children: a payout a
+			// dead leader made is not made again by the next.
+			"--sim-rail-dir", filepath.Join(cfg.Dir, "simrail")}
 		args = append(args, files.Args()...)
 		if i == 0 {
 			args = append(args, "--bootstrap")

@@ -42,6 +42,9 @@ type Config struct {
 	ProposeTimeout time.Duration
 	// Faucet sizing proposed at genesis (zero keeps the defaults).
 	FaucetGrantsPerHour int
+	// SimRailDir, when set, is where the simulated rail records payouts,
+	// shared by every node process on the machine that names it (devnet).
+	SimRailDir string
 	// SignupsPerHour caps signups cluster-wide, proposed at genesis (zero
 	// keeps the default).
 	SignupsPerHour  int

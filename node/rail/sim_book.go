@@ -1,7 +1,14 @@
 package rail
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sync"
 )
 
@@ -16,6 +23,23 @@ type SimBook struct {
 	mu       sync.Mutex
 	outcomes *fifoCache[PayoutResult]
 	executed int64
+	// dir, when set, holds one file per executed payout, so that nodes in
+	// separate processes on one machine (a devnet) share the network.
+	dir string
+}
+
+// NewDirSimBook returns a book that records outcomes as files in dir
+// (created if missing): every process opening the same directory sees one
+// simulated network, and a payout is executed once whichever process
+// asks first. One small file per payout; the directory belongs to the
+// test deployment and goes with it.
+func NewDirSimBook(dir string) (*SimBook, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("sim rail book: %w", err)
+	}
+	b := NewSimBook()
+	b.dir = dir
+	return b, nil
 }
 
 // NewSimBook returns an empty book.
@@ -31,10 +55,68 @@ func (b *SimBook) pay(p Payout, simulate func(Payout) PayoutResult) PayoutResult
 	if res, ok := b.outcomes.get(p.RailRef); ok {
 		return res
 	}
+	if b.dir != "" {
+		return b.payShared(p, simulate)
+	}
 	res := simulate(p)
 	b.outcomes.put(p.RailRef, res)
 	b.executed++
 	return res
+}
+
+// payShared executes p unless another process already did: the outcome
+// file is created by a hard link, which fails if it exists, so exactly one
+// process wins and every other one reads the winner's outcome.
+func (b *SimBook) payShared(p Payout, simulate func(Payout) PayoutResult) PayoutResult {
+	sum := sha256.Sum256([]byte(p.RailRef))
+	path := filepath.Join(b.dir, hex.EncodeToString(sum[:16])+".json")
+	if res, err := readOutcome(path); err == nil {
+		b.outcomes.put(p.RailRef, res)
+		return res
+	}
+	res := simulate(p)
+	if err := writeOutcomeOnce(path, res); errors.Is(err, fs.ErrExist) {
+		if won, err := readOutcome(path); err == nil {
+			res = won
+		}
+	} else if err != nil {
+		// The book cannot record it: report pending, so the leader asks
+		// again rather than apply an outcome no other process knows.
+		return PayoutResult{Status: PayoutPending, Reason: "simulated network unavailable: " + err.Error()}
+	} else {
+		b.executed++
+	}
+	b.outcomes.put(p.RailRef, res)
+	return res
+}
+
+func readOutcome(path string) (PayoutResult, error) {
+	var res PayoutResult
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return res, err
+	}
+	return res, json.Unmarshal(raw, &res)
+}
+
+func writeOutcomeOnce(path string, res PayoutResult) error {
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".payout-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(raw); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Link(tmp.Name(), path)
 }
 
 // Executed is how many payouts the simulated network carried out.

@@ -371,3 +371,48 @@ func TestSimulatedSettlementCarriesItsTime(t *testing.T) {
 		t.Fatalf("settlement %+v, %v", st, err)
 	}
 }
+
+// Nodes in separate processes (a devnet) share the simulated network
+// through a directory book: two books on one directory stand for two
+// processes, and the payout is executed once, whichever asks first, even
+// when both ask at once.
+func TestDirBookExecutesAPayoutOnceAcrossProcesses(t *testing.T) {
+	key, err := NewNodeKey(newDetReader(t.Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var rails []*SimRail
+	for range 2 {
+		book, err := NewDirSimBook(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := NewSimRail(SimConfig{Network: Testnet, NodeKey: key, Book: book})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rails = append(rails, r)
+	}
+	spark := rails[0].AccountAddress([]byte("payee"))
+	for i := range 20 {
+		p := Payout{RailRef: fmt.Sprintf("wd-%d", i), Path: PathSpark, Destination: spark, AmountMsat: 5_000}
+		results := make(chan PayoutResult, 2)
+		for _, r := range rails {
+			go func(r *SimRail) { results <- r.Pay(p) }(r)
+		}
+		a, b := <-results, <-results
+		if a.Status != PayoutPaid || a != b {
+			t.Fatalf("payout %d: outcomes %+v and %+v", i, a, b)
+		}
+	}
+	if n := rails[0].Book().Executed() + rails[1].Book().Executed(); n != 20 {
+		t.Fatalf("20 payouts were executed %d times across the two processes", n)
+	}
+	// A third process arriving later reads the outcomes and pays nothing.
+	late, _ := NewDirSimBook(dir)
+	r, _ := NewSimRail(SimConfig{Network: Testnet, NodeKey: key, Book: late})
+	if res := r.Pay(Payout{RailRef: "wd-3", Path: PathSpark, Destination: spark, AmountMsat: 5_000}); res.Status != PayoutPaid || late.Executed() != 0 {
+		t.Fatalf("a late process got %+v and executed %d", res, late.Executed())
+	}
+}
