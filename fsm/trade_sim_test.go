@@ -102,6 +102,7 @@ func runTradeSim(t *testing.T, seed uint64, entries int) *tradeWorld {
 					q = -q
 				}
 				net[f.AccountID+"/"+f.MarketID] += q
+				checkSimFill(t, w, f)
 				if f.ReservedMarginMsat > 0 {
 					tally["resting order filled"]++
 				}
@@ -135,4 +136,38 @@ func runTradeSim(t *testing.T, seed uint64, entries int) *tradeWorld {
 	}
 	t.Logf("%d fills, outcomes %v", fills, tally)
 	return w
+}
+
+// checkSimFill checks a fill's figures against each other and against its
+// order: the notional and fee recomputed from the execution price, the
+// price on the tick and on the venue's side of the mid, and a resting
+// order's fill no worse than its limit.
+func checkSimFill(t *testing.T, w *tradeWorld, f trade.FillView) {
+	t.Helper()
+	var p market.Params
+	var o trade.Order
+	w.m.Read(func(st *State, _ uint64) {
+		p = st.Market.MarketsByID[f.MarketID].Params
+		oo, ok := st.Trade.Order(f.AccountID, f.OrderID)
+		if !ok {
+			t.Fatalf("fill of unknown order %s/%s", f.AccountID, f.OrderID)
+		}
+		o = *oo
+	})
+	q, exec, mid := int64(f.ClosedContracts+f.OpenedContracts), int64(f.ExecPriceQ8), int64(f.Oracle.MidQ8)
+	notional, _ := trade.NotionalMsat(&p, q, exec)
+	fee, _ := trade.TakerFeeMsat(notional, p.TakerFeeQ9)
+	buy := f.Side == "buy"
+	switch {
+	case int64(f.TradeNotionalMsat) != notional || int64(f.FeeMsat) != fee:
+		t.Fatalf("fill %+v: notional %d fee %d", f, notional, fee)
+	case exec%p.TickSizeQ8 != 0 || int64(f.SpreadQ9) < p.BaseSpreadQ9:
+		t.Fatalf("fill %+v: off the tick or below the base spread", f)
+	case (buy && exec < mid) || (!buy && exec > mid):
+		t.Fatalf("fill %+v: on the trader's side of the mid", f)
+	case o.Type == trade.TypeLimit && ((buy && exec > o.LimitQ8) || (!buy && exec < o.LimitQ8)):
+		t.Fatalf("fill %+v: worse than the limit %d", f, o.LimitQ8)
+	case f.Referral != nil || f.RebateDivertedMsat != 0 || f.FundingSettledMsat != 0:
+		t.Fatalf("fill %+v: referral or funding figures before those exist", f)
+	}
 }
