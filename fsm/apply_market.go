@@ -37,6 +37,10 @@ func init() {
 // one to settle positions' funding flows.
 var fundingHooks []func(c *Ctx, ev market.FundingEvent)
 
+// printHooks run for each market of a feed after a print is taken, before
+// the market's stats are emitted (so they show the fills the print caused).
+var printHooks []func(c *Ctx, marketID string)
+
 // advanceMarkets is the markets' timer: it runs whenever log time moves, so
 // funding boundaries are recorded every hour even when nobody trades (the
 // leader's tick entry moves time at least once a second).
@@ -199,6 +203,9 @@ func applyOraclePrint(c *Ctx) (int, any, *wire.Refusal) {
 	}
 	c.Emit(Event{Kind: "price", Channel: "prices", Selector: p.FeedID, Data: price})
 	for _, id := range f.MarketIDs {
+		for _, h := range printHooks {
+			h(c, id)
+		}
 		c.emitStats(id)
 	}
 	return http.StatusOK, struct{}{}, nil

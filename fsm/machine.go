@@ -153,6 +153,11 @@ func (m *Machine) applyOne(index uint64, data []byte) (res *Result, events []Eve
 		if err := m.st.Ledger.Check(); err != nil {
 			panic(fmt.Sprintf("invariant broken after entry %d (type %d): %v", index, cmd.Type, err))
 		}
+		for _, check := range invariantChecks {
+			if err := check(m.st); err != nil {
+				panic(fmt.Sprintf("invariant broken after entry %d (type %d): %v", index, cmd.Type, err))
+			}
+		}
 	}
 	return res, c.events, nil
 }
@@ -254,6 +259,9 @@ type timer func(c *Ctx)
 var (
 	handlers = map[CmdType]handler{}
 	timers   []timer
+	// invariantChecks are the domains' own consistency checks, run with
+	// the ledger's under Options.CheckInvariants.
+	invariantChecks []func(st *State) error
 )
 
 // register is called from init functions of the apply_*.go files: one

@@ -5,6 +5,7 @@ import (
 	"github.com/perpd/perpd/fsm/funds"
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/market"
+	"github.com/perpd/perpd/fsm/trade"
 )
 
 // StateVersion is the snapshot format version. Bump it with a migration in
@@ -25,6 +26,7 @@ type State struct {
 	Access  *access.State        `cbor:"8,keyasint"`
 	Funds   *funds.State         `cbor:"9,keyasint"`
 	Market  *market.State        `cbor:"10,keyasint"`
+	Trade   *trade.State         `cbor:"11,keyasint"`
 }
 
 // Genesis records how the cluster was born.
@@ -55,6 +57,7 @@ func NewState() *State {
 		Access:  access.NewState(),
 		Funds:   funds.NewState(),
 		Market:  market.NewState(),
+		Trade:   trade.NewState(),
 	}
 }
 

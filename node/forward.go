@@ -44,6 +44,8 @@ var forwardable = map[fsm.CmdType]bool{
 	fsm.CmdOraclePin:           true,
 	fsm.CmdOracleScript:        true,
 	fsm.CmdOracleUnpin:         true,
+	fsm.CmdPlaceOrder:          true,
+	fsm.CmdCancelOrder:         true,
 }
 
 // Forwardable reports whether a follower may forward commands of type t.

@@ -1,0 +1,102 @@
+package fsm
+
+import (
+	"net/http"
+
+	"github.com/perpd/perpd/fsm/access"
+	"github.com/perpd/perpd/fsm/trade"
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// Trading: command types 80-99.
+const (
+	CmdPlaceOrder  CmdType = 80 // a trader places a market or limit order
+	CmdCancelOrder CmdType = 81 // a trader cancels a resting order
+)
+
+func init() {
+	register(CmdPlaceOrder, applyPlaceOrder)
+	register(CmdCancelOrder, applyCancelOrder)
+	fillHooks = append(fillHooks, func(s *State) {
+		if s.Trade == nil {
+			s.Trade = trade.NewState()
+		}
+		s.Trade.FillNil()
+	})
+	printHooks = append(printHooks, func(c *Ctx, marketID string) {
+		c.St.Trade.OnPrint(c.tradeEnv(), marketID)
+	})
+	invariantChecks = append(invariantChecks, func(st *State) error {
+		return st.Trade.CheckInvariants(st.Ledger, st.Market, false)
+	})
+}
+
+// tradeEnv hands the trading book the ledger, the markets, the entry's
+// time, the shared seq space and the entry's event queue.
+func (c *Ctx) tradeEnv() *trade.Env {
+	return &trade.Env{Ledger: c.St.Ledger, Market: c.St.Market, NowMs: c.Now(), NextSeq: c.St.NextSeq,
+		Emit: func(kind, accountID string, seq uint64, data any) {
+			c.Emit(Event{Seq: seq, Kind: kind, Account: accountID, Data: data})
+		}}
+}
+
+// applyPlaceOrder places an order (scope trade). The order id is the
+// client's idempotency key; a late retry of the same order, after the
+// idempotency store forgot it, answers the order's current status. The
+// market must be open (checkMarketOpen) before the book looks at it.
+func applyPlaceOrder(c *Ctx) (int, any, *wire.Refusal) {
+	var p trade.PlaceRequest
+	if ref := c.Decode(&p); ref != nil {
+		return 0, nil, ref
+	}
+	if _, ref := c.St.Access.Actor(c.Cmd.Account, c.Cmd.KeyID, access.ScopeTrade); ref != nil {
+		return 0, nil, ref
+	}
+	prior, used, ref := c.St.Trade.Prior(c.Cmd.Account, p.OrderID, c.Cmd.ReqHash)
+	if ref != nil {
+		return 0, nil, ref
+	}
+	if used {
+		return http.StatusCreated, prior, nil
+	}
+	if ref := checkMarketOpen(c.St, p.MarketID, c.Now()); ref != nil {
+		return 0, nil, ref
+	}
+	created, ref := c.St.Trade.Place(c.tradeEnv(), c.Cmd.Account, p, c.Cmd.ReqHash)
+	if ref != nil {
+		return 0, nil, ref
+	}
+	c.St.Access.Touch(c.Cmd.KeyID, c.Now())
+	return http.StatusCreated, created, nil
+}
+
+// CancelOrderPayload names the order to cancel.
+type CancelOrderPayload struct {
+	OrderID string `cbor:"1,keyasint"`
+}
+
+// CancelResult is SPEC's answer to DELETE /v1/orders/{id}.
+type CancelResult struct {
+	OrderID  string `json:"orderId"`
+	Canceled bool   `json:"canceled"`
+}
+
+// applyCancelOrder cancels a resting order (scope trade), releasing its
+// reservation. An order that already filled or was canceled answers
+// canceled false; an unknown id, and another account's order alike, is
+// not_found.
+func applyCancelOrder(c *Ctx) (int, any, *wire.Refusal) {
+	var p CancelOrderPayload
+	if ref := c.Decode(&p); ref != nil {
+		return 0, nil, ref
+	}
+	if _, ref := c.St.Access.Actor(c.Cmd.Account, c.Cmd.KeyID, access.ScopeTrade); ref != nil {
+		return 0, nil, ref
+	}
+	found, canceled := c.St.Trade.Cancel(c.tradeEnv(), c.Cmd.Account, p.OrderID)
+	if !found {
+		return 0, nil, wire.Refuse(http.StatusNotFound, wire.CodeNotFound, "order %q not found", p.OrderID)
+	}
+	c.St.Access.Touch(c.Cmd.KeyID, c.Now())
+	return http.StatusOK, CancelResult{OrderID: p.OrderID, Canceled: canceled}, nil
+}

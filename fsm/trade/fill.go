@@ -1,0 +1,134 @@
+package trade
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/perpd/perpd/fsm/ledger"
+	"github.com/perpd/perpd/fsm/market"
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// fill carries out a plan for order o: the ledger legs, the position, the
+// market's open interest and volume, the fill record and the order's
+// change, each announced with a fresh seq (fill, then order, then
+// position). reservedMsat is the reservation the order released for this
+// fill (0 for an order that never rested).
+func (s *State) fill(env *Env, o *Order, pl Plan, reservedMsat int64) {
+	acct, mkt := o.AccountID, o.MarketID
+	l := env.Ledger
+	free, margin := ledger.Free(acct), ledger.Margin(acct, mkt)
+	transfer(l, ledger.House, margin, pl.HouseToMargin)
+	transfer(l, margin, ledger.House, pl.MarginToHouse)
+	transfer(l, margin, ledger.FeeRevenue, pl.FeeFromMargin)
+	transfer(l, margin, free, pl.MarginToFree)
+	transfer(l, free, ledger.FeeRevenue, pl.FeeFromFree)
+	transfer(l, free, margin, pl.FreeToMargin)
+
+	a := s.account(acct)
+	if pl.After.Contracts == 0 {
+		delete(a.Positions, mkt)
+	} else {
+		after := pl.After
+		a.Positions[mkt] = &after
+	}
+	if pl.Closed > 0 {
+		mustOI(env.Market.AddOpenInterest(mkt, market.Side(pl.Before.Side), -pl.Closed))
+	}
+	if pl.Opened > 0 {
+		mustOI(env.Market.AddOpenInterest(mkt, market.Side(pl.Side), pl.Opened))
+	}
+	// Volume feeds candles and 24h stats; it is not money, and the only
+	// error (a bar's volume overflowing int64) cannot arise from orders
+	// bounded by maxOrderContracts, so it is ignored rather than halting.
+	_ = env.Market.RecordFill(mkt, pl.Closed+pl.Opened, env.NowMs)
+
+	f := &Fill{OrderID: o.OrderID, AccountID: acct, MarketID: mkt, Side: pl.Side,
+		Closed: pl.Closed, Opened: pl.Opened, ExecQ8: pl.Quote.ExecQ8,
+		OracleMidQ8: pl.Quote.MidQ8, OracleConfQ9: pl.Quote.ConfQ9, OracleTsMs: pl.Quote.OracleTsMs,
+		SpreadQ9: pl.Quote.SpreadQ9, TradeNotionalMsat: pl.TradeNotionalMsat, FeeMsat: pl.FeeMsat,
+		ImpactMsat: pl.ImpactMsat, RealizedPnlMsat: pl.RealizedPnlMsat, ReleasedMarginMsat: pl.ReleasedMarginMsat,
+		ReservedMarginMsat: reservedMsat, DeficitMsat: pl.DeficitMsat, After: pl.After,
+		Seq: env.NextSeq(), TsMs: env.NowMs}
+	a.Fills = append(a.Fills, f)
+	if len(a.Fills) > FillsKept {
+		a.Fills = a.Fills[len(a.Fills)-FillsKept:]
+	}
+	env.Emit("fill", acct, f.Seq, NewFillView(f))
+	s.close(o, StatusFilled, "")
+	s.changed(env, o)
+	env.Emit("position", acct, env.NextSeq(), NewPositionChange(mkt, pl.After))
+}
+
+func mustOI(err error) {
+	if err != nil {
+		panic(fmt.Sprintf("trade: open interest: %v", err))
+	}
+}
+
+// OnPrint checks the market's resting limit orders against its newest
+// print: only the orders whose level the mid crossed since the last check
+// (the price index; no scan). Each crossed order, in the order the price
+// met it, fills when its execution price is no worse than its limit;
+// otherwise it waits again one q8 unit beyond the current mid. An order
+// that can no longer be filled is canceled with the reason's code:
+// reduce_only (a reduce-only order whose position is gone or turned),
+// insufficient_margin, insufficient_balance, position_limit, oi_cap.
+func (s *State) OnPrint(env *Env, marketID string) {
+	m, ok := env.Market.MarketsByID[marketID]
+	pr, printed := env.Market.LastPrint(marketID)
+	if !ok || !printed {
+		return
+	}
+	book, ok := s.Books[marketID]
+	if !ok {
+		return
+	}
+	old := book.LastMidQ8
+	book.LastMidQ8 = pr.MidQ8
+	if old == 0 || book.Index.Len() == 0 {
+		return
+	}
+	for _, id := range book.Index.Crossed(old, pr.MidQ8) {
+		no, _ := strconv.ParseUint(id, 10, 64)
+		o := s.Orders[no]
+		if o == nil || o.Status != StatusAccepted {
+			panic(fmt.Sprintf("trade: index entry %s has no resting order", id))
+		}
+		s.tryResting(env, m, pr, book, o)
+	}
+}
+
+func (s *State) tryResting(env *Env, m *market.MarketState, pr market.Print, book *Book, o *Order) {
+	book.Index.Remove(indexID(o.No))
+	wait := func() { s.index(book, o, pr.MidQ8) }
+	if m.Params.Status == market.StatusHalted {
+		wait()
+		return
+	}
+	pos := s.Position(o.AccountID, o.MarketID)
+	q := o.Contracts
+	if o.ReduceOnly || m.Params.Status == market.StatusReduceOnly {
+		if pos.Contracts == 0 || pos.Side != -o.Side {
+			s.cancel(env, o, wire.CodeReduceOnly)
+			return
+		}
+		q = min(q, pos.Contracts) // never flips: trimmed to the position
+	}
+	qt, err := QuoteTrade(m, pr, o.Side, q)
+	if err != nil || !noWorse(o.Side, qt.ExecQ8, o.LimitQ8) ||
+		(o.HasMaxSlippage && !WithinSlippage(o.Side, qt.ExecQ8, qt.MidQ8, o.MaxSlippageQ9)) {
+		wait()
+		return
+	}
+	free := env.Ledger.Balance(ledger.Free(o.AccountID)) + o.ReservedMsat
+	pl, ref := PlanFill(m, pos, o.Side, q, qt, free, env.NowMs)
+	if ref != nil {
+		s.cancel(env, o, ref.Code)
+		return
+	}
+	reserved := o.ReservedMsat
+	transfer(env.Ledger, ledger.Reserved(o.AccountID), ledger.Free(o.AccountID), reserved)
+	o.ReservedMsat = 0
+	s.fill(env, o, pl, reserved)
+}

@@ -1,0 +1,321 @@
+package trade
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+
+	"github.com/perpd/perpd/fsm/ledger"
+	"github.com/perpd/perpd/fsm/market"
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// Env is what the trading book needs from the state machine for one entry.
+type Env struct {
+	Ledger *ledger.Ledger
+	Market *market.State
+	NowMs  int64
+	// NextSeq allocates a fresh seq from the shared space; it is called
+	// only once every check has passed.
+	NextSeq func() uint64
+	// Emit publishes an account event with its seq.
+	Emit func(kind, accountID string, seq uint64, data any)
+}
+
+// PlaceRequest is an order as the API decoded it. OrderID is the client's
+// idempotency key: SPEC makes the key the order id.
+type PlaceRequest struct {
+	OrderID        string `cbor:"1,keyasint"`
+	MarketID       string `cbor:"2,keyasint"`
+	Side           string `cbor:"3,keyasint"`
+	Type           string `cbor:"4,keyasint"`
+	Contracts      int64  `cbor:"5,keyasint"`
+	ReduceOnly     bool   `cbor:"6,keyasint"`
+	LimitPriceQ8   int64  `cbor:"7,keyasint,omitempty"`
+	HasMaxSlippage bool   `cbor:"8,keyasint,omitempty"`
+	MaxSlippageQ9  int64  `cbor:"9,keyasint,omitempty"`
+}
+
+// Created is the answer to an order placement (SPEC: 201 {orderId, status}).
+type Created struct {
+	OrderID string `json:"orderId"`
+	Status  string `json:"status"`
+}
+
+// Prior answers a placement whose order id the account already used: the
+// order's current status when the request is the same (a late retry,
+// after the idempotency store forgot it), idempotency_key_reused when it
+// differs. ok is false when the id is new.
+func (s *State) Prior(accountID, orderID string, reqHash []byte) (Created, bool, *wire.Refusal) {
+	o, ok := s.Order(accountID, orderID)
+	if !ok {
+		return Created{}, false, nil
+	}
+	if !bytes.Equal(o.ReqHash, reqHash) {
+		return Created{}, true, wire.Refuse(http.StatusConflict, wire.CodeIdempotencyReused,
+			"order id %q was already used for another order", orderID)
+	}
+	return Created{OrderID: o.OrderID, Status: o.Status}, true, nil
+}
+
+// validate checks the request on its own and against the market's grid.
+func validate(r *PlaceRequest, p *market.Params) (Side, *wire.Refusal) {
+	var side Side
+	switch r.Side {
+	case "buy":
+		side = Long
+	case "sell":
+		side = Short
+	default:
+		return 0, refuse(wire.CodeValidation, "side %q is not buy or sell", r.Side)
+	}
+	switch r.Type {
+	case TypeMarket:
+		if r.LimitPriceQ8 != 0 {
+			return 0, refuse(wire.CodeValidation, "a market order takes no limitPriceQ8")
+		}
+	case TypeLimit:
+		if r.LimitPriceQ8 <= 0 || r.LimitPriceQ8 > market.PriceQ8Max {
+			return 0, refuse(wire.CodeValidation, "limitPriceQ8 %d outside [1, %d]", r.LimitPriceQ8, market.PriceQ8Max)
+		}
+		if r.LimitPriceQ8%p.TickSizeQ8 != 0 {
+			return 0, refuse(wire.CodeValidation, "limitPriceQ8 %d is not a multiple of tickSizeQ8 %d", r.LimitPriceQ8, p.TickSizeQ8)
+		}
+	case TypeStopMarket, TypeTakeProfitMarket:
+		return 0, refuse(wire.CodeFeatureUnavailable, "%s orders are not available yet", r.Type)
+	default:
+		return 0, refuse(wire.CodeValidation, "type %q is not market, limit, stop_market or take_profit_market", r.Type)
+	}
+	if r.OrderID == "" || len(r.OrderID) > OrderIDLenMax {
+		return 0, refuse(wire.CodeValidation, "order id must be 1..%d characters", OrderIDLenMax)
+	}
+	if r.Contracts < p.MinOrderContracts || r.Contracts > p.MaxOrderContracts {
+		return 0, refuse(wire.CodeValidation, "contracts %d outside [%d, %d]", r.Contracts, p.MinOrderContracts, p.MaxOrderContracts)
+	}
+	if r.HasMaxSlippage && (r.MaxSlippageQ9 < 0 || r.MaxSlippageQ9 >= q9) {
+		return 0, refuse(wire.CodeValidation, "maxSlippageQ9 %d outside [0, 1e9)", r.MaxSlippageQ9)
+	}
+	return side, nil
+}
+
+// reduceOnlyQty is how much of an order of q contracts on side may fill
+// when it must only reduce pos: all of it, or nothing (ok false) when it
+// would increase or flip the position.
+func reducing(pos Position, side Side, q int64) bool {
+	return pos.Contracts > 0 && pos.Side == -side && q <= pos.Contracts
+}
+
+// Place places an order for accountID. The caller has checked the actor,
+// the prior use of the order id and that the market is open (not halted,
+// oracle fresh). A market order fills at once against the oracle's last
+// print; a limit order fills at once when its execution price is no worse
+// than its limit, and otherwise rests with its margin and fee reserved.
+func (s *State) Place(env *Env, accountID string, r PlaceRequest, reqHash []byte) (Created, *wire.Refusal) {
+	m, ok := env.Market.MarketsByID[r.MarketID]
+	if !ok {
+		return Created{}, wire.Refuse(http.StatusNotFound, wire.CodeNotFound, "market %q not found", r.MarketID)
+	}
+	p := &m.Params
+	side, ref := validate(&r, p)
+	if ref != nil {
+		return Created{}, ref
+	}
+	pr, ok := env.Market.LastPrint(r.MarketID)
+	if !ok {
+		return Created{}, refuse(wire.CodeOracleStale, "market %s has no oracle print", r.MarketID)
+	}
+	pos := s.Position(accountID, r.MarketID)
+	mustReduce := r.ReduceOnly || p.Status == market.StatusReduceOnly
+	if mustReduce && !reducing(pos, side, r.Contracts) {
+		return Created{}, refuse(wire.CodeReduceOnly, "order of %d contracts would not only reduce the %d-contract position", r.Contracts, pos.Contracts)
+	}
+	qt, err := QuoteTrade(m, pr, side, r.Contracts)
+	if err != nil {
+		return Created{}, refuse(wire.CodeValidation, "order cannot be priced: %v", err)
+	}
+	free := env.Ledger.Balance(ledger.Free(accountID))
+	o := &Order{OrderID: r.OrderID, AccountID: accountID, MarketID: r.MarketID, Side: side, Type: r.Type,
+		Contracts: r.Contracts, LimitQ8: r.LimitPriceQ8, ReduceOnly: r.ReduceOnly, HasMaxSlippage: r.HasMaxSlippage,
+		MaxSlippageQ9: r.MaxSlippageQ9, ReqHash: reqHash, CreatedTsMs: env.NowMs}
+	slippageOK := !r.HasMaxSlippage || WithinSlippage(side, qt.ExecQ8, qt.MidQ8, r.MaxSlippageQ9)
+	if r.Type == TypeMarket {
+		if !slippageOK {
+			return Created{}, refuse(wire.CodeValidation, "execution price %d would be worse than mid %d by more than maxSlippageQ9 %d",
+				qt.ExecQ8, qt.MidQ8, r.MaxSlippageQ9)
+		}
+	}
+	if r.Type == TypeMarket || (slippageOK && noWorse(side, qt.ExecQ8, r.LimitPriceQ8)) {
+		pl, ref := PlanFill(m, pos, side, r.Contracts, qt, free, env.NowMs)
+		if ref != nil {
+			return Created{}, ref
+		}
+		s.newOrder(o)
+		s.fill(env, o, pl, 0)
+		return Created{OrderID: o.OrderID, Status: StatusFilled}, nil
+	}
+	return s.rest(env, o, pos, qt.MidQ8, free)
+}
+
+// noWorse reports whether execQ8 is no worse for side than the limit.
+func noWorse(side Side, execQ8, limitQ8 int64) bool {
+	if side == Long {
+		return execQ8 <= limitQ8
+	}
+	return execQ8 >= limitQ8
+}
+
+// Reservation is what a resting limit order sets aside: the initial margin
+// of the contracts it would open at its limit price (against the position
+// as it is at placement) plus the taker fee on all its contracts at the
+// limit price. Reduce-only orders open nothing.
+func Reservation(p *market.Params, pos Position, side Side, q, limitQ8 int64, reduceOnly bool) (int64, error) {
+	opening := q
+	if pos.Contracts > 0 && pos.Side == -side {
+		opening -= min(q, pos.Contracts)
+	}
+	if reduceOnly {
+		opening = 0
+	}
+	notional, err := NotionalMsat(p, q, limitQ8)
+	if err != nil {
+		return 0, err
+	}
+	fee, err := TakerFeeMsat(notional, p.TakerFeeQ9)
+	if err != nil {
+		return 0, err
+	}
+	openNotional, err := NotionalMsat(p, opening, limitQ8)
+	if err != nil {
+		return 0, err
+	}
+	im, err := InitialMarginMsat(openNotional, p.IMRateQ9, p.MaxLeverage)
+	if err != nil {
+		return 0, err
+	}
+	if im > 1<<62 || fee > 1<<62 {
+		return 0, fmt.Errorf("%w: reservation", ErrMath)
+	}
+	return im + fee, nil
+}
+
+// restLevel is where a resting order waits in the index: at its limit, or,
+// when the mid is already at or through the limit but the execution price
+// is not (the spread), one q8 unit beyond the current mid, so that the next
+// print moving in the order's favour checks it again.
+func restLevel(side Side, limitQ8, midQ8 int64) (int64, market.Direction) {
+	if side == Long {
+		return max(1, min(limitQ8, midQ8-1)), market.Falling
+	}
+	return min(market.PriceQ8Max, max(limitQ8, midQ8+1)), market.Rising
+}
+
+func (s *State) rest(env *Env, o *Order, pos Position, midQ8, free int64) (Created, *wire.Refusal) {
+	p := &env.Market.MarketsByID[o.MarketID].Params
+	// Checks only look: a refusal must not even create an empty account
+	// or book.
+	if a, ok := s.Accounts[o.AccountID]; ok && a.Resting >= RestingOrdersPerAccountMax {
+		return Created{}, refuse(wire.CodeValidation, "at most %d resting orders per account", RestingOrdersPerAccountMax)
+	}
+	mustReduce := o.ReduceOnly || p.Status == market.StatusReduceOnly
+	reserve, err := Reservation(p, pos, o.Side, o.Contracts, o.LimitQ8, mustReduce)
+	if err != nil {
+		return Created{}, refuse(wire.CodeValidation, "order cannot be priced: %v", err)
+	}
+	if reserve > free {
+		code := wire.CodeInsufficientMargin
+		if mustReduce {
+			code = wire.CodeInsufficientBalance
+		}
+		return Created{}, refuse(code, "free balance %d msat cannot reserve %d msat for this order", free, reserve)
+	}
+	if b, ok := s.Books[o.MarketID]; ok && b.Index.Len() >= market.PriceIndexEntriesMax {
+		return Created{}, refuse(wire.CodeValidation, "market %s holds the most resting orders it can", o.MarketID)
+	}
+	// Every check has passed: mutate from here on.
+	book := s.book(o.MarketID)
+	s.newOrder(o)
+	if book.LastMidQ8 == 0 {
+		book.LastMidQ8 = midQ8
+	}
+	transfer(env.Ledger, ledger.Free(o.AccountID), ledger.Reserved(o.AccountID), reserve)
+	o.ReservedMsat = reserve
+	o.Status = StatusAccepted
+	s.account(o.AccountID).Resting++
+	s.index(book, o, midQ8)
+	s.changed(env, o)
+	return Created{OrderID: o.OrderID, Status: StatusResting}, nil
+}
+
+func (s *State) index(book *Book, o *Order, midQ8 int64) {
+	level, dir := restLevel(o.Side, o.LimitQ8, midQ8)
+	if err := book.Index.Insert(indexID(o.No), level, dir); err != nil {
+		panic(fmt.Sprintf("trade: index order %d: %v", o.No, err))
+	}
+	o.LevelQ8 = level
+}
+
+func (s *State) newOrder(o *Order) {
+	s.NextOrderNo++
+	o.No = s.NextOrderNo
+	s.Orders[o.No] = o
+	s.account(o.AccountID).OrderNos[o.OrderID] = o.No
+}
+
+// changed gives the order's change a fresh seq and announces it.
+func (s *State) changed(env *Env, o *Order) {
+	o.Seq = env.NextSeq()
+	o.UpdatedTsMs = env.NowMs
+	env.Emit("order", o.AccountID, o.Seq, NewOrderView(o))
+}
+
+// transfer moves money the plan has already proven available; a failure is
+// a bug, and the replica halts rather than keep half an entry.
+func transfer(l *ledger.Ledger, from, to string, msat int64) {
+	if msat == 0 {
+		return
+	}
+	if err := l.Transfer(from, to, msat); err != nil {
+		panic(fmt.Sprintf("trade: transfer %s -> %s %d: %v", from, to, msat, err))
+	}
+}
+
+// close ends an order that is no longer resting or was never resting.
+func (s *State) close(o *Order, status, reason string) {
+	a := s.account(o.AccountID)
+	if o.Status == StatusAccepted {
+		a.Resting--
+	}
+	o.Status, o.Reason = status, reason
+	a.Closed = append(a.Closed, o.No)
+	if len(a.Closed) > ClosedOrdersKept {
+		old := a.Closed[0]
+		a.Closed = a.Closed[1:]
+		if oo, ok := s.Orders[old]; ok {
+			delete(a.OrderNos, oo.OrderID)
+			delete(s.Orders, old)
+		}
+	}
+}
+
+// Cancel cancels a resting order. found is false for an unknown id (or one
+// of another account); canceled is false when the order was no longer
+// resting (filled or canceled before).
+func (s *State) Cancel(env *Env, accountID, orderID string) (found, canceled bool) {
+	o, ok := s.Order(accountID, orderID)
+	if !ok {
+		return false, false
+	}
+	if o.Status != StatusAccepted {
+		return true, false
+	}
+	s.cancel(env, o, "")
+	return true, true
+}
+
+func (s *State) cancel(env *Env, o *Order, reason string) {
+	s.Books[o.MarketID].Index.Remove(indexID(o.No))
+	transfer(env.Ledger, ledger.Reserved(o.AccountID), ledger.Free(o.AccountID), o.ReservedMsat)
+	o.ReservedMsat = 0
+	s.close(o, StatusCanceled, reason)
+	s.changed(env, o)
+}

@@ -1,0 +1,225 @@
+package trade
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/perpd/perpd/fsm/market"
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// Limits on positions and open interest. They are derived from each
+// market's maxOrderContracts, so that an operator who sizes orders sizes
+// the limits with them, without new market parameters on the wire.
+const (
+	// PositionLimitOrders: a position may hold at most this many
+	// maximum-size orders (position_limit beyond).
+	PositionLimitOrders = 10
+	// OICapOrders: each side's open interest in a market may reach this
+	// many maximum-size orders (oi_cap beyond). It is also the scale of the
+	// skew impact.
+	OICapOrders = 100
+)
+
+// PositionLimitContracts is the largest position an account may hold in a
+// market.
+func PositionLimitContracts(p *market.Params) int64 { return p.MaxOrderContracts * PositionLimitOrders }
+
+// OICapContracts is the largest open interest one side of a market may
+// reach.
+func OICapContracts(p *market.Params) int64 { return p.MaxOrderContracts * OICapOrders }
+
+// Position is an account's position in one market. A flat position is not
+// stored.
+type Position struct {
+	Side             Side
+	Contracts        int64
+	EntryQ8          int64
+	MarginMsat       int64
+	FundingClockTsMs int64
+}
+
+// Quote is the price a trade of q contracts on side gets now: the oracle
+// mid, the spread (base plus skew impact) and the execution price.
+type Quote struct {
+	MidQ8, ConfQ9, OracleTsMs int64
+	SpreadQ9, ImpactQ9        int64
+	ExecQ8                    int64
+}
+
+// QuoteTrade prices a trade of q contracts on side against the market's
+// last print and open interest.
+func QuoteTrade(m *market.MarketState, pr market.Print, side Side, q int64) (Quote, error) {
+	p := &m.Params
+	impact, err := ImpactQ9(side, q, m.LongOIContracts-m.ShortOIContracts, OICapContracts(p))
+	if err != nil {
+		return Quote{}, err
+	}
+	spread := p.BaseSpreadQ9 + impact
+	if spread >= q9 {
+		return Quote{}, fmt.Errorf("%w: spread %d", ErrMath, spread)
+	}
+	exec, err := ExecPriceQ8(side, pr.MidQ8, spread, p.TickSizeQ8)
+	if err != nil {
+		return Quote{}, err
+	}
+	return Quote{MidQ8: pr.MidQ8, ConfQ9: pr.ConfQ9, OracleTsMs: pr.TsMs, SpreadQ9: spread, ImpactQ9: impact, ExecQ8: exec}, nil
+}
+
+// Plan is everything one fill does, decided before anything changes: the
+// fill's figures and the ledger legs that carry them.
+type Plan struct {
+	Side              Side
+	Closed, Opened    int64
+	Quote             Quote
+	TradeNotionalMsat int64
+	FeeMsat           int64
+	ImpactMsat        int64
+	RealizedPnlMsat   int64
+	// ReleasedMarginMsat is the margin the closed contracts freed (before
+	// their loss was paid from it); OpenMarginMsat the initial margin of the
+	// opened contracts.
+	ReleasedMarginMsat int64
+	OpenMarginMsat     int64
+	DeficitMsat        int64
+
+	// Ledger legs, each a non-negative amount.
+	HouseToMargin int64 // a gain, paid by the house into the position's margin
+	MarginToHouse int64 // a loss, paid from the position's margin
+	FeeFromMargin int64 // fee paid from what the close freed
+	FeeFromFree   int64 // the rest of the fee
+	MarginToFree  int64 // what the close freed, net of loss and fee
+	FreeToMargin  int64 // initial margin of the opened contracts
+
+	Before, After Position // After.Contracts == 0: flat
+}
+
+// refuse builds an order refusal (400, as SPEC section 7 gives refusals on
+// order placement).
+func refuse(code, format string, args ...any) *wire.Refusal {
+	return wire.Refuse(http.StatusBadRequest, code, format, args...)
+}
+
+// PlanFill plans a fill of q contracts on side at quote for a trader whose
+// position in the market is pos and whose free balance (including any
+// reservation released for this fill) is freeMsat.
+//
+// The closed part realises PnL against the position's margin: its share of
+// the margin (rounded down; the whole margin on a full close) is released,
+// a loss is paid from that share and then from the rest of the position's
+// margin (the position is isolated: the trader's free balance never pays
+// a trading loss). A loss beyond the whole margin is the deficit; until
+// liquidation and the insurance fund exist the house book absorbs it (it
+// simply receives less). The fee is paid from what the close freed, then
+// from free. The opened part takes its initial margin from free.
+//
+// Refusals: insufficient_margin when free cannot pay the opened part's
+// margin and the fee; insufficient_balance when a fill that opens nothing
+// cannot pay its fee; position_limit and oi_cap when the opened part would
+// take the position or the market's side beyond its limit (reducing is
+// never refused for limits).
+func PlanFill(m *market.MarketState, pos Position, side Side, q int64, qt Quote, freeMsat, nowMs int64) (Plan, *wire.Refusal) {
+	p := &m.Params
+	pl := Plan{Side: side, Quote: qt, Before: pos}
+	if pos.Contracts > 0 && pos.Side == -side {
+		pl.Closed = min(q, pos.Contracts)
+	}
+	pl.Opened = q - pl.Closed
+	var err error
+	fail := func(err error) (Plan, *wire.Refusal) {
+		return Plan{}, refuse(wire.CodeValidation, "order cannot be priced: %v", err)
+	}
+	if pl.TradeNotionalMsat, err = NotionalMsat(p, q, qt.ExecQ8); err != nil {
+		return fail(err)
+	}
+	if pl.FeeMsat, err = TakerFeeMsat(pl.TradeNotionalMsat, p.TakerFeeQ9); err != nil {
+		return fail(err)
+	}
+	if pl.ImpactMsat, err = ImpactMsat(p, q, qt.MidQ8, qt.ImpactQ9); err != nil {
+		return fail(err)
+	}
+	pot := int64(0) // what the close hands back, before the fee
+	keep := pos.MarginMsat
+	if pl.Closed > 0 {
+		if pl.RealizedPnlMsat, err = PnLMsat(p, pos.Side, pl.Closed, pos.EntryQ8, qt.ExecQ8); err != nil {
+			return fail(err)
+		}
+		released := pos.MarginMsat
+		if pl.Closed < pos.Contracts {
+			released = divFloor(mul(bi(pos.MarginMsat), bi(pl.Closed)), bi(pos.Contracts)).Int64()
+		}
+		pl.ReleasedMarginMsat = released
+		keep -= released
+		if pnl := pl.RealizedPnlMsat; pnl >= 0 {
+			pl.HouseToMargin = pnl
+			pot = released + pnl
+		} else {
+			loss := -pnl
+			fromReleased := min(loss, released)
+			fromKeep := min(loss-fromReleased, keep)
+			keep -= fromKeep
+			pl.MarginToHouse = fromReleased + fromKeep
+			pl.DeficitMsat = loss - pl.MarginToHouse
+			pot = released - fromReleased
+		}
+	}
+	pl.FeeFromMargin = min(pl.FeeMsat, pot)
+	pl.FeeFromFree = pl.FeeMsat - pl.FeeFromMargin
+	pl.MarginToFree = pot - pl.FeeFromMargin
+	if pl.Opened > 0 {
+		notional, err := NotionalMsat(p, pl.Opened, qt.ExecQ8)
+		if err != nil {
+			return fail(err)
+		}
+		if pl.OpenMarginMsat, err = InitialMarginMsat(notional, p.IMRateQ9, p.MaxLeverage); err != nil {
+			return Plan{}, refuse(wire.CodeValidation, "%v", err)
+		}
+		pl.FreeToMargin = pl.OpenMarginMsat
+	}
+	// Free after the fill; the sum cannot overflow: each term is bounded by
+	// the ledger's int64 balances or by a checked notional.
+	if freeAfter := freeMsat + pl.MarginToFree - pl.FeeFromFree - pl.FreeToMargin; freeAfter < 0 {
+		if pl.Opened > 0 {
+			return Plan{}, refuse(wire.CodeInsufficientMargin,
+				"free balance %d msat cannot pay initial margin %d and fee %d msat", freeMsat, pl.OpenMarginMsat, pl.FeeMsat)
+		}
+		return Plan{}, refuse(wire.CodeInsufficientBalance, "free balance %d msat cannot pay the fee of %d msat", freeMsat, pl.FeeMsat)
+	}
+	pl.After = positionAfter(p, pos, pl, keep, side, nowMs)
+	if pl.Opened > 0 {
+		if pl.After.EntryQ8 == 0 {
+			return fail(fmt.Errorf("average entry"))
+		}
+		if limit := PositionLimitContracts(p); pl.After.Contracts > limit {
+			return Plan{}, refuse(wire.CodePositionLimit, "position would be %d contracts, limit %d", pl.After.Contracts, limit)
+		}
+		oi := m.LongOIContracts
+		if side == Short {
+			oi = m.ShortOIContracts
+		}
+		if capOI := OICapContracts(p); oi+pl.Opened > capOI {
+			return Plan{}, refuse(wire.CodeOICap, "%s open interest would be %d contracts, cap %d", side.PositionName(), oi+pl.Opened, capOI)
+		}
+	}
+	return pl, nil
+}
+
+// positionAfter is pos after the fill; a zero EntryQ8 with open contracts
+// means the average entry could not be computed (the caller refuses).
+func positionAfter(p *market.Params, pos Position, pl Plan, keep int64, side Side, nowMs int64) Position {
+	switch {
+	case pl.Closed > 0 && pl.Closed < pos.Contracts:
+		return Position{Side: pos.Side, Contracts: pos.Contracts - pl.Closed, EntryQ8: pos.EntryQ8,
+			MarginMsat: keep, FundingClockTsMs: pos.FundingClockTsMs}
+	case pl.Opened == 0:
+		return Position{}
+	case pos.Contracts == 0 || pos.Side == -side: // new, or the open side of a flip
+		return Position{Side: side, Contracts: pl.Opened, EntryQ8: pl.Quote.ExecQ8, MarginMsat: pl.OpenMarginMsat, FundingClockTsMs: nowMs}
+	}
+	entry, err := EntryAfterAdd(p, side, pos.Contracts, pos.EntryQ8, pl.Opened, pl.Quote.ExecQ8)
+	if err != nil {
+		entry = 0
+	}
+	return Position{Side: side, Contracts: pos.Contracts + pl.Opened, EntryQ8: entry,
+		MarginMsat: pos.MarginMsat + pl.OpenMarginMsat, FundingClockTsMs: pos.FundingClockTsMs}
+}

@@ -1,0 +1,262 @@
+package trade
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/perpd/perpd/fsm/ledger"
+	"github.com/perpd/perpd/fsm/market"
+)
+
+// Bounds on what the trading state keeps (every collection has one).
+const (
+	// RestingOrdersPerAccountMax bounds an account's resting limit orders.
+	RestingOrdersPerAccountMax = 200
+	// ClosedOrdersKept is how many filled or canceled orders an account
+	// keeps for GET /v1/orders; older ones are dropped, oldest first, and
+	// their order ids become free again.
+	ClosedOrdersKept = 1000
+	// FillsKept is how many fills an account keeps for GET /v1/fills.
+	FillsKept = 1000
+	// OrderIDLenMax is the longest order id (the idempotency key's bound).
+	OrderIDLenMax = 255
+)
+
+// Order statuses of the order views (SPEC section 3), and the two
+// creation-only ones this increment answers with.
+const (
+	StatusAccepted = "accepted" // resting (views)
+	StatusFilled   = "filled"
+	StatusCanceled = "canceled"
+	StatusRejected = "rejected"
+	StatusResting  = "resting" // creation answer of a limit order that rests
+)
+
+// Order types of this increment; the trigger types are answered with
+// feature_unavailable.
+const (
+	TypeMarket           = "market"
+	TypeLimit            = "limit"
+	TypeStopMarket       = "stop_market"
+	TypeTakeProfitMarket = "take_profit_market"
+)
+
+// State is the trading book: orders, positions and fills per account, and
+// per market the index of resting limit orders.
+type State struct {
+	// NextOrderNo numbers orders in placement order; the number keys the
+	// price index (zero-padded, so ties at one level fill oldest first).
+	NextOrderNo uint64
+	// Orders holds every kept order (resting and recently closed) by number.
+	Orders   map[uint64]*Order
+	Accounts map[string]*Account
+	Books    map[string]*Book
+}
+
+// Account is one trader's orders, positions and fills.
+type Account struct {
+	// OrderNos maps the account's order ids to order numbers.
+	OrderNos  map[string]uint64
+	Positions map[string]*Position
+	// Fills are oldest first, at most FillsKept.
+	Fills []*Fill
+	// Closed lists closed order numbers, oldest first, at most ClosedOrdersKept.
+	Closed  []uint64
+	Resting int
+}
+
+// Book is one market's resting limit orders, indexed by the price at which
+// the oracle mid must arrive for them to be checked.
+type Book struct {
+	Index *market.PriceIndex
+	// LastMidQ8 is the mid the index was last checked against.
+	LastMidQ8 int64
+}
+
+// Order is a market or limit order.
+type Order struct {
+	No                       uint64
+	OrderID                  string
+	AccountID, MarketID      string
+	Side                     Side
+	Type                     string
+	Contracts                int64
+	LimitQ8                  int64
+	ReduceOnly               bool
+	HasMaxSlippage           bool
+	MaxSlippageQ9            int64
+	Status, Reason           string
+	ReservedMsat             int64
+	LevelQ8                  int64
+	ReqHash                  []byte
+	CreatedTsMs, UpdatedTsMs int64
+	// Seq is the seq of the order's latest change (architecture.md).
+	Seq uint64
+}
+
+// Fill is a fill record with every field of SPEC's Fill.
+type Fill struct {
+	OrderID, AccountID, MarketID string
+	Side                         Side
+	Closed, Opened               int64
+	ExecQ8                       int64
+	OracleMidQ8, OracleConfQ9    int64
+	OracleTsMs                   int64
+	SpreadQ9                     int64
+	TradeNotionalMsat, FeeMsat   int64
+	ImpactMsat, RealizedPnlMsat  int64
+	FundingSettledMsat           int64
+	ReleasedMarginMsat           int64
+	ReservedMarginMsat           int64
+	DeficitMsat                  int64
+	After                        Position
+	Seq                          uint64
+	TsMs                         int64
+}
+
+// NewState returns an empty trading book.
+func NewState() *State {
+	return &State{Orders: map[uint64]*Order{}, Accounts: map[string]*Account{}, Books: map[string]*Book{}}
+}
+
+// FillNil gives a decoded state non-nil maps.
+func (s *State) FillNil() {
+	if s.Orders == nil {
+		s.Orders = map[uint64]*Order{}
+	}
+	if s.Accounts == nil {
+		s.Accounts = map[string]*Account{}
+	}
+	if s.Books == nil {
+		s.Books = map[string]*Book{}
+	}
+	for _, a := range s.Accounts {
+		if a.OrderNos == nil {
+			a.OrderNos = map[string]uint64{}
+		}
+		if a.Positions == nil {
+			a.Positions = map[string]*Position{}
+		}
+	}
+	for _, b := range s.Books {
+		if b.Index == nil {
+			b.Index = market.NewPriceIndex()
+		}
+	}
+}
+
+func (s *State) account(id string) *Account {
+	a, ok := s.Accounts[id]
+	if !ok {
+		a = &Account{OrderNos: map[string]uint64{}, Positions: map[string]*Position{}}
+		s.Accounts[id] = a
+	}
+	return a
+}
+
+func (s *State) book(marketID string) *Book {
+	b, ok := s.Books[marketID]
+	if !ok {
+		b = &Book{Index: market.NewPriceIndex()}
+		s.Books[marketID] = b
+	}
+	return b
+}
+
+// Position returns an account's position in a market (zero when flat).
+func (s *State) Position(accountID, marketID string) Position {
+	if a, ok := s.Accounts[accountID]; ok {
+		if p, ok := a.Positions[marketID]; ok {
+			return *p
+		}
+	}
+	return Position{}
+}
+
+// Order returns an account's order by id.
+func (s *State) Order(accountID, orderID string) (*Order, bool) {
+	a, ok := s.Accounts[accountID]
+	if !ok {
+		return nil, false
+	}
+	no, ok := a.OrderNos[orderID]
+	if !ok {
+		return nil, false
+	}
+	o, ok := s.Orders[no]
+	return o, ok
+}
+
+func indexID(no uint64) string { return fmt.Sprintf("%020d", no) }
+
+// CheckInvariants verifies what the trading book promises the ledger, for
+// tests and the simulation: each account's Reserved balance is what its
+// resting orders reserve, each position's margin is its Margin balance,
+// no margin balance exists without a position, and each market's open
+// interest is the sum of the positions on each side (withOI; tests of other
+// domains set open interest directly, without positions).
+func (s *State) CheckInvariants(l *ledger.Ledger, m *market.State, withOI bool) error {
+	reserved := map[string]int64{}
+	resting := map[string]int{}
+	for no, o := range s.Orders {
+		if o.Status == StatusAccepted {
+			reserved[o.AccountID] += o.ReservedMsat
+			resting[o.AccountID]++
+			e, ok := s.Books[o.MarketID].Index.Entries[indexID(no)]
+			if !ok || e.LevelQ8 != o.LevelQ8 {
+				return fmt.Errorf("resting order %s/%s is not indexed at %d", o.AccountID, o.OrderID, o.LevelQ8)
+			}
+		} else if o.ReservedMsat != 0 {
+			return fmt.Errorf("closed order %s/%s still reserves %d", o.AccountID, o.OrderID, o.ReservedMsat)
+		}
+	}
+	oi := map[string][2]int64{}
+	ids := make([]string, 0, len(s.Accounts))
+	for id := range s.Accounts {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		a := s.Accounts[id]
+		if got := l.Balance(ledger.Reserved(id)); got != reserved[id] {
+			return fmt.Errorf("account %s: reserved balance %d, resting orders need %d", id, got, reserved[id])
+		}
+		if a.Resting != resting[id] {
+			return fmt.Errorf("account %s: resting count %d, orders %d", id, a.Resting, resting[id])
+		}
+		for mid, p := range a.Positions {
+			if p.Contracts <= 0 || p.EntryQ8 <= 0 {
+				return fmt.Errorf("account %s %s: stored flat or invalid position %+v", id, mid, *p)
+			}
+			if got := l.Balance(ledger.Margin(id, mid)); got != p.MarginMsat {
+				return fmt.Errorf("account %s %s: margin balance %d, position says %d", id, mid, got, p.MarginMsat)
+			}
+			v := oi[mid]
+			if p.Side == Long {
+				v[0] += p.Contracts
+			} else {
+				v[1] += p.Contracts
+			}
+			oi[mid] = v
+		}
+	}
+	if withOI {
+		for mid, ms := range m.MarketsByID {
+			if v := oi[mid]; ms.LongOIContracts != v[0] || ms.ShortOIContracts != v[1] {
+				return fmt.Errorf("market %s: open interest %d/%d, positions %d/%d", mid, ms.LongOIContracts, ms.ShortOIContracts, v[0], v[1])
+			}
+		}
+	}
+	for _, name := range l.Accounts() {
+		rest, ok := strings.CutPrefix(name, "acct:")
+		id, mid, isMargin := strings.Cut(rest, ":margin:")
+		if !ok || !isMargin {
+			continue
+		}
+		if s.Position(id, mid).Contracts == 0 {
+			return fmt.Errorf("margin account %s holds %d without a position", name, l.Balance(name))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,203 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/fsm/trade"
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// Orders, positions and fills (SPEC sections 2 and 4). The state machine
+// (fsm/trade) decides every trading rule; these handlers decode, turn a
+// request into a command or a read, and answer. Triggers and brackets are
+// not available yet: such requests are answered 400 feature_unavailable.
+
+func init() { routeSets = append(routeSets, (*Server).orderRoutes) }
+
+// OrderTrigger is the trigger block of an order request.
+type OrderTrigger struct {
+	Kind  string   `json:"kind" req:"true" enum:"entry,stop,take_profit"`
+	Level wire.Int `json:"level" req:"true" unit:"q8" min:"1"`
+}
+
+// OrderBracket is the bracket block of an order request.
+type OrderBracket struct {
+	EntryKind           string    `json:"entryKind" req:"true" enum:"market,trigger"`
+	EntryLevel          *wire.Int `json:"entryLevel" unit:"q8" min:"1"`
+	StopLevel           *wire.Int `json:"stopLevel" unit:"q8" min:"1"`
+	TakeProfitLevel     *wire.Int `json:"takeProfitLevel" unit:"q8" min:"1"`
+	StopContracts       *wire.Int `json:"stopContracts" unit:"contracts" min:"1"`
+	TakeProfitContracts *wire.Int `json:"takeProfitContracts" unit:"contracts" min:"1"`
+}
+
+// OrderRequest is the body of POST /v1/orders. The idempotency-key is the
+// order id.
+type OrderRequest struct {
+	MarketID       string        `json:"marketId" req:"true" maxLen:"32"`
+	Side           string        `json:"side" req:"true" enum:"buy,sell"`
+	Type           string        `json:"type" req:"true" enum:"market,limit,stop_market,take_profit_market"`
+	Contracts      wire.Int      `json:"contracts" req:"true" unit:"contracts" min:"1"`
+	ReduceOnly     bool          `json:"reduceOnly" req:"true" doc:"true: the order may only reduce the position; never increases or flips it"`
+	LimitPriceQ8   *wire.Int     `json:"limitPriceQ8" unit:"q8" min:"1" doc:"required for limit orders; a multiple of tickSizeQ8"`
+	TriggerPriceQ8 *wire.Int     `json:"triggerPriceQ8" unit:"q8" min:"1" doc:"stop and take-profit orders (not available yet)"`
+	MaxSlippageQ9  *wire.Int     `json:"maxSlippageQ9" unit:"q9" min:"0" max:"999999999" doc:"refuse rather than fill worse than the oracle mid by more than this fraction"`
+	Trigger        *OrderTrigger `json:"trigger" doc:"not available yet"`
+	Bracket        *OrderBracket `json:"bracket" doc:"not available yet"`
+}
+
+// OrdersQuery is the query of GET /v1/orders. status may repeat.
+type OrdersQuery struct {
+	State     *string   `json:"state" enum:"resting,armed" doc:"the triggers page (not available yet: 400 feature_unavailable)"`
+	Status    *string   `json:"status" enum:"accepted,filled,canceled,rejected" doc:"repeatable; keeps only these statuses"`
+	Limit     *wire.Int `json:"limit" unit:"int" min:"1" max:"200"`
+	BeforeSeq *wire.Int `json:"beforeSeq" unit:"seq" min:"1"`
+}
+
+// CreatedOrder is the 201 answer of POST /v1/orders.
+type CreatedOrder struct {
+	OrderID string `json:"orderId"`
+	Status  string `json:"status" enum:"accepted,filled,canceled,rejected,resting,working"`
+}
+
+func (s *Server) orderRoutes() []*Route {
+	return []*Route{
+		{Method: http.MethodPost, Path: "/v1/orders", Summary: "Place an order; the idempotency-key is the order id",
+			Auth: Keyed, Scope: "trade", Budget: "order", Idem: true, Request: OrderRequest{},
+			Responses: map[int]any{201: CreatedOrder{}, 400: wire.ErrorBody{}, 404: wire.ErrorBody{}, 409: wire.ErrorBody{}},
+			Handler:   s.placeOrder},
+		{Method: http.MethodGet, Path: "/v1/orders", Summary: "Orders, newest change first; with state, the triggers page",
+			Auth: Keyed, Scope: "read", Budget: "read", Query: OrdersQuery{},
+			Responses: map[int]any{200: trade.OrdersPage{}, 400: wire.ErrorBody{}}, Handler: s.orders},
+		{Method: http.MethodGet, Path: "/v1/orders/:id", Summary: "One order's status",
+			Auth: Keyed, Scope: "read", Budget: "read",
+			Responses: map[int]any{200: trade.OrderView{}, 404: wire.ErrorBody{}}, Handler: s.order},
+		{Method: http.MethodDelete, Path: "/v1/orders/:id", Summary: "Cancel a resting order",
+			Auth: Keyed, Scope: "trade", Budget: "order", Idem: true,
+			Responses: map[int]any{200: fsm.CancelResult{}, 404: wire.ErrorBody{}}, Handler: s.cancelOrder},
+		{Method: http.MethodGet, Path: "/v1/positions", Summary: "Open positions",
+			Auth: Keyed, Scope: "read", Budget: "read",
+			Responses: map[int]any{200: []trade.PositionView{}}, Handler: s.positions},
+		{Method: http.MethodGet, Path: "/v1/fills", Summary: "Fills, newest first",
+			Auth: Keyed, Scope: "read", Budget: "read", Query: PageQuery{},
+			Responses: map[int]any{200: trade.FillsPage{}}, Handler: s.fills},
+	}
+}
+
+func (s *Server) placeOrder(c *gin.Context) {
+	var req OrderRequest
+	if !s.decode(c, &req) {
+		return
+	}
+	if req.Type == trade.TypeStopMarket || req.Type == trade.TypeTakeProfitMarket ||
+		req.Trigger != nil || req.Bracket != nil || req.TriggerPriceQ8 != nil {
+		fail(c, http.StatusBadRequest, wire.CodeFeatureUnavailable, "stop, take-profit, trigger and bracket orders are not available yet")
+		return
+	}
+	key, _ := c.Get(idemKeyCtx)
+	p := trade.PlaceRequest{OrderID: key.(string), MarketID: req.MarketID, Side: req.Side, Type: req.Type,
+		Contracts: int64(req.Contracts), ReduceOnly: req.ReduceOnly}
+	if req.LimitPriceQ8 != nil {
+		p.LimitPriceQ8 = int64(*req.LimitPriceQ8)
+	}
+	if req.MaxSlippageQ9 != nil {
+		p.HasMaxSlippage, p.MaxSlippageQ9 = true, int64(*req.MaxSlippageQ9)
+	}
+	res, ok := s.submit(c, fsm.CmdPlaceOrder, p, req)
+	if !ok {
+		return
+	}
+	respond(c, res)
+}
+
+// cancelOrder cancels by id. The request hash covers the order id (the
+// actual path, not the route template), and cancels keep their own
+// idempotency scope, so a client may use an order's id as the key of its
+// cancel, and a key reused for another order's cancel is refused.
+func (s *Server) cancelOrder(c *gin.Context) {
+	p := fsm.CancelOrderPayload{OrderID: c.Param("id")}
+	cmd, err := s.command(c, fsm.CmdCancelOrder, p, p)
+	if err != nil {
+		unavailable(c, err.Error())
+		return
+	}
+	cmd.IdemKey = "cancel:" + cmd.IdemKey
+	res, ok := s.propose(c, cmd)
+	if !ok {
+		return
+	}
+	respond(c, res)
+}
+
+func (s *Server) orders(c *gin.Context) {
+	var q OrdersQuery
+	if err := decodeQuery(c, &q); err != nil {
+		invalid(c, err.Error())
+		return
+	}
+	// decodeQuery reads the last value of a repeated parameter; status is
+	// repeatable, so every value is checked here.
+	statuses := c.QueryArray("status")
+	for _, st := range statuses {
+		switch st {
+		case trade.StatusAccepted, trade.StatusFilled, trade.StatusCanceled, trade.StatusRejected:
+		default:
+			invalid(c, "query status: must be one of accepted, filled, canceled, rejected")
+			return
+		}
+	}
+	limit, before := PageLimitDefault, uint64(0)
+	if q.Limit != nil {
+		limit = int(*q.Limit)
+	}
+	if q.BeforeSeq != nil {
+		before = uint64(*q.BeforeSeq)
+	}
+	if q.State != nil {
+		// The triggers page comes with trigger orders.
+		fail(c, http.StatusBadRequest, wire.CodeFeatureUnavailable, "triggers are not available yet")
+		return
+	}
+	acct := callerOf(c).AccountID
+	var page trade.OrdersPage
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { page = st.Trade.OrdersPage(acct, statuses, before, limit) })
+	c.JSON(http.StatusOK, page)
+}
+
+// order answers one order; another account's order is as unknown as one
+// that never existed.
+func (s *Server) order(c *gin.Context) {
+	acct := callerOf(c).AccountID
+	var v *trade.OrderView
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
+		if o, ok := st.Trade.Order(acct, c.Param("id")); ok {
+			ov := trade.NewOrderView(o)
+			v = &ov
+		}
+	})
+	if v == nil {
+		notFound(c, "order")
+		return
+	}
+	c.JSON(http.StatusOK, v)
+}
+
+func (s *Server) positions(c *gin.Context) {
+	acct := callerOf(c).AccountID
+	var out []trade.PositionView
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { out = st.Trade.Positions(acct) })
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) fills(c *gin.Context) {
+	limit, before, ok := s.pageQuery(c)
+	if !ok {
+		return
+	}
+	acct := callerOf(c).AccountID
+	var page trade.FillsPage
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { page = st.Trade.Fills(acct, before, limit) })
+	c.JSON(http.StatusOK, page)
+}
