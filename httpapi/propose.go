@@ -15,7 +15,7 @@ import (
 
 // command builds the envelope of a client write. The idempotency key is
 // scoped by account (or by route for public writes such as signup), and the
-// request hash covers the method, the route and the decoded body, so the
+// request hash covers the method, the path and the decoded body, so the
 // same request sent with other whitespace or key order is still "the same".
 // Writes without a client key get a random one, so node-level retries after
 // a leader change still apply once.
@@ -30,8 +30,10 @@ func (s *Server) command(c *gin.Context, t fsm.CmdType, payload any, req any) (*
 	if err != nil {
 		return nil, err
 	}
+	// The hash covers the request's actual path, not the route template: a
+	// key reused on DELETE /v1/orders/{another} is another request.
 	route := c.FullPath()
-	cmd.ReqHash = fsm.RequestHash([]byte(c.Request.Method), []byte(route), canon)
+	cmd.ReqHash = fsm.RequestHash([]byte(c.Request.Method), []byte(c.Request.URL.Path), canon)
 	if k, ok := c.Get(idemKeyCtx); ok {
 		scope := "acct:" + cl.AccountID
 		if cl.AccountID == "" {
