@@ -132,3 +132,68 @@ func TestWithdrawalFramesReachADeduplicatingClient(t *testing.T) {
 		t.Fatalf("withdrawal states seen after de-duplication: %v, want [requested paid]", rc.states)
 	}
 }
+
+// TestFillsReachAFollowersAccountChannel: a market order placed through one
+// node reaches the account channel of another node's WebSocket as fill,
+// order and position events, and the fill event carries the seq that
+// GET /v1/fills shows for the same fill.
+func TestFillsReachAFollowersAccountChannel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three-node cluster; skipped with -short")
+	}
+	c := clustertest.Start(t, 3, clustertest.Assemble(cli.Assemble), clustertest.TickInterval(50*time.Millisecond))
+	fs := c.Followers()
+	watch, trade := c.HTTP(fs[0].ID), c.HTTP(fs[1].ID)
+	if !clustertest.Poll(15*time.Second, func() bool {
+		return everyLiveMember(c, func(id string) bool { _, ok := feedLast(c, id, "BTCUSD"); return ok })
+	}) {
+		t.Fatal("no price reached every member")
+	}
+	st, m := railCall(t, trade, "POST", "/v1/signup", "", "fills-signup", map[string]any{})
+	if st != 201 {
+		t.Fatalf("signup: %d %v", st, m)
+	}
+	key := m["apiKey"].(string)
+	if st, m := railCall(t, trade, "POST", "/v1/faucet", key, "fills-faucet", map[string]any{}); st != 201 {
+		t.Fatalf("faucet: %d %v", st, m)
+	}
+	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(watch, "http")+"/v1/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	rc := &recipeClient{t: t, ws: ws}
+	rc.send(map[string]any{"op": "auth", "apiKey": key})
+	rc.send(map[string]any{"op": "subscribe", "channel": "account"})
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		fr := rc.next(deadline)
+		if fr == nil {
+			t.Fatal("no subscription ack")
+		}
+		if fr["op"] == "subscribed" {
+			break
+		}
+	}
+	order := map[string]any{"marketId": "BTC-PERP", "side": "buy", "type": "market", "contracts": "100", "reduceOnly": false}
+	if st, m := railCall(t, trade, "POST", "/v1/orders", key, "fills-order-1", order); st != 201 || m["status"] != "filled" {
+		t.Fatalf("order: %d %v", st, m)
+	}
+	kinds := map[string]string{} // kind -> seq
+	for deadline := time.Now().Add(10 * time.Second); len(kinds) < 3; {
+		fr := rc.next(deadline)
+		if fr == nil {
+			break
+		}
+		if fr["op"] == "event" && fr["channel"] == "account" {
+			kinds[fr["kind"].(string)], _ = fr["seq"].(string)
+		}
+	}
+	_, page := railCall(t, watch, "GET", "/v1/fills", key, "", nil)
+	fills, _ := page["fills"].([]any)
+	if len(fills) != 1 {
+		t.Fatalf("fills page: %v", page)
+	}
+	if seq := fills[0].(map[string]any)["seq"]; kinds["fill"] == "" || kinds["fill"] != seq {
+		t.Fatalf("account events %v; the fill event's seq must be the REST fill's %v", kinds, seq)
+	}
+}
