@@ -12,6 +12,7 @@ import (
 const (
 	CmdPlaceOrder  CmdType = 80 // a trader places a market or limit order
 	CmdCancelOrder CmdType = 81 // a trader cancels a resting order
+	// 82: CmdCancelAllAfter, in apply_cancelafter.go.
 )
 
 func init() {

@@ -46,6 +46,7 @@ var forwardable = map[fsm.CmdType]bool{
 	fsm.CmdOracleUnpin:         true,
 	fsm.CmdPlaceOrder:          true,
 	fsm.CmdCancelOrder:         true,
+	fsm.CmdCancelAllAfter:      true,
 }
 
 // Forwardable reports whether a follower may forward commands of type t.

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tidwall/btree"
+
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/market"
 )
@@ -52,6 +54,10 @@ type State struct {
 	Orders   map[uint64]*Order
 	Accounts map[string]*Account
 	Books    map[string]*Book
+
+	// deadlines orders the armed cancel-all-after switches (cancelafter.go);
+	// derived from Accounts, never serialised.
+	deadlines *btree.BTreeG[deadline]
 }
 
 // Account is one trader's orders, positions and fills.
@@ -64,6 +70,9 @@ type Account struct {
 	// Closed lists closed order numbers, oldest first, at most ClosedOrdersKept.
 	Closed  []uint64
 	Resting int
+	// CancelAfterTsMs is the armed cancel-all-after deadline, 0 when
+	// disarmed (cancelafter.go).
+	CancelAfterTsMs int64 `cbor:",omitempty"`
 }
 
 // Book is one market's resting limit orders, indexed by the price at which
@@ -247,6 +256,9 @@ func (s *State) CheckInvariants(l *ledger.Ledger, m *market.State, withOI bool) 
 				return fmt.Errorf("market %s: open interest %d/%d, positions %d/%d", mid, ms.LongOIContracts, ms.ShortOIContracts, v[0], v[1])
 			}
 		}
+	}
+	if err := s.checkDeadlines(); err != nil {
+		return err
 	}
 	for _, name := range l.Accounts() {
 		rest, ok := strings.CutPrefix(name, "acct:")

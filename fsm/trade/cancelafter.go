@@ -1,0 +1,148 @@
+package trade
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/tidwall/btree"
+
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// The dead-man switch (SPEC: POST /v1/cancel-all-after). An account holds
+// at most one deadline (Account.CancelAfterTsMs); when log time reaches it
+// the engine cancels the account's resting orders and disarms. The switch
+// belongs to the account, not to the key that armed it: any trade key of
+// the account refreshes or disarms it, and revoking the arming key leaves
+// it armed (a client whose key was revoked has gone dark, which is what
+// the switch is for).
+const (
+	// CancelAfterMinMs is the shortest non-zero timeout. Log time moves by
+	// the leader's one-second ticks, so a shorter deadline cannot be kept
+	// more precisely; and a timeout given in seconds by mistake ("60")
+	// would otherwise cancel every order at the next tick.
+	CancelAfterMinMs = 1_000
+	// CancelAfterMaxMs is the longest timeout (24 h): a switch is meant to
+	// be refreshed by a live client.
+	CancelAfterMaxMs = 86_400_000
+	// ReasonCancelAllAfter is the reason of an order the switch canceled.
+	ReasonCancelAllAfter = "cancel_all_after"
+)
+
+// CancelAfterView is SPEC's answer to POST /v1/cancel-all-after.
+type CancelAfterView struct {
+	Armed        bool      `json:"armed"`
+	DeadlineTsMs *wire.Int `json:"deadlineTsMs" unit:"ms" doc:"null when disarmed"`
+}
+
+// deadline is one armed switch in the ordered set of deadlines.
+type deadline struct {
+	tsMs    int64
+	account string
+}
+
+func deadlineLess(a, b deadline) bool {
+	if a.tsMs != b.tsMs {
+		return a.tsMs < b.tsMs
+	}
+	return a.account < b.account
+}
+
+// deadlineSet returns the ordered set of armed deadlines. Accounts'
+// CancelAfterTsMs is the canonical content a snapshot carries; the B-tree
+// is derived from it on first use after a decode and never serialised.
+func (s *State) deadlineSet() *btree.BTreeG[deadline] {
+	if s.deadlines == nil {
+		s.deadlines = btree.NewBTreeGOptions(deadlineLess, btree.Options{NoLocks: true})
+		for id, a := range s.Accounts {
+			if a.CancelAfterTsMs != 0 {
+				s.deadlines.Set(deadline{tsMs: a.CancelAfterTsMs, account: id})
+			}
+		}
+	}
+	return s.deadlines
+}
+
+// CancelAfter answers the account's switch as it stands.
+func (s *State) CancelAfter(accountID string) CancelAfterView {
+	if a, ok := s.Accounts[accountID]; ok && a.CancelAfterTsMs != 0 {
+		return CancelAfterView{Armed: true, DeadlineTsMs: wire.Ptr(a.CancelAfterTsMs)}
+	}
+	return CancelAfterView{}
+}
+
+// SetCancelAfter arms the switch at nowMs+timeoutMs (a refresh moves the
+// deadline, earlier or later), or disarms it when timeoutMs is zero. The
+// caller has checked timeoutMs against the bounds.
+func (s *State) SetCancelAfter(accountID string, nowMs, timeoutMs int64) CancelAfterView {
+	set := s.deadlineSet()
+	if a, ok := s.Accounts[accountID]; ok && a.CancelAfterTsMs != 0 {
+		set.Delete(deadline{tsMs: a.CancelAfterTsMs, account: accountID})
+		a.CancelAfterTsMs = 0
+	}
+	if timeoutMs == 0 {
+		return CancelAfterView{}
+	}
+	a := s.account(accountID)
+	a.CancelAfterTsMs = nowMs + timeoutMs
+	set.Set(deadline{tsMs: a.CancelAfterTsMs, account: accountID})
+	return s.CancelAfter(accountID)
+}
+
+// FireCancelAfter runs when log time advances: every switch whose
+// deadline has come disarms and cancels its account's resting orders, in
+// (deadline, account) order. Only due deadlines are touched.
+func (s *State) FireCancelAfter(env *Env) {
+	set := s.deadlineSet()
+	for {
+		d, ok := set.Min()
+		if !ok || d.tsMs > env.NowMs {
+			return
+		}
+		set.Delete(d)
+		s.Accounts[d.account].CancelAfterTsMs = 0
+		s.cancelResting(env, d.account, ReasonCancelAllAfter)
+	}
+}
+
+// cancelResting cancels every resting order of the account through the
+// same path as a client's cancel (reservation released through the ledger,
+// a fresh seq and an order event each), oldest first. Today that is the
+// resting limit orders; triggers and brackets join here when they exist.
+func (s *State) cancelResting(env *Env, accountID, reason string) {
+	a, ok := s.Accounts[accountID]
+	if !ok || a.Resting == 0 {
+		return
+	}
+	nos := make([]uint64, 0, a.Resting)
+	for _, no := range a.OrderNos {
+		if o, ok := s.Orders[no]; ok && o.Status == StatusAccepted {
+			nos = append(nos, no)
+		}
+	}
+	// Map order must not leak into seqs: cancel in placement order.
+	sort.Slice(nos, func(i, j int) bool { return nos[i] < nos[j] })
+	for _, no := range nos {
+		s.cancel(env, s.Orders[no], reason)
+	}
+}
+
+// checkDeadlines verifies that the ordered set holds exactly the armed
+// accounts' deadlines (for CheckInvariants).
+func (s *State) checkDeadlines() error {
+	set := s.deadlineSet()
+	armed := 0
+	for id, a := range s.Accounts {
+		if a.CancelAfterTsMs == 0 {
+			continue
+		}
+		armed++
+		if _, ok := set.Get(deadline{tsMs: a.CancelAfterTsMs, account: id}); !ok {
+			return fmt.Errorf("account %s: cancel-all-after deadline %d is not in the ordered set", id, a.CancelAfterTsMs)
+		}
+	}
+	if set.Len() != armed {
+		return fmt.Errorf("cancel-all-after: %d deadlines ordered, %d accounts armed", set.Len(), armed)
+	}
+	return nil
+}
