@@ -32,11 +32,11 @@ func OICapContracts(p *market.Params) int64 { return p.MaxOrderContracts * OICap
 // Position is an account's position in one market. A flat position is not
 // stored.
 type Position struct {
-	Side             Side
-	Contracts        int64
-	EntryQ8          int64
-	MarginMsat       int64
-	FundingClockTsMs int64
+	Side             Side  `cbor:"1,keyasint"`
+	Contracts        int64 `cbor:"2,keyasint"`
+	EntryQ8          int64 `cbor:"3,keyasint"`
+	MarginMsat       int64 `cbor:"4,keyasint"`
+	FundingClockTsMs int64 `cbor:"5,keyasint"`
 }
 
 // Quote is the price a trade of q contracts on side gets now: the oracle

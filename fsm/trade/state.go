@@ -49,11 +49,11 @@ const (
 type State struct {
 	// NextOrderNo numbers orders in placement order; the number keys the
 	// price index (zero-padded, so ties at one level fill oldest first).
-	NextOrderNo uint64
+	NextOrderNo uint64 `cbor:"1,keyasint"`
 	// Orders holds every kept order (resting and recently closed) by number.
-	Orders   map[uint64]*Order
-	Accounts map[string]*Account
-	Books    map[string]*Book
+	Orders   map[uint64]*Order   `cbor:"2,keyasint"`
+	Accounts map[string]*Account `cbor:"3,keyasint"`
+	Books    map[string]*Book    `cbor:"4,keyasint"`
 
 	// deadlines orders the armed cancel-all-after switches (cancelafter.go);
 	// derived from Accounts, never serialised.
@@ -63,65 +63,74 @@ type State struct {
 // Account is one trader's orders, positions and fills.
 type Account struct {
 	// OrderNos maps the account's order ids to order numbers.
-	OrderNos  map[string]uint64
-	Positions map[string]*Position
+	OrderNos  map[string]uint64    `cbor:"1,keyasint"`
+	Positions map[string]*Position `cbor:"2,keyasint"`
 	// Fills are oldest first, at most FillsKept.
-	Fills []*Fill
+	Fills []*Fill `cbor:"3,keyasint"`
 	// Closed lists closed order numbers, oldest first, at most ClosedOrdersKept.
-	Closed  []uint64
-	Resting int
+	Closed  []uint64 `cbor:"4,keyasint"`
+	Resting int      `cbor:"5,keyasint"`
 	// CancelAfterTsMs is the armed cancel-all-after deadline, 0 when
 	// disarmed (cancelafter.go).
-	CancelAfterTsMs int64 `cbor:",omitempty"`
+	CancelAfterTsMs int64 `cbor:"6,keyasint,omitempty"`
 }
 
 // Book is one market's resting limit orders, indexed by the price at which
 // the oracle mid must arrive for them to be checked.
 type Book struct {
-	Index *market.PriceIndex
+	Index *market.PriceIndex `cbor:"1,keyasint"`
 	// LastMidQ8 is the mid the index was last checked against.
-	LastMidQ8 int64
+	LastMidQ8 int64 `cbor:"2,keyasint"`
 }
 
 // Order is a market or limit order.
 type Order struct {
-	No                       uint64
-	OrderID                  string
-	AccountID, MarketID      string
-	Side                     Side
-	Type                     string
-	Contracts                int64
-	LimitQ8                  int64
-	ReduceOnly               bool
-	HasMaxSlippage           bool
-	MaxSlippageQ9            int64
-	Status, Reason           string
-	ReservedMsat             int64
-	LevelQ8                  int64
-	ReqHash                  []byte
-	CreatedTsMs, UpdatedTsMs int64
+	No             uint64 `cbor:"1,keyasint"`
+	OrderID        string `cbor:"2,keyasint"`
+	AccountID      string `cbor:"3,keyasint"`
+	MarketID       string `cbor:"4,keyasint"`
+	Side           Side   `cbor:"5,keyasint"`
+	Type           string `cbor:"6,keyasint"`
+	Contracts      int64  `cbor:"7,keyasint"`
+	LimitQ8        int64  `cbor:"8,keyasint,omitempty"`
+	ReduceOnly     bool   `cbor:"9,keyasint,omitempty"`
+	HasMaxSlippage bool   `cbor:"10,keyasint,omitempty"`
+	MaxSlippageQ9  int64  `cbor:"11,keyasint,omitempty"`
+	Status         string `cbor:"12,keyasint"`
+	Reason         string `cbor:"13,keyasint,omitempty"`
+	ReservedMsat   int64  `cbor:"14,keyasint,omitempty"`
+	LevelQ8        int64  `cbor:"15,keyasint,omitempty"`
+	ReqHash        []byte `cbor:"16,keyasint"`
+	CreatedTsMs    int64  `cbor:"17,keyasint"`
+	UpdatedTsMs    int64  `cbor:"18,keyasint"`
 	// Seq is the seq of the order's latest change (architecture.md).
-	Seq uint64
+	Seq uint64 `cbor:"19,keyasint"`
 }
 
 // Fill is a fill record with every field of SPEC's Fill.
 type Fill struct {
-	OrderID, AccountID, MarketID string
-	Side                         Side
-	Closed, Opened               int64
-	ExecQ8                       int64
-	OracleMidQ8, OracleConfQ9    int64
-	OracleTsMs                   int64
-	SpreadQ9                     int64
-	TradeNotionalMsat, FeeMsat   int64
-	ImpactMsat, RealizedPnlMsat  int64
-	FundingSettledMsat           int64
-	ReleasedMarginMsat           int64
-	ReservedMarginMsat           int64
-	DeficitMsat                  int64
-	After                        Position
-	Seq                          uint64
-	TsMs                         int64
+	OrderID            string   `cbor:"1,keyasint"`
+	AccountID          string   `cbor:"2,keyasint"`
+	MarketID           string   `cbor:"3,keyasint"`
+	Side               Side     `cbor:"4,keyasint"`
+	Closed             int64    `cbor:"5,keyasint,omitempty"`
+	Opened             int64    `cbor:"6,keyasint,omitempty"`
+	ExecQ8             int64    `cbor:"7,keyasint"`
+	OracleMidQ8        int64    `cbor:"8,keyasint"`
+	OracleConfQ9       int64    `cbor:"9,keyasint"`
+	OracleTsMs         int64    `cbor:"10,keyasint"`
+	SpreadQ9           int64    `cbor:"11,keyasint"`
+	TradeNotionalMsat  int64    `cbor:"12,keyasint"`
+	FeeMsat            int64    `cbor:"13,keyasint"`
+	ImpactMsat         int64    `cbor:"14,keyasint,omitempty"`
+	RealizedPnlMsat    int64    `cbor:"15,keyasint,omitempty"`
+	FundingSettledMsat int64    `cbor:"16,keyasint,omitempty"`
+	ReleasedMarginMsat int64    `cbor:"17,keyasint,omitempty"`
+	ReservedMarginMsat int64    `cbor:"18,keyasint,omitempty"`
+	DeficitMsat        int64    `cbor:"19,keyasint,omitempty"`
+	After              Position `cbor:"20,keyasint"`
+	Seq                uint64   `cbor:"21,keyasint"`
+	TsMs               int64    `cbor:"22,keyasint"`
 }
 
 // NewState returns an empty trading book.
