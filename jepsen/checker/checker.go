@@ -114,9 +114,11 @@ type Write struct {
 }
 
 // inconclusiveCodes are refusals a node gives before looking at the
-// idempotency key (metering, overload): they say nothing about whether an
-// earlier attempt with that key was applied.
-var inconclusiveCodes = map[string]bool{"rate_limited": true, "unavailable": true, "": true}
+// idempotency key (metering, overload, and unauthorized from a replica
+// that has not applied the account's signup yet, such as a member
+// re-joining from a snapshot): they say nothing about whether an earlier
+// attempt with that key was applied.
+var inconclusiveCodes = map[string]bool{"rate_limited": true, "unavailable": true, "unauthorized": true, "": true}
 
 // conclusiveFail reports whether a failed attempt proves that nothing was
 // applied under its idempotency key.

@@ -142,3 +142,17 @@ func TestMoneyLeavesTradersToTrading(t *testing.T) {
 		t.Fatalf("money judged a trader as a register: %s %v drift %d", res.Verdict, res.Details, rep.DriftMsat)
 	}
 }
+
+// A replica still catching up (a member wiped and re-joined) does not
+// know the account yet and answers 401 before looking at the idempotency
+// key: that settles nothing, and the next retry's answer decides.
+func TestUnauthorizedRetryDoesNotSettle(t *testing.T) {
+	f := &tradingFixture{}
+	f.write(1, history.FOrder, "o1", "o1", history.Info, history.Op{Status: 503, Code: "unavailable"})
+	f.write(2, history.FOrder, "o1", "o1", history.Fail, history.Op{Resolves: 1, Status: 401, Code: "unauthorized"})
+	f.write(3, history.FOrder, "o1", "o1", history.OK, history.Op{Resolves: 1, OrderStatus: "filled"})
+	ws := Writes(f.ops, history.FOrder)
+	if len(ws) != 1 || ws[0].Outcome != Applied || ws[0].OrderStatus != "filled" {
+		t.Fatalf("writes %+v: a 401 from a lagging replica settled the order", ws)
+	}
+}
