@@ -51,6 +51,9 @@ type Final struct {
 	// Samples are (applied index, state hash) readings per node id, taken
 	// repeatedly while the cluster settled.
 	Samples map[string][]StateSample `json:"samples"`
+	// Traders are the trading accounts' end states, by account id (their
+	// balances and deposits are in Accounts too).
+	Traders map[string]*TraderFinal `json:"traders,omitempty"`
 }
 
 // AccountFinal is one account's end state.
@@ -100,6 +103,8 @@ type Write struct {
 	// Msat is the credited amount (faucet) when known.
 	Msat  int64
 	KeyID string
+	// OrderStatus is what an acknowledged order or cancel answered.
+	OrderStatus string
 	// CallNs is the invocation time; ReturnNs the earliest time the write
 	// is known to have taken effect by (its ack, or the ack of the retry
 	// that settled it). Indeterminate writes have no ReturnNs.
@@ -109,9 +114,11 @@ type Write struct {
 }
 
 // inconclusiveCodes are refusals a node gives before looking at the
-// idempotency key (metering, overload): they say nothing about whether an
-// earlier attempt with that key was applied.
-var inconclusiveCodes = map[string]bool{"rate_limited": true, "unavailable": true, "": true}
+// idempotency key (metering, overload, and unauthorized from a replica
+// that has not applied the account's signup yet, such as a member
+// re-joining from a snapshot): they say nothing about whether an earlier
+// attempt with that key was applied.
+var inconclusiveCodes = map[string]bool{"rate_limited": true, "unavailable": true, "unauthorized": true, "": true}
 
 // conclusiveFail reports whether a failed attempt proves that nothing was
 // applied under its idempotency key.
@@ -180,6 +187,7 @@ func (w *Write) fill(done *history.Op) {
 		w.Msat = *done.Msat
 	}
 	w.KeyID = done.KeyID
+	w.OrderStatus = done.OrderStatus
 }
 
 // byAccount groups writes by account, accounts sorted.

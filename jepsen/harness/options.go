@@ -14,7 +14,8 @@ type Options struct {
 	Nemesis  string        // "all", "none" or e.g. "kill,partition" (default all)
 	Workers  int           // concurrent client processes (default 4 per node)
 	Rate     float64       // target client operations per second (default 60)
-	Accounts int           // trader accounts (default 12)
+	Accounts int           // accounts whose balance is a register (default 12)
+	Traders  int           // funded accounts that trade (default 8; -1: none)
 	Seed     int64         // default: time-based
 
 	// ReportRoot is where <timestamp>/ report folders go (default
@@ -65,6 +66,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Accounts == 0 {
 		o.Accounts = 12
+	}
+	if o.Traders == 0 {
+		o.Traders = 8
 	}
 	if o.Seed == 0 {
 		o.Seed = time.Now().UnixNano()

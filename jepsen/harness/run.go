@@ -198,6 +198,9 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	if err := r.setupAccounts(ctx); err != nil {
 		return nil, err
 	}
+	if err := r.setupTraders(ctx); err != nil {
+		return nil, err
+	}
 
 	nemeses, err := nemesis.New(names, &nemesis.Env{DB: r.cluster, FW: r.fw, Bin: r.bin, Rand: mrand.New(mrand.NewSource(o.Seed + 1))})
 	if err != nil {
@@ -222,7 +225,9 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	r.restartAll(ctx)
 	probeTook, probeOK := r.probeWrites(ctx)
 	r.resolvePending(ctx)
+	r.cancelResting(ctx)
 	final := r.readFinal(ctx)
+	r.readTraders(ctx, final)
 	final.Samples = r.sampleStates(ctx)
 
 	r.cluster.StopAll()
@@ -394,10 +399,13 @@ func (r *run) readFinal(ctx context.Context) *checker.Final {
 	}
 	r.env.MinIndex = minIndex
 	pid := 400000
-	for i, a := range r.env.Accounts {
+	for i, a := range append(append([]*workload.Account(nil), r.env.Accounts...), r.env.Traders...) {
 		af := &checker.AccountFinal{}
 		final.Accounts[a.ID] = af
-		for try := 0; try < finalReadAttempts && af.FreeMsat == nil; try++ {
+		// A trader's balance moves with fills: it is read with its trading
+		// view (readTraders), not as a register read in the history.
+		trader := i >= len(r.env.Accounts)
+		for try := 0; try < finalReadAttempts && af.FreeMsat == nil && !trader; try++ {
 			p := &workload.Process{ID: pid, Node: r.env.Nodes[(i+try)%len(r.env.Nodes)], Rand: r.rng}
 			pid++
 			if t, v := workload.ReadBalanceValue(ctx, r.env, p, a); t == history.OK {
@@ -493,12 +501,17 @@ func (r *run) check(final *checker.Final, start, end int64, probeTook time.Durat
 	lin, files := checker.Linearizability(ops, checker.LinearizabilityOptions{TimeoutPerAccount: r.opts.PorcupineTimeout, OutDir: r.dir})
 	lost, counts := checker.LostWrites(ops, final)
 	money, mrep := checker.Money(ops, final)
+	trading, trep := checker.Trading(ops, final)
 	live, lrep := checker.Liveness(ops, start, end, r.opts.LivenessBound)
 	probe := checker.Probe(probeTook, probeOK, r.opts.LivenessBound)
-	r.sum.Results = append(r.sum.Results, lin, lost, money, live, probe)
+	r.sum.Results = append(r.sum.Results, lin, lost, money, trading, live, probe)
 	r.sum.Linearizable = lin.Verdict
-	r.sum.Lost, r.sum.Duplicates, r.sum.Unresolved = counts.Lost, counts.Duplicates, counts.Unresolved
-	r.sum.DriftMsat, r.sum.HashesEqual = mrep.DriftMsat, mrep.HashesEqual
+	// Lost and doubled fills count as lost and duplicated writes.
+	r.sum.Lost = counts.Lost + trep.LostFills
+	r.sum.Duplicates = counts.Duplicates + trep.DoubledFills
+	r.sum.Unresolved = counts.Unresolved
+	r.sum.Orders, r.sum.Fills = trep.Orders, trep.Fills
+	r.sum.DriftMsat, r.sum.HashesEqual = mrep.DriftMsat+trep.DriftMsat, mrep.HashesEqual
 	r.sum.Unavailable = lrep.LongestUnavailable
 	r.sum.Duration = r.opts.Duration
 	r.sum.Visualizations = files

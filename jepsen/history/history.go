@@ -35,6 +35,11 @@ const (
 	FMint         = "mint-key"
 	FListDeposits = "list-deposits"
 	FListSessions = "list-sessions"
+	// FOrder places an order (market or limit); its idempotency key is
+	// the order id.
+	FOrder = "order"
+	// FCancel cancels an order (Op.Order) under its own key.
+	FCancel = "cancel"
 )
 
 // Op is one event of the history.
@@ -53,6 +58,12 @@ type Op struct {
 	IdemKey string `json:"idemKey,omitempty"`
 	// Msat is the amount a write credited or a read observed.
 	Msat *int64 `json:"msat,omitempty"`
+	// Order is the order id an order or cancel acts on.
+	Order string `json:"order,omitempty"`
+	// OrderStatus is what an acknowledged order or cancel answered: the
+	// creation status (filled, resting, ...) or, for a cancel,
+	// "canceled" / "not-canceled".
+	OrderStatus string `json:"orderStatus,omitempty"`
 	// KeyID names a minted API key.
 	KeyID string `json:"keyId,omitempty"`
 	// Detail is free text: a nemesis' target, a listing's content.
@@ -128,6 +139,9 @@ func (r *Recorder) Complete(inv Op, done Op) Op {
 	}
 	if done.IdemKey == "" {
 		done.IdemKey = inv.IdemKey
+	}
+	if done.Order == "" {
+		done.Order = inv.Order
 	}
 	if done.Resolves == 0 {
 		done.Resolves = inv.Resolves

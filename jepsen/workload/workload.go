@@ -19,6 +19,8 @@ type Account struct {
 	APIKey string
 	// mints counts session keys minted, to stay under the live-key cap.
 	mints atomic.Int32
+	// resting holds the trader's orders that may be resting.
+	resting restingSet
 }
 
 // MaxMintsPerAccount keeps mints below the live-key cap (20, master key
@@ -38,6 +40,11 @@ type Env struct {
 	Rec      *history.Recorder
 	Nodes    []string // public HTTP addresses
 	Accounts []*Account
+	// Traders are funded accounts that trade; their balances move with
+	// fills, so they are checked by checker.Trading, not as registers.
+	Traders []*Account
+	// Markets are the live markets traders use.
+	Markets []MarketInfo
 	// Linearizable makes balance reads ask for X-Consistency: linearizable.
 	Linearizable bool
 	// MinIndex, when set, is sent as X-Min-Index with balance reads. Only
@@ -79,6 +86,8 @@ type Process struct {
 type Kind struct {
 	Name   string
 	Weight int
+	// Trader makes the operation act on one of Env.Traders.
+	Trader bool
 	// Run performs one operation for p on acct, recording it.
 	Run func(ctx context.Context, e *Env, p *Process, acct *Account) history.Type
 }
@@ -91,6 +100,11 @@ func Kinds() []Kind {
 		{Name: history.FRead, Weight: 55, Run: ReadBalance},
 		{Name: history.FListDeposits, Weight: 10, Run: ListDeposits},
 		{Name: history.FMint, Weight: 5, Run: MintKey},
+		{Name: "order-market", Weight: 8, Trader: true, Run: PlaceMarket},
+		{Name: "order-limit", Weight: 5, Trader: true, Run: PlaceLimit},
+		{Name: history.FCancel, Weight: 4, Trader: true, Run: CancelResting},
+		// HOOK cancel-all-after: its Kind goes here once the route exists
+		// (see trade.go).
 	}
 }
 
@@ -136,6 +150,13 @@ func Run(ctx context.Context, e *Env, opts Options) (int64, error) {
 			for ctx.Err() == nil {
 				k := pickKind(opts.Kinds, total, rng)
 				acct := e.Accounts[rng.Intn(len(e.Accounts))]
+				if k.Trader {
+					if len(e.Traders) == 0 {
+						k = Kind{Name: history.FRead, Run: ReadBalance}
+					} else {
+						acct = e.Traders[rng.Intn(len(e.Traders))]
+					}
+				}
 				invoked.Add(1)
 				if k.Run(ctx, e, p, acct) == history.Info {
 					// Crashed process: continue as a new one on the next node.

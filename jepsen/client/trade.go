@@ -1,0 +1,216 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Market is the part of GET /v1/markets the trading workload needs.
+type Market struct {
+	MarketID          string `json:"marketId"`
+	Status            string `json:"status"`
+	TickSizeQ8        string `json:"tickSizeQ8"`
+	MinOrderContracts string `json:"minOrderContracts"`
+	MaxOrderContracts string `json:"maxOrderContracts"`
+	LastPrice         *struct {
+		MidQ8 string `json:"midQ8"`
+	} `json:"lastPrice"`
+}
+
+// Markets lists the markets (public).
+func (c *Client) Markets(ctx context.Context, addr string) (Result, []Market) {
+	res := c.Do(ctx, Request{Method: http.MethodGet, Addr: addr, Path: "/v1/markets"})
+	if res.Type != "ok" {
+		return res, nil
+	}
+	var ms []Market
+	if err := res.Decode(&ms); err != nil {
+		res.Type, res.Error = "fail", err.Error()
+		return res, nil
+	}
+	return res, ms
+}
+
+// OrderRequest is the body of POST /v1/orders (the fields the workload
+// uses). The idempotency key is the order id.
+type OrderRequest struct {
+	MarketID     string  `json:"marketId"`
+	Side         string  `json:"side"`
+	Type         string  `json:"type"`
+	Contracts    string  `json:"contracts"`
+	ReduceOnly   bool    `json:"reduceOnly"`
+	LimitPriceQ8 *string `json:"limitPriceQ8,omitempty"`
+}
+
+// OrderAnswer is the 201 answer of POST /v1/orders.
+type OrderAnswer struct {
+	OrderID string `json:"orderId"`
+	Status  string `json:"status"`
+}
+
+// PlaceOrder places an order whose id is idemKey.
+func (c *Client) PlaceOrder(ctx context.Context, addr, apiKey, idemKey string, body OrderRequest) (Result, *OrderAnswer) {
+	res := c.Do(ctx, Request{Method: http.MethodPost, Addr: addr, Path: "/v1/orders",
+		Header: map[string]string{"idempotency-key": idemKey, "x-api-key": apiKey}, Body: body, IsWrite: true})
+	if res.Type != "ok" {
+		return res, nil
+	}
+	var a OrderAnswer
+	if err := res.Decode(&a); err != nil || a.OrderID != idemKey || a.Status == "" {
+		return malformed(res, err, "order answer without its orderId or status"), nil
+	}
+	return res, &a
+}
+
+// CancelAnswer is the 200 answer of DELETE /v1/orders/{id}.
+type CancelAnswer struct {
+	OrderID  string `json:"orderId"`
+	Canceled bool   `json:"canceled"`
+}
+
+// CancelOrder cancels an order under its own idempotency key.
+func (c *Client) CancelOrder(ctx context.Context, addr, apiKey, idemKey, orderID string) (Result, *CancelAnswer) {
+	res := c.Do(ctx, Request{Method: http.MethodDelete, Addr: addr, Path: "/v1/orders/" + url.PathEscape(orderID),
+		Header: map[string]string{"idempotency-key": idemKey, "x-api-key": apiKey}, IsWrite: true})
+	if res.Type != "ok" {
+		return res, nil
+	}
+	var a CancelAnswer
+	if err := res.Decode(&a); err != nil || a.OrderID != orderID {
+		return malformed(res, err, "cancel answer for another order"), nil
+	}
+	return res, &a
+}
+
+// Balances is GET /v1/account's free and reserved balances.
+type Balances struct {
+	FreeMsat, ReservedMsat int64
+}
+
+// AccountBalances reads free and reserved, not before minIndex.
+func (c *Client) AccountBalances(ctx context.Context, addr, apiKey string, minIndex uint64) (Result, *Balances) {
+	res := c.Do(ctx, Request{Method: http.MethodGet, Addr: addr, Path: "/v1/account", Header: readHeader(apiKey, minIndex)})
+	if res.Type != "ok" {
+		return res, nil
+	}
+	var a AccountAnswer
+	if err := res.Decode(&a); err != nil {
+		res.Type, res.Error = "fail", err.Error()
+		return res, nil
+	}
+	free, err1 := strconv.ParseInt(a.FreeMsat, 10, 64)
+	reserved, err2 := strconv.ParseInt(a.ReservedMsat, 10, 64)
+	if err1 != nil || err2 != nil {
+		res.Type, res.Error = "fail", "freeMsat or reservedMsat is not a decimal integer"
+		return res, nil
+	}
+	return res, &Balances{FreeMsat: free, ReservedMsat: reserved}
+}
+
+// Position is one record of GET /v1/positions.
+type Position struct {
+	MarketID   string `json:"marketId"`
+	Side       string `json:"side"`
+	Contracts  string `json:"contracts"`
+	MarginMsat string `json:"marginMsat"`
+}
+
+// Positions lists the account's open positions, not before minIndex.
+func (c *Client) Positions(ctx context.Context, addr, apiKey string, minIndex uint64) (Result, []Position) {
+	res := c.Do(ctx, Request{Method: http.MethodGet, Addr: addr, Path: "/v1/positions", Header: readHeader(apiKey, minIndex)})
+	if res.Type != "ok" {
+		return res, nil
+	}
+	var ps []Position
+	if err := res.Decode(&ps); err != nil {
+		res.Type, res.Error = "fail", err.Error()
+		return res, nil
+	}
+	return res, ps
+}
+
+// Fill is one record of GET /v1/fills (the fields the checkers use).
+type Fill struct {
+	OrderID         string `json:"orderId"`
+	MarketID        string `json:"marketId"`
+	Side            string `json:"side"`
+	ClosedContracts string `json:"closedContracts"`
+	OpenedContracts string `json:"openedContracts"`
+	FeeMsat         string `json:"feeMsat"`
+	RealizedPnlMsat string `json:"realizedPnlMsat"`
+	DeficitMsat     string `json:"deficitMsat"`
+	Seq             string `json:"seq"`
+}
+
+// FillsPage is the body of GET /v1/fills.
+type FillsPage struct {
+	Fills         []Fill  `json:"fills"`
+	NextBeforeSeq *string `json:"nextBeforeSeq"`
+}
+
+// Fills reads one page of fills, newest first, not before minIndex.
+func (c *Client) Fills(ctx context.Context, addr, apiKey, beforeSeq string, limit int, minIndex uint64) (Result, *FillsPage) {
+	var p FillsPage
+	return c.page(ctx, addr, apiKey, "/v1/fills", beforeSeq, limit, minIndex, &p), &p
+}
+
+// Order is one record of GET /v1/orders.
+type Order struct {
+	OrderID   string  `json:"orderId"`
+	MarketID  string  `json:"marketId"`
+	Side      string  `json:"side"`
+	Type      string  `json:"type"`
+	Contracts string  `json:"contracts"`
+	Status    string  `json:"status"`
+	Reason    *string `json:"reason"`
+}
+
+// OrdersPage is the body of GET /v1/orders.
+type OrdersPage struct {
+	Orders        []Order `json:"orders"`
+	NextBeforeSeq *string `json:"nextBeforeSeq"`
+}
+
+// Orders reads one page of orders, newest change first, not before
+// minIndex; status keeps only that status (empty: all).
+func (c *Client) Orders(ctx context.Context, addr, apiKey, status, beforeSeq string, limit int, minIndex uint64) (Result, *OrdersPage) {
+	path := "/v1/orders"
+	if status != "" {
+		path += "?status=" + url.QueryEscape(status)
+	}
+	var p OrdersPage
+	return c.page(ctx, addr, apiKey, path, beforeSeq, limit, minIndex, &p), &p
+}
+
+// page reads one cursor page into out; on anything but ok, out is unset
+// and the result says why.
+func (c *Client) page(ctx context.Context, addr, apiKey, path, beforeSeq string, limit int, minIndex uint64, out any) Result {
+	q := url.Values{}
+	q.Set("limit", strconv.Itoa(limit))
+	if beforeSeq != "" {
+		q.Set("beforeSeq", beforeSeq)
+	}
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	res := c.Do(ctx, Request{Method: http.MethodGet, Addr: addr, Path: path + sep + q.Encode(), Header: readHeader(apiKey, minIndex)})
+	if res.Type != "ok" {
+		return res
+	}
+	if err := res.Decode(out); err != nil {
+		res.Type, res.Error = "fail", err.Error()
+	}
+	return res
+}
+
+func readHeader(apiKey string, minIndex uint64) map[string]string {
+	h := map[string]string{"x-api-key": apiKey}
+	if minIndex > 0 {
+		h[HeaderMinIndex] = strconv.FormatUint(minIndex, 10)
+	}
+	return h
+}
