@@ -125,6 +125,9 @@ func (s *Server) signup(c *gin.Context) {
 	if !ok {
 		return
 	}
+	if res.Code == wire.CodeRateLimited {
+		c.Header("Retry-After", s.signupRetryAfter())
+	}
 	out, ok := storedResult[fsm.SignupResult](c, res)
 	if !ok {
 		return
@@ -158,6 +161,17 @@ func (s *Server) faucet(c *gin.Context) {
 
 // faucetRetryAfter is the seconds until the oldest grant of the window
 // leaves it.
+// signupRetryAfter is the seconds until the venue-wide signup cap reopens.
+func (s *Server) signupRetryAfter() string {
+	secs := int64(1)
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
+		if reopens, full := st.Access.SignupsReopenMs(st.NowMs); full {
+			secs = max(secs, (reopens-st.NowMs+999)/1000)
+		}
+	})
+	return itoa(secs)
+}
+
 func (s *Server) faucetRetryAfter(accountID string) string {
 	secs := int64(1)
 	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {

@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
+
+	"github.com/perpd/perpd/node"
 )
 
 // tinyOrder makes the signup (order) budget small and slow, so a test's
@@ -81,5 +84,23 @@ func TestValidateTrustedProxies(t *testing.T) {
 		if err := ValidateTrustedProxies([]string{bad}); err == nil {
 			t.Errorf("%q accepted as a trusted proxy", bad)
 		}
+	}
+}
+
+// The venue-wide signup cap answers 429 with Retry-After, like every 429,
+// saying when the oldest signup leaves the hour.
+func TestSignupCapAnswers429WithRetryAfter(t *testing.T) {
+	a := newTestAPI(t, func(c *node.Config) { c.SignupsPerHour = 2 })
+	for i := range 2 {
+		if r := a.do(req{method: "POST", path: "/v1/signup", idem: fmt.Sprint("cap-", i), body: "{}"}); r.status != 201 {
+			t.Fatalf("signup %d within the cap: %d %s", i, r.status, r.body)
+		}
+	}
+	r := a.do(req{method: "POST", path: "/v1/signup", idem: "cap-over", body: "{}"})
+	if r.status != 429 || r.json(t)["code"] != "rate_limited" {
+		t.Fatalf("signup over the cap: %d %s", r.status, r.body)
+	}
+	if secs, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || secs < 3500 || secs > 3600 {
+		t.Fatalf("Retry-After %q, want about an hour", r.header.Get("Retry-After"))
 	}
 }

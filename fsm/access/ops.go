@@ -24,11 +24,10 @@ func (s *State) Signup(p NewAccount, nowMs int64) *wire.Refusal {
 		return wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "signup needs account id, key id and key hash")
 	}
 	recent := s.recentSignups(nowMs)
-	if limit := s.signupCap(); len(recent) >= limit {
-		reopensMs := recent[len(recent)-limit] + SignupWindowMs
+	if reopensMs, full := s.SignupsReopenMs(nowMs); full {
 		return wire.Refuse(http.StatusTooManyRequests, wire.CodeRateLimited,
 			"signups are capped at %d per rolling hour across the venue; the next opens at %d ms (in %d s)",
-			limit, reopensMs, (reopensMs-nowMs+999)/1000)
+			s.signupCap(), reopensMs, (reopensMs-nowMs+999)/1000)
 	}
 	if _, dup := s.Accounts[p.AccountID]; dup {
 		return wire.Refuse(http.StatusConflict, wire.CodeConflict, "account id already exists")
@@ -41,6 +40,16 @@ func (s *State) Signup(p NewAccount, nowMs int64) *wire.Refusal {
 	s.addKey(&Key{ID: p.KeyID, AccountID: p.AccountID, HashHex: p.KeyHashHex, Label: "master",
 		Scopes: ScopeAll, CreatedTsMs: nowMs, UAClass: p.UAClass})
 	return nil
+}
+
+// SignupsReopenMs reports whether the signup cap is reached at nowMs and,
+// if so, when the oldest signup of the window leaves it.
+func (s *State) SignupsReopenMs(nowMs int64) (int64, bool) {
+	recent := s.recentSignups(nowMs)
+	if limit := s.signupCap(); len(recent) >= limit {
+		return recent[len(recent)-limit] + SignupWindowMs, true
+	}
+	return 0, false
 }
 
 func (s *State) signupCap() int {
