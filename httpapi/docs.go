@@ -30,6 +30,7 @@ type cachedDoc struct {
 // Names of the cached documents.
 const (
 	docOpenAPI  = "openapi"
+	docAsyncAPI = "asyncapi"
 	docLLMS     = "llms"
 	docLLMSFull = "llms-full"
 )
@@ -46,6 +47,13 @@ func (s *Server) buildDocs() {
 		docLLMS:     newCachedDoc([]byte(s.LLMSText(false)), text),
 		docLLMSFull: newCachedDoc([]byte(s.LLMSText(true)), text),
 	}
+	if doc, ok := s.AsyncAPI(); ok {
+		b, err := json.Marshal(doc)
+		if err != nil {
+			panic("httpapi: asyncapi: " + err.Error())
+		}
+		s.docs.docs[docAsyncAPI] = newCachedDoc(b, "application/json; charset=utf-8")
+	}
 }
 
 func newCachedDoc(body []byte, contentType string) cachedDoc {
@@ -57,7 +65,11 @@ func newCachedDoc(body []byte, contentType string) cachedDoc {
 func (s *Server) serveDoc(name string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		s.docs.once.Do(s.buildDocs)
-		d := s.docs.docs[name]
+		d, ok := s.docs.docs[name]
+		if !ok { // /asyncapi.json on a server without a WebSocket
+			notFound(c, "document "+c.Request.URL.Path+" (this server mounts no WebSocket)")
+			return
+		}
 		c.Header("ETag", d.etag)
 		if c.GetHeader("If-None-Match") == d.etag {
 			c.Status(http.StatusNotModified)

@@ -13,7 +13,7 @@ func (s *Server) LLMSText(full bool) string {
 	var b strings.Builder
 	b.WriteString("# perpd\n\n")
 	b.WriteString("> A sats-denominated perpetual-futures venue for automated and AI-agent traders. ")
-	b.WriteString("Contract version " + ContractVersion + ". Machine-readable description: /openapi.json.\n\n")
+	b.WriteString("Contract version " + ContractVersion + ". Machine-readable description: /openapi.json; the WebSocket /v1/ws: /asyncapi.json (AsyncAPI 3.0).\n\n")
 	b.WriteString("Wire rules: every money, price, rate, timestamp, duration, contract count and sequence value is a JSON string of a decimal integer (^-?[0-9]+$); never parse it as a float. ")
 	b.WriteString("Units: msat (1 sat = 1000 msat), sats, q8 (price x 1e8), q9 (rate x 1e9), ms, seq, contracts, int. ")
 	b.WriteString("Errors are {error, code}; branch on code. Keyed routes take the key in the x-api-key header only. ")
@@ -66,6 +66,8 @@ func (s *Server) LLMSText(full bool) string {
 // wsProtocol describes /v1/ws in llms-full.txt.
 const wsProtocol = `
 ## WebSocket /v1/ws (protocol v1)
+
+Every channel, frame and event payload, with the same wire conventions as /openapi.json: /asyncapi.json (AsyncAPI 3.0).
 
 Client frames: {op:"auth", apiKey}, {op:"subscribe"|"unsubscribe", channel, feedId|marketId}, {op:"pong"}. Channels: prices (feedId), stats (marketId), account (after auth; key scope read).
 Server frames: {op:"auth", ok, v, accountId}; {op:"subscribed"|"unsubscribed", channel, feedId|marketId}; {op:"event", channel, kind, seq?, tsMs, data}; {op:"error", code, error, badOp?}; {op:"ping", tsMs} every 15 s (no reply needed).

@@ -20,6 +20,8 @@ func (s *Server) docRoutes() []*Route {
 	return []*Route{
 		{Method: http.MethodGet, Path: "/openapi.json", Summary: "This OpenAPI 3.1 description", Content: "application/json",
 			Responses: map[int]any{200: map[string]any{}, 304: nil}, Handler: s.serveDoc(docOpenAPI)},
+		{Method: http.MethodGet, Path: "/asyncapi.json", Summary: "AsyncAPI 3.0 description of the WebSocket /v1/ws", Content: "application/json",
+			Responses: map[int]any{200: map[string]any{}, 304: nil}, Handler: s.serveDoc(docAsyncAPI)},
 		{Method: http.MethodGet, Path: "/llms.txt", Summary: "Agent index of the API", Content: "text/plain",
 			Responses: map[int]any{200: "", 304: nil}, Handler: s.serveDoc(docLLMS)},
 		{Method: http.MethodGet, Path: "/llms-full.txt", Summary: "Agent index with every field", Content: "text/plain",
@@ -29,7 +31,7 @@ func (s *Server) docRoutes() []*Route {
 
 // OpenAPI builds the description from the route table.
 func (s *Server) OpenAPI() map[string]any {
-	g := &schemaGen{defs: map[string]any{}, names: map[reflect.Type]string{}}
+	g := newSchemaGen()
 	paths := map[string]any{}
 	for _, r := range s.Routes {
 		p := openapiPath(r.Path)
@@ -92,6 +94,10 @@ func pathParams(p string) []string {
 type schemaGen struct {
 	defs  map[string]any
 	names map[reflect.Type]string
+}
+
+func newSchemaGen() *schemaGen {
+	return &schemaGen{defs: map[string]any{}, names: map[reflect.Type]string{}}
 }
 
 func (g *schemaGen) operation(r *Route) map[string]any {

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -234,7 +233,7 @@ func (h *Hub) deliver(ev fsm.Event) {
 		h.revoked(ev.Account)
 	}
 	var subject string
-	f := eventFrame{Op: "event", Kind: ev.Kind, TsMs: strconv.FormatInt(ev.TsMs, 10)}
+	f := eventFrame{Op: "event", Kind: ev.Kind, TsMs: wire.Int(ev.TsMs)}
 	switch {
 	case ev.Channel == channelPrices:
 		subject, f.Channel, f.FeedID = channelPrices+"|"+ev.Selector, channelPrices, ev.Selector
@@ -254,9 +253,7 @@ func (h *Hub) deliver(ev fsm.Event) {
 	if len(targets) == 0 {
 		return
 	}
-	if ev.Seq != 0 {
-		f.Seq = strconv.FormatUint(ev.Seq, 10)
-	}
+	f.Seq = wire.Int(ev.Seq) // 0 (market data): omitted
 	data, err := json.Marshal(ev.Data)
 	if err != nil {
 		return
@@ -271,7 +268,7 @@ func (h *Hub) deliver(ev fsm.Event) {
 // pingAll sends the application ping and drops the account channel of any
 // connection whose key was revoked since it authenticated.
 func (h *Hub) pingAll() {
-	msg := mustJSON(pingFrame{Op: "ping", TsMs: strconv.FormatInt(time.Now().UnixMilli(), 10)})
+	msg := mustJSON(pingFrame{Op: "ping", TsMs: wire.Int(time.Now().UnixMilli())})
 	h.eachConn(func(s *melody.Session, c *conn) {
 		c.mu.Lock()
 		hash := c.keyHash
