@@ -105,6 +105,10 @@ type Write struct {
 	KeyID string
 	// OrderStatus is what an acknowledged order or cancel answered.
 	OrderStatus string
+	// Armed and DeadlineTsMs are what an acknowledged cancel-all-after
+	// call answered.
+	Armed        *bool
+	DeadlineTsMs *int64
 	// CallNs is the invocation time; ReturnNs the earliest time the write
 	// is known to have taken effect by (its ack, or the ack of the retry
 	// that settled it). Indeterminate writes have no ReturnNs.
@@ -188,6 +192,7 @@ func (w *Write) fill(done *history.Op) {
 	}
 	w.KeyID = done.KeyID
 	w.OrderStatus = done.OrderStatus
+	w.Armed, w.DeadlineTsMs = done.Armed, done.DeadlineTsMs
 }
 
 // byAccount groups writes by account, accounts sorted.

@@ -53,10 +53,12 @@ type FillFinal struct {
 // the margin could not pay (the house absorbs it), less the fee.
 func (f FillFinal) NetMsat() int64 { return f.RealizedPnlMsat + f.DeficitMsat - f.FeeMsat }
 
-// OrderFinal is one listed order.
+// OrderFinal is one listed order. Reason is why the engine closed it
+// (ReasonCancelAllAfter for the switch; empty for a client's cancel).
 type OrderFinal struct {
 	OrderID string `json:"orderId"`
 	Status  string `json:"status"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // TradingReport is what the trading checker counted.
@@ -66,6 +68,12 @@ type TradingReport struct {
 	LostFills      int `json:"lostFills"`
 	DoubledFills   int `json:"doubledFills"`
 	CanceledFilled int `json:"canceledFilled"`
+	// Arms counts acknowledged cancel-all-after arms and refreshes;
+	// SwitchCancels the orders the switch canceled (first complete node);
+	// CanceledWhileDisarmed those it canceled while provably disarmed.
+	Arms                  int `json:"arms"`
+	SwitchCancels         int `json:"switchCancels"`
+	CanceledWhileDisarmed int `json:"canceledWhileDisarmed"`
 	// DriftMsat sums, over traders, the applied grants plus what the
 	// fills moved, minus the equity observed (first complete node).
 	DriftMsat int64 `json:"driftMsat"`
@@ -83,21 +91,27 @@ type TradingReport struct {
 // order's status agrees with its fills; positions equal the signed sum
 // of their fills; and each trader's equity (free + reserved + margin)
 // equals its listed deposits plus what its fills moved (conservation).
-//
-// HOOK cancel-all-after: once it exists, orders resting when an armed
-// deadline passed join `canceled` below.
+// Orders the cancel-all-after switch canceled (reason cancel_all_after)
+// are accepted, held to "never fills" on every node, and judged against
+// the switch's calls as cancelafter.go explains.
 func Trading(ops []history.Op, final *Final) (Result, TradingReport) {
 	res := Result{Name: "trading", Verdict: Valid}
 	var rep TradingReport
 	_, orders := byAccount(Writes(ops, history.FOrder))
 	_, cancels := byAccount(Writes(ops, history.FCancel))
 	_, grants := byAccount(Writes(ops, history.FFaucet))
+	calls := caaWrites(ops)
 	var traders []string
 	for a := range final.Traders {
 		traders = append(traders, a)
 	}
 	for a := range orders {
 		if final.Traders[a] == nil {
+			traders = append(traders, a)
+		}
+	}
+	for a := range calls {
+		if final.Traders[a] == nil && orders[a] == nil {
 			traders = append(traders, a)
 		}
 	}
@@ -110,17 +124,27 @@ func Trading(ops []history.Op, final *Final) (Result, TradingReport) {
 				rep.Orders++
 			}
 		}
-		canceled := map[string]bool{}
+		ackCanceled := map[string]int{}
+		canceled := map[string]string{}
 		for _, w := range cancels[a] {
 			if w.Outcome == Applied && w.OrderStatus == "canceled" {
-				canceled[w.Invoke.Order] = true
+				ackCanceled[w.Invoke.Order] = w.Invoke.ID
+				canceled[w.Invoke.Order] = "acknowledged"
 			}
 		}
+		rep.Arms += checkCallAnswers(&res, a, calls[a])
 		tf := final.Traders[a]
 		if tf == nil || len(tf.Nodes) == 0 {
 			res.Verdict = worse(res.Verdict, Unknown)
 			res.addf("%s: no node's final view could be read; %d orders unchecked", a, len(placed))
 			continue
+		}
+		swc := switchCanceled(tf)
+		checkSwitchCancels(&res, &rep, a, swc, calls[a], cancels[a], placed, ackCanceled)
+		for id, node := range swc {
+			if canceled[id] == "" {
+				canceled[id] = "by cancel-all-after on " + node
+			}
 		}
 		first := true
 		for _, node := range sortedMapKeys(tf.Nodes) {
@@ -133,6 +157,11 @@ func Trading(ops []history.Op, final *Final) (Result, TradingReport) {
 			net := checkView(&res, &rep, a, node, v, placed, canceled)
 			if first {
 				rep.Fills += len(v.Fills)
+				for _, o := range v.Orders {
+					if o.Status == "canceled" && o.Reason == ReasonCancelAllAfter {
+						rep.SwitchCancels++
+					}
+				}
 				rep.VenueNetMsat -= net
 			}
 			equity := v.FreeMsat + v.ReservedMsat
@@ -167,7 +196,7 @@ func Trading(ops []history.Op, final *Final) (Result, TradingReport) {
 
 // checkView checks one node's view of trader a and returns the net msat
 // its fills moved into the trader's equity.
-func checkView(res *Result, rep *TradingReport, a, node string, v *TraderView, placed map[string]Write, canceled map[string]bool) int64 {
+func checkView(res *Result, rep *TradingReport, a, node string, v *TraderView, placed map[string]Write, canceled map[string]string) int64 {
 	bad := func(counter *int, format string, args ...any) {
 		res.Verdict = Violation
 		if counter != nil {
@@ -200,8 +229,8 @@ func checkView(res *Result, rep *TradingReport, a, node string, v *TraderView, p
 			rep.DoubledFills += n - 1
 			bad(nil, "order %s filled %d times", id, n)
 		}
-		if canceled[id] {
-			bad(&rep.CanceledFilled, "order %s was canceled (acknowledged) but filled", id)
+		if why := canceled[id]; why != "" {
+			bad(&rep.CanceledFilled, "order %s was canceled (%s) but filled", id, why)
 		}
 	}
 	for _, id := range sortedMapKeys(placed) {

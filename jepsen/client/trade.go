@@ -214,3 +214,44 @@ func readHeader(apiKey string, minIndex uint64) map[string]string {
 	}
 	return h
 }
+
+// CancelAfterRequest is the body of POST /v1/cancel-all-after.
+type CancelAfterRequest struct {
+	TimeoutMs string `json:"timeoutMs"`
+}
+
+// CancelAfterAnswer is the 200 answer of POST /v1/cancel-all-after.
+// DeadlineTsMs is in log time, nil when disarmed.
+type CancelAfterAnswer struct {
+	Armed        bool
+	DeadlineTsMs *int64
+}
+
+// CancelAllAfter arms or refreshes (timeoutMs > 0) or disarms (0) the
+// account's dead-man switch. An answer that contradicts the request
+// (armed without a deadline, say) is returned as is: judging it is the
+// checker's work.
+func (c *Client) CancelAllAfter(ctx context.Context, addr, apiKey, idemKey string, timeoutMs int64) (Result, *CancelAfterAnswer) {
+	res := c.Do(ctx, Request{Method: http.MethodPost, Addr: addr, Path: "/v1/cancel-all-after",
+		Header: map[string]string{"idempotency-key": idemKey, "x-api-key": apiKey},
+		Body:   CancelAfterRequest{TimeoutMs: strconv.FormatInt(timeoutMs, 10)}, IsWrite: true})
+	if res.Type != "ok" {
+		return res, nil
+	}
+	var raw struct {
+		Armed        *bool   `json:"armed"`
+		DeadlineTsMs *string `json:"deadlineTsMs"`
+	}
+	if err := res.Decode(&raw); err != nil || raw.Armed == nil {
+		return malformed(res, err, "cancel-all-after answer without armed"), nil
+	}
+	a := &CancelAfterAnswer{Armed: *raw.Armed}
+	if raw.DeadlineTsMs != nil {
+		d, err := strconv.ParseInt(*raw.DeadlineTsMs, 10, 64)
+		if err != nil {
+			return malformed(res, err, ""), nil
+		}
+		a.DeadlineTsMs = &d
+	}
+	return res, a
+}

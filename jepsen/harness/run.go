@@ -511,6 +511,7 @@ func (r *run) check(final *checker.Final, start, end int64, probeTook time.Durat
 	r.sum.Duplicates = counts.Duplicates + trep.DoubledFills
 	r.sum.Unresolved = counts.Unresolved
 	r.sum.Orders, r.sum.Fills = trep.Orders, trep.Fills
+	r.sum.SwitchCancels, r.sum.Arms = trep.SwitchCancels, trep.Arms
 	r.sum.DriftMsat, r.sum.HashesEqual = mrep.DriftMsat+trep.DriftMsat, mrep.HashesEqual
 	r.sum.Unavailable = lrep.LongestUnavailable
 	r.sum.Duration = r.opts.Duration

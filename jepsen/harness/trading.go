@@ -32,6 +32,10 @@ func (r *run) setupTraders(ctx context.Context) error {
 		r.degraded("trading not exercised: the build under test has no POST /v1/orders")
 		return nil
 	}
+	if !r.cl.Probe(ctx, r.env.Nodes[0], "POST", "/v1/cancel-all-after") {
+		r.env.NoCancelAfter = true
+		r.degraded("cancel-all-after not exercised: the build under test has no POST /v1/cancel-all-after")
+	}
 	deadline := time.Now().Add(marketsWait)
 	for {
 		ms, err := workload.LoadMarkets(ctx, r.cl, r.env.Nodes[0])
@@ -209,7 +213,11 @@ func (r *run) traderView(ctx context.Context, node, apiKey string) (*checker.Tra
 			return nil, fmt.Errorf("orders on %s: %d %s %s", node, res.Status, res.Code, res.Error)
 		}
 		for _, o := range p.Orders {
-			v.Orders = append(v.Orders, checker.OrderFinal{OrderID: o.OrderID, Status: o.Status})
+			of := checker.OrderFinal{OrderID: o.OrderID, Status: o.Status}
+			if o.Reason != nil {
+				of.Reason = *o.Reason
+			}
+			v.Orders = append(v.Orders, of)
 		}
 		if p.NextBeforeSeq == nil || len(p.Orders) == 0 {
 			break

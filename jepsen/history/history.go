@@ -40,6 +40,9 @@ const (
 	FOrder = "order"
 	// FCancel cancels an order (Op.Order) under its own key.
 	FCancel = "cancel"
+	// FCancelAfter arms (Op.TimeoutMs > 0), refreshes or disarms (0) the
+	// account's cancel-all-after switch.
+	FCancelAfter = "cancel-all-after"
 )
 
 // Op is one event of the history.
@@ -64,6 +67,12 @@ type Op struct {
 	// creation status (filled, resting, ...) or, for a cancel,
 	// "canceled" / "not-canceled".
 	OrderStatus string `json:"orderStatus,omitempty"`
+	// TimeoutMs is the timeout a cancel-all-after call sent (0 disarms).
+	TimeoutMs *int64 `json:"timeoutMs,omitempty"`
+	// Armed and DeadlineTsMs are what an acknowledged cancel-all-after
+	// call answered (the deadline in log time; nil when disarmed).
+	Armed        *bool  `json:"armed,omitempty"`
+	DeadlineTsMs *int64 `json:"deadlineTsMs,omitempty"`
 	// KeyID names a minted API key.
 	KeyID string `json:"keyId,omitempty"`
 	// Detail is free text: a nemesis' target, a listing's content.

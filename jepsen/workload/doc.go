@@ -2,12 +2,12 @@
 // accounts, then runs concurrent logical processes that each pick an
 // operation kind by weight (faucet deposits, linearizable balance reads,
 // deposit listings, session-key mints; market and limit orders and cancels
-// on funded traders) against a node, recording every
+// on funded traders, and their cancel-all-after switch) against a node, recording every
 // invocation and completion in the history. Operations with an unknown
 // outcome are kept, to be settled after the faults heal by retrying them
 // with their idempotency keys, and the final state is read back for the
 // checkers.
 //
-// A new operation kind (withdrawals, cancel-all-after) is one more Kind value in
+// A new operation kind (withdrawals, say) is one more Kind value in
 // Kinds. The package must never judge a history; it only produces one.
 package workload

@@ -96,7 +96,7 @@ func MintKey(ctx context.Context, e *Env, p *Process, acct *Account) history.Typ
 // (checker.Settles).
 func Retry(ctx context.Context, e *Env, pid int, node string, pend Pending) history.Op {
 	inv := e.Rec.Invoke(history.Op{Process: pid, Node: node, F: pend.Op.F, Account: pend.Op.Account,
-		IdemKey: pend.Op.IdemKey, Order: pend.Op.Order, Resolves: pend.Op.ID})
+		IdemKey: pend.Op.IdemKey, Order: pend.Op.Order, TimeoutMs: pend.Op.TimeoutMs, Resolves: pend.Op.ID})
 	octx, cancel := opCtx(ctx)
 	defer cancel()
 	done := history.Op{}
@@ -115,6 +115,8 @@ func Retry(ctx context.Context, e *Env, pid int, node string, pend Pending) hist
 		}
 	case history.FOrder, history.FCancel:
 		retryTrade(octx, e, node, pend, &done)
+	case history.FCancelAfter:
+		retryCancelAfter(octx, e, node, pend, &done)
 	default:
 		done.Type, done.Error = history.Info, "no retry for "+pend.Op.F
 	}

@@ -18,12 +18,8 @@ import (
 // key is its order id; an order or cancel with an unknown outcome is
 // retried with the same key after the faults heal, like every write.
 //
-// HOOK cancel-all-after (issue 10 point 10, second part): when
-// POST /v1/cancel-all-after lands, add a Kind here that arms it on a
-// trader (with a short deadline, and sometimes refreshes or disarms), record
-// the arm with its deadline, and let checker.Trading treat every order that
-// was resting at a passed deadline as canceled (it must never fill). Not
-// faked here: this build has no such route.
+// The dead-man switch (POST /v1/cancel-all-after) is in cancelafter.go;
+// the orders it cancels are among those this file rests.
 
 // maxWorkloadContracts bounds an order's size (within the market's own
 // limits) so margin stays a small share of a trader's funds.

@@ -45,6 +45,8 @@ type Env struct {
 	Traders []*Account
 	// Markets are the live markets traders use.
 	Markets []MarketInfo
+	// NoCancelAfter is set when the build has no cancel-all-after route.
+	NoCancelAfter bool
 	// Linearizable makes balance reads ask for X-Consistency: linearizable.
 	Linearizable bool
 	// MinIndex, when set, is sent as X-Min-Index with balance reads. Only
@@ -103,8 +105,9 @@ func Kinds() []Kind {
 		{Name: "order-market", Weight: 8, Trader: true, Run: PlaceMarket},
 		{Name: "order-limit", Weight: 5, Trader: true, Run: PlaceLimit},
 		{Name: history.FCancel, Weight: 4, Trader: true, Run: CancelResting},
-		// HOOK cancel-all-after: its Kind goes here once the route exists
-		// (see trade.go).
+		// About one call every 2-3 s per trader at the default rate, against
+		// 1-3 s timeouts: many deadlines pass (see cancelafter.go).
+		{Name: history.FCancelAfter, Weight: 6, Trader: true, Run: CancelAllAfter},
 	}
 }
 
