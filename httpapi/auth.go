@@ -125,7 +125,14 @@ func (s *Server) catchUp(c *gin.Context) bool {
 }
 
 // behind reports whether the node knows of committed entries it has not
-// applied yet (just restarted, or rejoined after a wipe).
+// applied yet (just restarted, or rejoined after a wipe), or has no state
+// at all yet: a member that joined with a wiped data directory knows no
+// key, and until its first entries arrive its commit index says nothing.
 func (s *Server) behind() bool {
-	return s.Node.Machine().Applied() < s.Node.Raft.CommitIndex()
+	if s.Node.Machine().Applied() < s.Node.Raft.CommitIndex() {
+		return true
+	}
+	var genesis bool
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { genesis = st.Genesis != nil })
+	return !genesis
 }
