@@ -15,18 +15,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/perpd/perpd/cluster"
+	"github.com/perpd/perpd/cluster/clustertest"
 	"github.com/perpd/perpd/node"
 )
-
-func freeLoopback(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // serveWith runs `perpd serve ARGS` in process with an already cancelled
 // context: a start that passes every check serves and stops at once (nil),
@@ -36,8 +27,8 @@ func serveWith(t *testing.T, args ...string) error {
 	cmd := serveCmd()
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(io.Discard)
-	base := []string{"--data", t.TempDir(), "--bootstrap", "--http", freeLoopback(t), "--raft", freeLoopback(t),
-		"--admin", freeLoopback(t), "--log-level", "error"}
+	base := []string{"--data", t.TempDir(), "--bootstrap", "--http", clustertest.FreeAddr(t), "--raft", clustertest.FreeAddr(t),
+		"--admin", clustertest.FreeAddr(t), "--log-level", "error"}
 	cmd.SetArgs(append(base, args...))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -71,7 +62,7 @@ func TestServeChecksItsFlagsBeforeStarting(t *testing.T) {
 }
 
 func TestServeNeedsTheClusterSecretToJoin(t *testing.T) {
-	err := serveWith(t, "--bootstrap=false", "--join", freeLoopback(t))
+	err := serveWith(t, "--bootstrap=false", "--join", clustertest.FreeAddr(t))
 	if err == nil || !strings.Contains(err.Error(), "cluster-secret") {
 		t.Fatalf("join without a cluster secret: %v", err)
 	}
@@ -79,7 +70,7 @@ func TestServeNeedsTheClusterSecretToJoin(t *testing.T) {
 
 func TestPayInvoiceRouteOnlyOnTestnetAndLocal(t *testing.T) {
 	for _, dep := range []string{"testnet", "local", "prod"} {
-		n, err := node.New(node.Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: freeLoopback(t), AdminAddr: "127.0.0.1:1",
+		n, err := node.New(node.Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: clustertest.FreeAddr(t), AdminAddr: "127.0.0.1:1",
 			Bootstrap: true, Deployment: dep, AdminToken: "tok", Logger: hclog.NewNullLogger()})
 		if err != nil {
 			t.Fatal(err)
@@ -111,7 +102,7 @@ func (r *recorder) WriteHeader(code int)        { r.code = code }
 // startServers serves h on loopback with the timeouts t, as serve does.
 func startServers(t *testing.T, h http.Handler, to cluster.Timeouts) string {
 	t.Helper()
-	addr := freeLoopback(t)
+	addr := clustertest.FreeAddr(t)
 	servers, err := listen(hclog.NewNullLogger(), to, endpoint{addr: addr, h: h})
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +169,7 @@ func isTimeout(err error) bool {
 }
 
 func TestWebSocketOutlivesTheServerTimeouts(t *testing.T) {
-	n, err := node.New(node.Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: freeLoopback(t), AdminAddr: "127.0.0.1:1",
+	n, err := node.New(node.Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: clustertest.FreeAddr(t), AdminAddr: "127.0.0.1:1",
 		HTTPAddr: "127.0.0.1:2", Bootstrap: true, Logger: hclog.NewNullLogger()})
 	if err != nil {
 		t.Fatal(err)

@@ -61,6 +61,44 @@ func (rc *recipeClient) apply(f map[string]any) {
 	}
 }
 
+// fundedAccount signs up through base and takes one faucet grant; it
+// returns the account's master key.
+func fundedAccount(t *testing.T, base, prefix string) string {
+	t.Helper()
+	st, m := railCall(t, base, "POST", "/v1/signup", "", prefix+"-signup", map[string]any{})
+	if st != 201 {
+		t.Fatalf("signup: %d %v", st, m)
+	}
+	key := m["apiKey"].(string)
+	if st, m := railCall(t, base, "POST", "/v1/faucet", key, prefix+"-faucet", map[string]any{}); st != 201 {
+		t.Fatalf("faucet: %d %v", st, m)
+	}
+	return key
+}
+
+// subscribeAccount opens base's WebSocket, authenticates with key and
+// subscribes to the account channel; the socket closes with the test.
+func subscribeAccount(t *testing.T, base, key string) *recipeClient {
+	t.Helper()
+	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/v1/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	rc := &recipeClient{t: t, ws: ws}
+	rc.send(map[string]any{"op": "auth", "apiKey": key})
+	rc.send(map[string]any{"op": "subscribe", "channel": "account"})
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		fr := rc.next(deadline)
+		if fr == nil {
+			t.Fatal("no subscription ack")
+		}
+		if fr["op"] == "subscribed" {
+			return rc
+		}
+	}
+}
+
 // TestWithdrawalFramesReachADeduplicatingClient: a client on a follower's
 // WebSocket that follows the reconnect recipe sees both the `requested` and
 // the `paid` change of a withdrawal (they used to share one seq, so the
@@ -73,32 +111,9 @@ func TestWithdrawalFramesReachADeduplicatingClient(t *testing.T) {
 	railMinIndex = 0 // a fresh cluster: indexes another test's cluster reported mean nothing here
 	f := c.Followers()[0]
 	base := c.HTTP(f.ID)
-	st, m := railCall(t, base, "POST", "/v1/signup", "", "recipe-signup", map[string]any{})
-	if st != 201 {
-		t.Fatalf("signup: %d %v", st, m)
-	}
-	key := m["apiKey"].(string)
-	if st, m := railCall(t, base, "POST", "/v1/faucet", key, "recipe-faucet", map[string]any{}); st != 201 {
-		t.Fatalf("faucet: %d %v", st, m)
-	}
+	key := fundedAccount(t, base, "recipe")
 
-	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/v1/ws", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Close()
-	rc := &recipeClient{t: t, ws: ws}
-	rc.send(map[string]any{"op": "auth", "apiKey": key})
-	rc.send(map[string]any{"op": "subscribe", "channel": "account"})
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		fr := rc.next(deadline)
-		if fr == nil {
-			t.Fatal("no subscription ack")
-		}
-		if fr["op"] == "subscribed" {
-			break
-		}
-	}
+	rc := subscribeAccount(t, base, key)
 	// The REST snapshot: the largest seq any history shows.
 	for _, path := range []string{"/v1/deposits", "/v1/withdrawals"} {
 		_, page := railCall(t, base, "GET", path, key, "", nil)
@@ -151,31 +166,8 @@ func TestFillsReachAFollowersAccountChannel(t *testing.T) {
 	}) {
 		t.Fatal("no price reached every member")
 	}
-	st, m := railCall(t, trade, "POST", "/v1/signup", "", "fills-signup", map[string]any{})
-	if st != 201 {
-		t.Fatalf("signup: %d %v", st, m)
-	}
-	key := m["apiKey"].(string)
-	if st, m := railCall(t, trade, "POST", "/v1/faucet", key, "fills-faucet", map[string]any{}); st != 201 {
-		t.Fatalf("faucet: %d %v", st, m)
-	}
-	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(watch, "http")+"/v1/ws", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Close()
-	rc := &recipeClient{t: t, ws: ws}
-	rc.send(map[string]any{"op": "auth", "apiKey": key})
-	rc.send(map[string]any{"op": "subscribe", "channel": "account"})
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		fr := rc.next(deadline)
-		if fr == nil {
-			t.Fatal("no subscription ack")
-		}
-		if fr["op"] == "subscribed" {
-			break
-		}
-	}
+	key := fundedAccount(t, trade, "fills")
+	rc := subscribeAccount(t, watch, key)
 	order := map[string]any{"marketId": "BTC-PERP", "side": "buy", "type": "market", "contracts": "100", "reduceOnly": false}
 	if st, m := railCall(t, trade, "POST", "/v1/orders", key, "fills-order-1", order); st != 201 || m["status"] != "filled" {
 		t.Fatalf("order: %d %v", st, m)

@@ -156,8 +156,8 @@ func TestForwardRefusesLeaderOnlyCommands(t *testing.T) {
 
 func TestJoinWithAnotherClusterSecretIsRefused(t *testing.T) {
 	c := clustertest.Start(t, 1)
-	stranger, err := node.New(node.Config{ID: "stranger", DataDir: t.TempDir(), RaftAddr: freeLoopback(t),
-		AdminAddr: freeLoopback(t), ClusterSecret: node.NewClusterSecret(), Logger: hclog.NewNullLogger()})
+	stranger, err := node.New(node.Config{ID: "stranger", DataDir: t.TempDir(), RaftAddr: clustertest.FreeAddr(t),
+		AdminAddr: clustertest.FreeAddr(t), ClusterSecret: node.NewClusterSecret(), Logger: hclog.NewNullLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,14 +169,4 @@ func TestJoinWithAnotherClusterSecretIsRefused(t *testing.T) {
 	if ms, _ := c.Leader().Node.Members(); len(ms) != 1 {
 		t.Fatalf("members after a refused join: %+v", ms)
 	}
-}
-
-func freeLoopback(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

@@ -266,6 +266,17 @@ func (c *Cluster) tryStart(m *Member, fresh bool) error {
 	return nil
 }
 
+// FreeAddr returns a loopback address with a port free right now, for a
+// test that starts a listener of its own.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	addr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
 func freeAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
