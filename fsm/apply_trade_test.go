@@ -24,6 +24,12 @@ type tradeWorld struct {
 	ts     int64
 	n      int
 	events []Event
+	// log keeps every entry's bytes, so a mirror replica can catch up;
+	// mirror, when set, applies each entry too and must answer the same
+	// (trade_sim_test.go), with state hashes compared every hashEvery.
+	log       [][]byte
+	mirror    *replica
+	hashEvery int
 }
 
 const btcBTC = int64(100_000_000_000) // 1 BTC in msat
@@ -41,9 +47,19 @@ func (w *tradeWorld) at(cmd *Command) *Result {
 	w.t.Helper()
 	w.ts++
 	cmd.TsMs = w.ts
-	res, evs := w.applyEvents(cmd)
+	b, err := cmd.Encode()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	res, evs := w.m.Apply(w.next, b)
+	w.next++
 	w.events = append(w.events, evs...)
 	w.check()
+	if w.mirror != nil {
+		w.toMirror(b, res)
+	} else {
+		w.log = append(w.log, b)
+	}
 	return res
 }
 
@@ -417,21 +433,53 @@ func TestOrderRefusalsChangeNothing(t *testing.T) {
 	with := func(r trade.PlaceRequest, f func(*trade.PlaceRequest)) trade.PlaceRequest { f(&r); return r }
 	buy := mktOrder("x", "BTC-PERP", "buy", 10)
 	for name, r := range map[string]trade.PlaceRequest{
-		"side":                   with(buy, func(r *trade.PlaceRequest) { r.Side = "hold" }),
-		"type":                   with(buy, func(r *trade.PlaceRequest) { r.Type = "fok" }),
-		"no contracts":           with(buy, func(r *trade.PlaceRequest) { r.Contracts = 0 }),
-		"above max contracts":    with(buy, func(r *trade.PlaceRequest) { r.Contracts = 1_000_001 }),
-		"market with limit":      with(buy, func(r *trade.PlaceRequest) { r.LimitPriceQ8 = usdQ8(1) }),
-		"limit without price":    with(buy, func(r *trade.PlaceRequest) { r.Type = trade.TypeLimit }),
-		"limit off the tick":     limitOrder("x", "BTC-PERP", "buy", 10, usdQ8(99_000)+1),
-		"no order id":            with(buy, func(r *trade.PlaceRequest) { r.OrderID = "" }),
-		"slippage beyond spread": with(buy, func(r *trade.PlaceRequest) { r.HasMaxSlippage, r.MaxSlippageQ9 = true, 0 }),
-		"slippage out of range":  with(buy, func(r *trade.PlaceRequest) { r.HasMaxSlippage, r.MaxSlippageQ9 = true, market.Q9 }),
+		"side":                      with(buy, func(r *trade.PlaceRequest) { r.Side = "hold" }),
+		"type":                      with(buy, func(r *trade.PlaceRequest) { r.Type = "fok" }),
+		"no contracts":              with(buy, func(r *trade.PlaceRequest) { r.Contracts = 0 }),
+		"above max contracts":       with(buy, func(r *trade.PlaceRequest) { r.Contracts = 1_000_001 }),
+		"market with limit":         with(buy, func(r *trade.PlaceRequest) { r.LimitPriceQ8 = usdQ8(1) }),
+		"limit without price":       with(buy, func(r *trade.PlaceRequest) { r.Type = trade.TypeLimit }),
+		"limit off the tick":        limitOrder("x", "BTC-PERP", "buy", 10, usdQ8(99_000)+1),
+		"no order id":               with(buy, func(r *trade.PlaceRequest) { r.OrderID = "" }),
+		"slippage beyond spread":    with(buy, func(r *trade.PlaceRequest) { r.HasMaxSlippage, r.MaxSlippageQ9 = true, 0 }),
+		"slippage out of range":     with(buy, func(r *trade.PlaceRequest) { r.HasMaxSlippage, r.MaxSlippageQ9 = true, market.Q9 }),
+		"stop without level":        with(buy, func(r *trade.PlaceRequest) { r.Type = trade.TypeStopMarket }),
+		"market with trigger price": with(buy, func(r *trade.PlaceRequest) { r.TriggerPriceQ8 = usdQ8(101_000) }),
+		"limit with trigger": with(limitOrder("x", "BTC-PERP", "buy", 10, usdQ8(90_000)), func(r *trade.PlaceRequest) {
+			r.TriggerKind, r.TriggerLevelQ8 = trade.KindStop, usdQ8(101_000)
+		}),
+		"stop with limit price": with(stopOrder("x", "BTC-PERP", "buy", 10, usdQ8(101_000)), func(r *trade.PlaceRequest) { r.LimitPriceQ8 = usdQ8(1) }),
+		"trigger kind":          with(buy, func(r *trade.PlaceRequest) { r.TriggerKind, r.TriggerLevelQ8 = "trailing", usdQ8(101_000) }),
+		"trigger without level": with(buy, func(r *trade.PlaceRequest) { r.TriggerKind = trade.KindEntry }),
+		"trigger off the tick":  stopOrder("x", "BTC-PERP", "buy", 10, usdQ8(101_000)+1),
+		"buy stop reached":      stopOrder("x", "BTC-PERP", "buy", 10, usdQ8(100_000)),
+		"sell stop reached":     stopOrder("x", "BTC-PERP", "sell", 10, usdQ8(100_500)),
+		"sell take-profit reached": with(stopOrder("x", "BTC-PERP", "sell", 10, usdQ8(99_000)), func(r *trade.PlaceRequest) {
+			r.Type = trade.TypeTakeProfitMarket
+		}),
+		"entry at the mid": with(buy, func(r *trade.PlaceRequest) { r.TriggerKind, r.TriggerLevelQ8 = trade.KindEntry, usdQ8(100_000) }),
+		"trigger and bracket": with(bracket("x", "buy", 10, 0, usdQ8(95_000), 0), func(r *trade.PlaceRequest) {
+			r.TriggerKind, r.TriggerLevelQ8 = trade.KindEntry, usdQ8(101_000)
+		}),
+		"bracket on a limit":   with(bracket("x", "buy", 10, 0, usdQ8(95_000), 0), func(r *trade.PlaceRequest) { r.Type, r.LimitPriceQ8 = trade.TypeLimit, usdQ8(90_000) }),
+		"bracket reduce-only":  with(bracket("x", "buy", 10, 0, usdQ8(95_000), 0), func(r *trade.PlaceRequest) { r.ReduceOnly = true }),
+		"bracket without legs": bracket("x", "buy", 10, 0, 0, 0),
+		"bracket entry kind":   with(bracket("x", "buy", 10, 0, usdQ8(95_000), 0), func(r *trade.PlaceRequest) { r.Bracket.EntryKind = "limit" }),
+		"market entry with level": with(bracket("x", "buy", 10, 0, usdQ8(95_000), 0), func(r *trade.PlaceRequest) {
+			r.Bracket.EntryLevelQ8 = usdQ8(101_000)
+		}),
+		"long stop above entry":    bracket("x", "buy", 10, 0, usdQ8(100_500), 0),
+		"long take-profit below":   bracket("x", "buy", 10, 0, 0, usdQ8(99_000)),
+		"short stop below":         bracket("x", "sell", 10, 0, usdQ8(99_000), 0),
+		"stop above trigger entry": bracket("x", "buy", 10, usdQ8(98_000), usdQ8(99_000), usdQ8(110_000)),
+		"leg larger than entry":    with(bracket("x", "buy", 10, 0, usdQ8(95_000), 0), func(r *trade.PlaceRequest) { r.Bracket.StopContracts = 11 }),
+		"leg size without leg": with(bracket("x", "buy", 10, 0, usdQ8(95_000), 0), func(r *trade.PlaceRequest) {
+			r.Bracket.TakeProfitContracts = 5
+		}),
 	} {
 		t.Run(name, func(t *testing.T) { w.t = t; w.refusedAsIs(acct, key, r, bad, wire.CodeValidation) })
 	}
 	w.t = t
-	w.refusedAsIs(acct, key, with(buy, func(r *trade.PlaceRequest) { r.Type = trade.TypeStopMarket }), bad, wire.CodeFeatureUnavailable)
 	w.refusedAsIs(acct, key, with(buy, func(r *trade.PlaceRequest) { r.MarketID = "XRP-PERP" }), http.StatusNotFound, wire.CodeNotFound)
 	w.refusedAsIs(acct, key, with(buy, func(r *trade.PlaceRequest) { r.ReduceOnly = true }), bad, wire.CodeReduceOnly)
 	poor, poorKey := w.account(1000)
@@ -453,6 +501,11 @@ func TestOrderRefusalsChangeNothing(t *testing.T) {
 	w.setMarket(MarketSetPayload{MarketID: "ETH-PERP", Status: &reduceOnly})
 	w.refusedAsIs(acct, key, mktOrder("x", "ETH-PERP", "buy", 1), bad, wire.CodeReduceOnly)
 	created(t, w.order(acct, key, mktOrder("closes", "ETH-PERP", "sell", 1)), trade.StatusFilled)
+
+	// In a reduce-only market, triggers must be reduce-only and brackets
+	// (whose entry opens) are refused.
+	w.refusedAsIs(acct, key, stopOrder("x", "ETH-PERP", "buy", 1, usdQ8(3_500)), bad, wire.CodeReduceOnly)
+	w.refusedAsIs(acct, key, with(bracket("x", "sell", 1, 0, usdQ8(3_500), 0), func(r *trade.PlaceRequest) { r.MarketID = "ETH-PERP" }), bad, wire.CodeReduceOnly)
 
 	halted := market.StatusHalted
 	w.setMarket(MarketSetPayload{MarketID: "ETH-PERP", Status: &halted})

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -10,23 +11,29 @@ import (
 	"github.com/perpd/perpd/fsm/wire"
 )
 
-// TestRandomTradingKeepsTheBooksStraight trades randomly from several
-// accounts over a random price path with jumps, checking after every entry
-// (tradeWorld.at): ledger conservation and no negative balance outside the
-// house, reserved == what resting orders reserve, margin balances ==
-// positions' margin, open interest == positions. It also checks that each
-// position is the sum of its fills' signed contracts, that a replica fed the
-// same entries reaches the same state hash, and that a snapshot restores it.
+// TestRandomTradingKeepsTheBooksStraight is the deterministic trading
+// simulation: thousands of accounts place every order type (market, limit,
+// stop, take-profit, entry triggers, brackets with market and trigger
+// entries and partial legs, reduce-only variants), cancel, arm and let
+// lapse the dead-man switch, over a long random price path with jumps and
+// time gaps. After every entry (tradeWorld.at) it checks: ledger
+// conservation and no negative balance outside the house (the machine's
+// own check), reserved == what resting orders reserve, margin balances ==
+// positions' margin, open interest == positions, every live order indexed
+// once (CheckInvariants); the positions the entry touched == the sum of
+// their fills; a second replica fed the same bytes answered the same (its
+// state hash is compared every hashEvery entries and at the end). Each
+// fill is checked against its order (price on the tick and the venue's
+// side, limit respected, trigger level reached) and each OCO group
+// executes at most one leg. A snapshot of the end state restores to the
+// same hash.
 func TestRandomTradingKeepsTheBooksStraight(t *testing.T) {
-	entries := 3000
+	cfg := simConfig{seed: 7, accounts: 2000, hot: 60, entries: 12_000, hashEvery: 1000}
 	if testing.Short() {
-		entries = 600
+		cfg.accounts, cfg.entries = 300, 2000
 	}
-	a, b := runTradeSim(t, 7, entries), runTradeSim(t, 7, entries)
-	if a.hash() != b.hash() {
-		t.Fatal("same entries, different states")
-	}
-	snap, err := a.m.Snapshot()
+	w := runTradeSim(t, cfg)
+	snap, err := w.m.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,114 +41,233 @@ func TestRandomTradingKeepsTheBooksStraight(t *testing.T) {
 	if err := m.Restore(snap); err != nil {
 		t.Fatal(err)
 	}
-	if _, h, _ := m.StateHash(); h != a.hash() {
+	if _, h, _ := m.StateHash(); h != w.hash() {
 		t.Fatal("restored state hashes differently")
 	}
 }
 
-func runTradeSim(t *testing.T, seed uint64, entries int) *tradeWorld {
-	rng := rand.New(rand.NewPCG(seed, seed+1))
+type simConfig struct {
+	seed uint64
+	// accounts trade; the first hot of them take most of the flow, so
+	// positions build up and triggers meet them.
+	accounts, hot int
+	entries       int
+	hashEvery     int
+}
+
+type simAcct struct{ acct, key string }
+
+// simOrder is a live order, trigger or bracket the simulation may cancel.
+type simOrder struct {
+	simAcct
+	id string
+}
+
+func runTradeSim(t *testing.T, cfg simConfig) *tradeWorld {
+	rng := rand.New(rand.NewPCG(cfg.seed, cfg.seed+1))
 	w := newTradeWorld(t)
-	type acctKey struct{ acct, key string }
-	var accts []acctKey
-	for i := 0; i < 8; i++ {
-		a, k := w.account(btcBTC / 20)
-		accts = append(accts, acctKey{a, k})
+	w.mirror = newMarketReplica(t)
+	w.syncMirror()
+	w.hashEvery = cfg.hashEvery
+
+	var accts []simAcct
+	for i := 0; i < cfg.accounts; i++ {
+		a, k := w.account(btcBTC/50 + rng.Int64N(btcBTC/10))
+		accts = append(accts, simAcct{a, k})
+	}
+	pick := func() simAcct {
+		if rng.IntN(5) > 0 {
+			return accts[rng.IntN(cfg.hot)]
+		}
+		return accts[rng.IntN(len(accts))]
 	}
 	mids := map[string]int64{"BTCUSD": usdQ8(100_000), "ETHUSD": usdQ8(3_400)}
 	feedOf := map[string]string{"BTC-PERP": "BTCUSD", "ETH-PERP": "ETHUSD"}
 	ticks := map[string]int64{"BTC-PERP": market.DefaultCatalogue()[0].TickSizeQ8, "ETH-PERP": market.DefaultCatalogue()[1].TickSizeQ8}
+	// level returns a price off the mid by off per mille, on the tick.
+	level := func(mkt string, off int64) int64 {
+		mid := mids[feedOf[mkt]]
+		l := (mid + off*mid/1000) / ticks[mkt] * ticks[mkt]
+		return max(l, ticks[mkt])
+	}
 	net := map[string]int64{} // account/market -> signed contracts from fills
-	var open []struct{ acct, key, id string }
+	var live []simOrder
 	tally := map[string]int{}
+	executedLegs := map[string]int{} // account/ocoGroup -> legs executed
 	w.events = nil
-	for i := 0; i < entries; i++ {
-		ak := accts[rng.IntN(len(accts))]
+	for i := 0; i < cfg.entries; i++ {
+		ak := pick()
 		mkt := []string{"BTC-PERP", "ETH-PERP"}[rng.IntN(2)]
 		side := []string{"buy", "sell"}[rng.IntN(2)]
 		id := fmt.Sprintf("o%d", i)
+		size := rng.Int64N(200_000) + 1
 		var res *Result
-		switch op := rng.IntN(10); {
-		case op < 3: // a print; one in twenty jumps 5%
+		switch op := rng.IntN(100); {
+		case op < 25: // a print; one in twenty jumps up to 5%
 			feed := []string{"BTCUSD", "ETHUSD"}[rng.IntN(2)]
 			step := mids[feed] / 1000
 			if rng.IntN(20) == 0 {
 				step = mids[feed] / 20
 			}
-			mids[feed] += (rng.Int64N(2*step+1) - step)
+			mids[feed] += rng.Int64N(2*step+1) - step
 			res = w.print(feed, mids[feed])
-		case op < 6:
-			r := mktOrder(id, mkt, side, rng.Int64N(500_000)+1)
+		case op < 45:
+			r := mktOrder(id, mkt, side, size)
 			r.ReduceOnly = rng.IntN(4) == 0
-			res = w.order(ak.acct, ak.key, r)
-		case op < 9:
-			mid := mids[feedOf[mkt]]
-			off := (rng.Int64N(41) - 20) * mid / 1000
-			limit := (mid + off) / ticks[mkt] * ticks[mkt]
-			r := limitOrder(id, mkt, side, rng.Int64N(500_000)+1, max(limit, ticks[mkt]))
-			r.ReduceOnly = rng.IntN(4) == 0
-			res = w.order(ak.acct, ak.key, r)
-			if res.OK() {
-				open = append(open, struct{ acct, key, id string }{ak.acct, ak.key, id})
+			if rng.IntN(10) == 0 {
+				r.HasMaxSlippage, r.MaxSlippageQ9 = true, rng.Int64N(2_000_000)
 			}
-		default:
-			if len(open) == 0 {
+			res = w.order(ak.acct, ak.key, r)
+		case op < 60:
+			r := limitOrder(id, mkt, side, size, level(mkt, rng.Int64N(41)-20))
+			r.ReduceOnly = rng.IntN(4) == 0
+			res = w.order(ak.acct, ak.key, r)
+		case op < 70: // a standalone stop or take-profit, mostly reduce-only
+			r := stopOrder(id, mkt, side, size, 0)
+			if rng.IntN(2) == 0 {
+				r.Type = trade.TypeTakeProfitMarket
+			}
+			r.TriggerPriceQ8 = level(mkt, rng.Int64N(61)-30)
+			r.ReduceOnly = rng.IntN(10) < 7
+			if rng.IntN(10) == 0 {
+				r.HasMaxSlippage, r.MaxSlippageQ9 = true, rng.Int64N(2_000_000)
+			}
+			res = w.order(ak.acct, ak.key, r)
+		case op < 75:
+			res = w.order(ak.acct, ak.key, entryOrder(id, mkt, side, size, level(mkt, rng.Int64N(61)-30)))
+		case op < 85: // a bracket, market or trigger entry, legs 10-30 per mille away
+			r := bracket(id, side, size, 0, 0, 0)
+			r.MarketID = mkt
+			ref, dir := int64(0), int64(1)
+			if side == "sell" {
+				dir = -1
+			}
+			if rng.IntN(2) == 0 {
+				ref = rng.Int64N(31) - 15
+				r.Bracket.EntryKind, r.Bracket.EntryLevelQ8 = trade.BracketEntryTrigger, level(mkt, ref)
+			}
+			if rng.IntN(4) > 0 {
+				r.Bracket.StopLevelQ8 = level(mkt, ref-dir*(rng.Int64N(21)+10))
+				if rng.IntN(3) == 0 {
+					r.Bracket.StopContracts = rng.Int64N(size) + 1
+				}
+			}
+			if r.Bracket.StopLevelQ8 == 0 || rng.IntN(4) > 0 {
+				r.Bracket.TakeProfitLevelQ8 = level(mkt, ref+dir*(rng.Int64N(21)+10))
+				if rng.IntN(3) == 0 {
+					r.Bracket.TakeProfitContracts = rng.Int64N(size) + 1
+				}
+			}
+			res = w.order(ak.acct, ak.key, r)
+		case op < 93:
+			if len(live) == 0 {
 				continue
 			}
-			j := rng.IntN(len(open))
-			o := open[j]
-			open = append(open[:j], open[j+1:]...)
+			j := rng.IntN(len(live))
+			o := live[j]
+			live = append(live[:j], live[j+1:]...)
 			res = w.cancel(o.acct, o.key, o.id, "c"+id)
+		case op < 96: // the dead-man switch: arm short, or disarm
+			timeout := int64(0)
+			if rng.IntN(4) > 0 {
+				timeout = trade.CancelAfterMinMs + rng.Int64N(4000)
+			}
+			res = w.at(cancelAfterCmd(t, ak.acct, ak.key, "caa"+id, timeout))
+		default: // time passes (deadlines come due); the oracle stays fresh
+			w.ts += rng.Int64N(3000)
+			res = w.at(&Command{Type: CmdTick})
 		}
 		tally[res.Code]++
+		var c trade.Created
+		if res.Status == 201 && res.Decode(&c) == nil && c.Status != trade.StatusFilled {
+			live = append(live, simOrder{ak, id})
+		} else if c.Status == trade.StatusFilled && len(live) < 5000 && rng.IntN(2) == 0 {
+			live = append(live, simOrder{ak, id}) // a filled bracket's id still cancels its legs
+		}
+		touched := map[string]bool{}
 		for _, ev := range w.events {
-			if ev.Kind == "fill" {
+			switch ev.Kind {
+			case "fill":
 				f := ev.Data.(trade.FillView)
 				q := int64(f.ClosedContracts + f.OpenedContracts)
 				if f.Side == "sell" {
 					q = -q
 				}
 				net[f.AccountID+"/"+f.MarketID] += q
+				touched[f.AccountID+"/"+f.MarketID] = true
 				checkSimFill(t, w, f)
 				if f.ReservedMarginMsat > 0 {
 					tally["resting order filled"]++
 				}
-			}
-			if ev.Kind == "order" {
+			case "order":
 				if o := ev.Data.(trade.OrderView); o.Status == trade.StatusCanceled && o.Reason != nil {
 					tally["canceled: "+*o.Reason]++
+				}
+			case "trigger":
+				v := ev.Data.(trade.TriggerView)
+				tally["trigger "+v.Status]++
+				if v.Reason != nil {
+					tally["trigger "+v.Status+": "+*v.Reason]++
+				}
+				if v.Status == trade.TrigExecuted && v.OCOGroup != nil && v.OrderID != *v.OCOGroup {
+					g := ev.Account + "/" + *v.OCOGroup
+					if executedLegs[g]++; executedLegs[g] > 1 {
+						t.Fatalf("entry %d: both legs of bracket %s executed", i, g)
+					}
 				}
 			}
 		}
 		w.events = nil
-		for _, ak := range accts {
-			for _, mkt := range []string{"BTC-PERP", "ETH-PERP"} {
-				p := w.position(ak.acct, mkt)
-				if got := int64(p.Side) * p.Contracts; got != net[ak.acct+"/"+mkt] {
-					t.Fatalf("entry %d: %s %s position %d, fills sum to %d", i, ak.acct, mkt, got, net[ak.acct+"/"+mkt])
-				}
+		for k := range touched {
+			acct, mkt := splitKey(k)
+			p := w.position(acct, mkt)
+			if got := int64(p.Side) * p.Contracts; got != net[k] {
+				t.Fatalf("entry %d: %s position %d, fills sum to %d", i, k, got, net[k])
 			}
 		}
 	}
-	// The run must exercise fills and the main refusals, or it proves little.
+	for _, ak := range accts {
+		for _, mkt := range []string{"BTC-PERP", "ETH-PERP"} {
+			p := w.position(ak.acct, mkt)
+			if got := int64(p.Side) * p.Contracts; got != net[ak.acct+"/"+mkt] {
+				t.Fatalf("end: %s %s position %d, fills sum to %d", ak.acct, mkt, got, net[ak.acct+"/"+mkt])
+			}
+		}
+	}
+	if w.hash() != w.mirror.hash() {
+		t.Fatal("end: replicas' state hashes differ")
+	}
+	// The run must exercise every path, or it proves little.
 	var fills int
 	w.m.Read(func(st *State, _ uint64) {
 		for _, a := range st.Trade.Accounts {
 			fills += len(a.Fills)
 		}
 	})
-	if fills < entries/10 || tally[wire.CodeReduceOnly] == 0 || tally[wire.CodeInsufficientMargin] == 0 ||
-		tally["resting order filled"] == 0 || tally["canceled: reduce_only"] == 0 {
-		t.Fatalf("weak run: %d fills, outcomes %v", fills, tally)
+	for _, want := range []string{wire.CodeReduceOnly, wire.CodeInsufficientMargin, "resting order filled", "canceled: reduce_only",
+		"trigger executed", "trigger blocked: reduce_only", "trigger cancelled: oco", "trigger cancelled: position_closed",
+		"trigger cancelled: cancel_all_after", "trigger resting", "trigger cancelled: entry_canceled"} {
+		if tally[want] == 0 {
+			t.Errorf("weak run: no %q; outcomes %v", want, tally)
+		}
 	}
-	t.Logf("%d fills, outcomes %v", fills, tally)
+	if fills < cfg.entries/10 {
+		t.Errorf("weak run: %d fills", fills)
+	}
+	t.Logf("%d accounts, %d entries, %d fills, outcomes %v", cfg.accounts, cfg.entries, fills, tally)
 	return w
+}
+
+func splitKey(k string) (string, string) {
+	i := bytes.LastIndexByte([]byte(k), '/')
+	return k[:i], k[i+1:]
 }
 
 // checkSimFill checks a fill's figures against each other and against its
 // order: the notional and fee recomputed from the execution price, the
-// price on the tick and on the venue's side of the mid, and a resting
-// order's fill no worse than its limit.
+// price on the tick and on the venue's side of the mid, a resting order's
+// fill no worse than its limit, and a trigger's fill at a mid that reached
+// its level.
 func checkSimFill(t *testing.T, w *tradeWorld, f trade.FillView) {
 	t.Helper()
 	var p market.Params
@@ -167,7 +293,36 @@ func checkSimFill(t *testing.T, w *tradeWorld, f trade.FillView) {
 		t.Fatalf("fill %+v: on the trader's side of the mid", f)
 	case o.Type == trade.TypeLimit && ((buy && exec > o.LimitQ8) || (!buy && exec < o.LimitQ8)):
 		t.Fatalf("fill %+v: worse than the limit %d", f, o.LimitQ8)
+	case o.Kind != "" && ((o.Dir == market.Rising && mid < o.TriggerQ8) || (o.Dir == market.Falling && mid > o.TriggerQ8)):
+		t.Fatalf("fill %+v: trigger %s at %d fired before the mid reached it", f, o.OrderID, o.TriggerQ8)
+	case o.ReduceOnly && f.OpenedContracts != 0:
+		t.Fatalf("fill %+v: a reduce-only order opened contracts", f)
 	case f.Referral != nil || f.RebateDivertedMsat != 0 || f.FundingSettledMsat != 0:
 		t.Fatalf("fill %+v: referral or funding figures before those exist", f)
+	}
+}
+
+// syncMirror brings the mirror replica to the world's applied entries by
+// replaying the world's log (the entries newTradeWorld applied before the
+// mirror existed).
+func (w *tradeWorld) syncMirror() {
+	w.t.Helper()
+	for _, b := range w.log {
+		res, _ := w.mirror.m.Apply(w.mirror.next, b)
+		w.mirror.next++
+		wantOK(w.t, res)
+	}
+}
+
+// toMirror applies an entry's bytes to the mirror and compares answers.
+func (w *tradeWorld) toMirror(b []byte, res *Result) {
+	w.t.Helper()
+	mres, _ := w.mirror.m.Apply(w.mirror.next, b)
+	w.mirror.next++
+	if mres.Status != res.Status || !bytes.Equal(mres.Body, res.Body) {
+		w.t.Fatalf("replicas answered differently: %d %s / %d %s", res.Status, res.Body, mres.Status, mres.Body)
+	}
+	if w.hashEvery > 0 && w.next%uint64(w.hashEvery) == 0 && w.hash() != w.mirror.hash() {
+		w.t.Fatalf("index %d: replicas' state hashes differ", w.next-1)
 	}
 }

@@ -164,6 +164,10 @@ func commonErrors(r *Route) []int {
 	return out
 }
 
+// oneOf is a response body that is one of several shapes, as the query
+// decides (GET /v1/orders: the orders page, or the triggers page).
+type oneOf []any
+
 func (g *schemaGen) response(status int, body any, content string) map[string]any {
 	desc := http.StatusText(status)
 	if content == "" {
@@ -175,7 +179,13 @@ func (g *schemaGen) response(status int, body any, content string) map[string]an
 	var schema any
 	switch content {
 	case "application/json":
-		if m, ok := body.(map[string]any); ok && len(m) == 0 {
+		if alts, ok := body.(oneOf); ok {
+			var refs []any
+			for _, a := range alts {
+				refs = append(refs, g.schema(reflect.TypeOf(a), false))
+			}
+			schema = map[string]any{"oneOf": refs}
+		} else if m, ok := body.(map[string]any); ok && len(m) == 0 {
 			schema = map[string]any{"type": "object"}
 		} else {
 			schema = g.schema(reflect.TypeOf(body), false)

@@ -11,9 +11,9 @@ import (
 )
 
 // Orders, positions and fills (SPEC sections 2 and 4). The state machine
-// (fsm/trade) decides every trading rule; these handlers decode, turn a
-// request into a command or a read, and answer. Triggers and brackets are
-// not available yet: such requests are answered 400 feature_unavailable.
+// (fsm/trade) decides every trading rule, including which combinations of
+// type, triggerPriceQ8, trigger and bracket make sense; these handlers
+// decode, turn a request into a command or a read, and answer.
 
 func init() { routeSets = append(routeSets, (*Server).orderRoutes) }
 
@@ -42,15 +42,15 @@ type OrderRequest struct {
 	Contracts      wire.Int      `json:"contracts" req:"true" unit:"contracts" min:"1"`
 	ReduceOnly     bool          `json:"reduceOnly" req:"true" doc:"true: the order may only reduce the position; never increases or flips it"`
 	LimitPriceQ8   *wire.Int     `json:"limitPriceQ8" unit:"q8" min:"1" doc:"required for limit orders; a multiple of tickSizeQ8"`
-	TriggerPriceQ8 *wire.Int     `json:"triggerPriceQ8" unit:"q8" min:"1" doc:"stop and take-profit orders (not available yet)"`
-	MaxSlippageQ9  *wire.Int     `json:"maxSlippageQ9" unit:"q9" min:"0" max:"999999999" doc:"refuse rather than fill worse than the oracle mid by more than this fraction"`
-	Trigger        *OrderTrigger `json:"trigger" doc:"not available yet"`
-	Bracket        *OrderBracket `json:"bracket" doc:"not available yet"`
+	TriggerPriceQ8 *wire.Int     `json:"triggerPriceQ8" unit:"q8" min:"1" doc:"required for stop_market and take_profit_market: the oracle mid that fires it (a stop buys on a rise and sells on a fall; a take-profit the other way); a multiple of tickSizeQ8"`
+	MaxSlippageQ9  *wire.Int     `json:"maxSlippageQ9" unit:"q9" min:"0" max:"999999999" doc:"refuse rather than fill worse than the oracle mid by more than this fraction (a trigger that fires beyond it is blocked with reason slippage)"`
+	Trigger        *OrderTrigger `json:"trigger" doc:"with type market: a trigger that executes the order when the mid reaches level; entry fires toward the level from the current mid"`
+	Bracket        *OrderBracket `json:"bracket" doc:"with type market: an entry (market now, or a trigger at entryLevel) plus reduce-only stop and take-profit legs in one OCO group named by the order id; legs have ids <orderId>.stop and <orderId>.tp"`
 }
 
 // OrdersQuery is the query of GET /v1/orders. status may repeat.
 type OrdersQuery struct {
-	State     *string   `json:"state" enum:"resting,armed" doc:"the triggers page (not available yet: 400 feature_unavailable)"`
+	State     *string   `json:"state" enum:"resting,armed" doc:"answers the triggers page: live triggers in this state (resting: bracket legs waiting for their entry; armed: in the price index)"`
 	Status    *string   `json:"status" enum:"accepted,filled,canceled,rejected" doc:"repeatable; keeps only these statuses"`
 	Limit     *wire.Int `json:"limit" unit:"int" min:"1" max:"200"`
 	BeforeSeq *wire.Int `json:"beforeSeq" unit:"seq" min:"1"`
@@ -70,11 +70,11 @@ func (s *Server) orderRoutes() []*Route {
 			Handler:   s.placeOrder},
 		{Method: http.MethodGet, Path: "/v1/orders", Summary: "Orders, newest change first; with state, the triggers page",
 			Auth: Keyed, Scope: "read", Budget: "read", Query: OrdersQuery{},
-			Responses: map[int]any{200: trade.OrdersPage{}, 400: wire.ErrorBody{}}, Handler: s.orders},
+			Responses: map[int]any{200: oneOf{trade.OrdersPage{}, trade.TriggersPage{}}, 400: wire.ErrorBody{}}, Handler: s.orders},
 		{Method: http.MethodGet, Path: "/v1/orders/:id", Summary: "One order's status",
 			Auth: Keyed, Scope: "read", Budget: "read",
 			Responses: map[int]any{200: trade.OrderView{}, 404: wire.ErrorBody{}}, Handler: s.order},
-		{Method: http.MethodDelete, Path: "/v1/orders/:id", Summary: "Cancel a resting order",
+		{Method: http.MethodDelete, Path: "/v1/orders/:id", Summary: "Cancel an order, a trigger or a whole bracket (by its id)",
 			Auth: Keyed, Scope: "trade", Budget: "order", Idem: true,
 			Responses: map[int]any{200: fsm.CancelResult{}, 404: wire.ErrorBody{}}, Handler: s.cancelOrder},
 		{Method: http.MethodGet, Path: "/v1/positions", Summary: "Open positions",
@@ -91,19 +91,20 @@ func (s *Server) placeOrder(c *gin.Context) {
 	if !s.decode(c, &req) {
 		return
 	}
-	if req.Type == trade.TypeStopMarket || req.Type == trade.TypeTakeProfitMarket ||
-		req.Trigger != nil || req.Bracket != nil || req.TriggerPriceQ8 != nil {
-		fail(c, http.StatusBadRequest, wire.CodeFeatureUnavailable, "stop, take-profit, trigger and bracket orders are not available yet")
-		return
-	}
 	key, _ := c.Get(idemKeyCtx)
 	p := trade.PlaceRequest{OrderID: key.(string), MarketID: req.MarketID, Side: req.Side, Type: req.Type,
-		Contracts: int64(req.Contracts), ReduceOnly: req.ReduceOnly}
-	if req.LimitPriceQ8 != nil {
-		p.LimitPriceQ8 = int64(*req.LimitPriceQ8)
-	}
+		Contracts: int64(req.Contracts), ReduceOnly: req.ReduceOnly,
+		LimitPriceQ8: intOr0(req.LimitPriceQ8), TriggerPriceQ8: intOr0(req.TriggerPriceQ8)}
 	if req.MaxSlippageQ9 != nil {
 		p.HasMaxSlippage, p.MaxSlippageQ9 = true, int64(*req.MaxSlippageQ9)
+	}
+	if t := req.Trigger; t != nil {
+		p.TriggerKind, p.TriggerLevelQ8 = t.Kind, int64(t.Level)
+	}
+	if b := req.Bracket; b != nil {
+		p.Bracket = &trade.BracketRequest{EntryKind: b.EntryKind, EntryLevelQ8: intOr0(b.EntryLevel),
+			StopLevelQ8: intOr0(b.StopLevel), TakeProfitLevelQ8: intOr0(b.TakeProfitLevel),
+			StopContracts: intOr0(b.StopContracts), TakeProfitContracts: intOr0(b.TakeProfitContracts)}
 	}
 	res, ok := s.submit(c, fsm.CmdPlaceOrder, p, req)
 	if !ok {
@@ -155,12 +156,17 @@ func (s *Server) orders(c *gin.Context) {
 	if q.BeforeSeq != nil {
 		before = uint64(*q.BeforeSeq)
 	}
+	acct := callerOf(c).AccountID
 	if q.State != nil {
-		// The triggers page comes with trigger orders.
-		fail(c, http.StatusBadRequest, wire.CodeFeatureUnavailable, "triggers are not available yet")
+		if len(statuses) > 0 {
+			invalid(c, "query: state (the triggers page) and status (the orders page) do not combine")
+			return
+		}
+		var page trade.TriggersPage
+		s.Node.Machine().Read(func(st *fsm.State, _ uint64) { page = st.Trade.TriggersPage(acct, *q.State, before, limit) })
+		c.JSON(http.StatusOK, page)
 		return
 	}
-	acct := callerOf(c).AccountID
 	var page trade.OrdersPage
 	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { page = st.Trade.OrdersPage(acct, statuses, before, limit) })
 	c.JSON(http.StatusOK, page)
@@ -200,4 +206,13 @@ func (s *Server) fills(c *gin.Context) {
 	var page trade.FillsPage
 	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { page = st.Trade.Fills(acct, before, limit) })
 	c.JSON(http.StatusOK, page)
+}
+
+// intOr0 is an optional integer's value, 0 when absent (every such field
+// has a minimum of 1, so 0 means "not given" on the command).
+func intOr0(v *wire.Int) int64 {
+	if v == nil {
+		return 0
+	}
+	return int64(*v)
 }

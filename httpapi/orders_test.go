@@ -128,10 +128,15 @@ func TestOrderRefusalsOverHTTP(t *testing.T) {
 	// Before any print the oracle is stale.
 	wantCode(t, post(orderBody("ETH-PERP", "buy", "market", "1", nil)), 400, "oracle_stale")
 	a.freshPrices()
-	wantCode(t, post(orderBody("ETH-PERP", "buy", "stop_market", "1", map[string]any{"triggerPriceQ8": "100"})), 400, "feature_unavailable")
-	wantCode(t, post(orderBody("ETH-PERP", "buy", "market", "1", map[string]any{"bracket": map[string]any{"entryKind": "market"}})), 400, "feature_unavailable")
-	wantCode(t, post(orderBody("ETH-PERP", "buy", "market", "1", map[string]any{"trigger": map[string]any{"kind": "stop", "level": "100"}})), 400, "feature_unavailable")
-	wantCode(t, a.do(req{method: "GET", path: "/v1/orders?state=resting", key: key}), 400, "feature_unavailable")
+	wantCode(t, post(orderBody("ETH-PERP", "buy", "stop_market", "1", nil)), 400, "validation")
+	wantCode(t, post(orderBody("ETH-PERP", "buy", "stop_market", "1", map[string]any{"triggerPriceQ8": "100"})), 400, "validation")
+	wantCode(t, post(orderBody("ETH-PERP", "buy", "stop_market", "1", map[string]any{"triggerPriceQ8": "300000000000"})), 400, "validation")
+	wantCode(t, post(orderBody("ETH-PERP", "buy", "market", "1", map[string]any{"bracket": map[string]any{"entryKind": "market"}})), 400, "validation")
+	wantCode(t, post(orderBody("ETH-PERP", "buy", "market", "1", map[string]any{"bracket": map[string]any{"stopLevel": "300000000000"}})), 400, "validation")
+	wantCode(t, post(orderBody("ETH-PERP", "buy", "market", "1", map[string]any{"trigger": map[string]any{"kind": "stop"}})), 400, "validation")
+	wantCode(t, post(orderBody("ETH-PERP", "buy", "market", "1", map[string]any{"trigger": map[string]any{"kind": "trailing", "level": "400000000000"}})), 400, "validation")
+	wantCode(t, a.do(req{method: "GET", path: "/v1/orders?state=open", key: key}), 400, "validation")
+	wantCode(t, a.do(req{method: "GET", path: "/v1/orders?state=armed&status=accepted", key: key}), 400, "validation")
 	wantCode(t, a.do(req{method: "GET", path: "/v1/orders?status=open", key: key}), 400, "validation")
 	wantCode(t, post(map[string]any{"marketId": "ETH-PERP", "side": "buy", "type": "market", "contracts": "1"}), 400, "validation")
 	wantCode(t, post(orderBody("ETH-PERP", "buy", "market", "1", map[string]any{"contracts": 1})), 400, "validation")
@@ -148,5 +153,71 @@ func TestOrderRefusalsOverHTTP(t *testing.T) {
 	}
 	if !strings.Contains(string(a.do(req{method: "GET", path: "/v1/positions", key: key}).body), "[]") {
 		t.Fatal("a refusal opened a position")
+	}
+}
+
+func TestTriggersAndBracketsOverHTTP(t *testing.T) {
+	a := newTestAPI(t)
+	a.listMarkets()
+	a.freshPrices()
+	key, _ := a.tradingAccount()
+	place := func(idem string, body map[string]any, status string) {
+		t.Helper()
+		r := a.do(req{method: "POST", path: "/v1/orders", key: key, idem: idem, body: body})
+		if r.status != 201 || r.json(t)["status"] != status {
+			t.Fatalf("%s: %d %s", idem, r.status, r.body)
+		}
+	}
+	// ETH at 3400: a bracket long with a trigger entry at 3450, stop 3300,
+	// take-profit 3600 on half.
+	place("br", orderBody("ETH-PERP", "buy", "market", "10", map[string]any{"bracket": map[string]any{
+		"entryKind": "trigger", "entryLevel": "345000000000", "stopLevel": "330000000000",
+		"takeProfitLevel": "360000000000", "takeProfitContracts": "5"}}), "working")
+	place("sl", orderBody("ETH-PERP", "sell", "stop_market", "3", map[string]any{"triggerPriceQ8": "320000000000", "reduceOnly": true}), "working")
+
+	armed := a.do(req{method: "GET", path: "/v1/orders?state=armed", key: key}).json(t)
+	resting := a.do(req{method: "GET", path: "/v1/orders?state=resting", key: key}).json(t)
+	if n := len(armed["triggers"].([]any)); n != 2 {
+		t.Fatalf("armed page %v", armed)
+	}
+	legs := resting["triggers"].([]any)
+	if len(legs) != 2 {
+		t.Fatalf("resting page %v", resting)
+	}
+	tp := a.do(req{method: "GET", path: "/v1/orders/br.tp", key: key}).json(t)
+	if tp["type"] != "take_profit_market" || tp["status"] != "accepted" || tp["contracts"] != "5" {
+		t.Fatalf("leg order view %v", tp)
+	}
+	for _, l := range legs {
+		v := l.(map[string]any)
+		if v["ocoGroup"] != "br" || v["reduceOnly"] != true || v["side"] != "sell" || v["status"] != "resting" {
+			t.Fatalf("leg %v", v)
+		}
+	}
+	// Cancel the bracket by its id: entry and legs go; the stop stays.
+	r := a.do(req{method: "DELETE", path: "/v1/orders/br", key: key, idem: "del-br"})
+	if r.status != 200 || r.json(t)["canceled"] != true {
+		t.Fatalf("cancel bracket: %d %s", r.status, r.body)
+	}
+	if p := a.do(req{method: "GET", path: "/v1/orders?state=resting", key: key}).json(t); len(p["triggers"].([]any)) != 0 {
+		t.Fatalf("legs left after cancel: %v", p)
+	}
+	armed = a.do(req{method: "GET", path: "/v1/orders?state=armed", key: key}).json(t)
+	if ts := armed["triggers"].([]any); len(ts) != 1 || ts[0].(map[string]any)["orderId"] != "sl" {
+		t.Fatalf("armed after cancel %v", armed)
+	}
+	if o := a.do(req{method: "GET", path: "/v1/orders/br.stop", key: key}).json(t); o["status"] != "canceled" || o["reason"] != "entry_canceled" {
+		t.Fatalf("leg after cancel %v", o)
+	}
+	// The orders page lists triggers as orders, with their status.
+	page := a.do(req{method: "GET", path: "/v1/orders?status=canceled", key: key}).json(t)
+	if n := len(page["orders"].([]any)); n != 3 {
+		t.Fatalf("canceled page %v", page)
+	}
+	// The print through the stop executes it: a reduce-only stop with no
+	// position is blocked, and its order view says rejected.
+	a.print("ETHUSD", 3_100*100_000_000, time.Now().UnixMilli())
+	if o := a.do(req{method: "GET", path: "/v1/orders/sl", key: key}).json(t); o["status"] != "rejected" || o["reason"] != "reduce_only" {
+		t.Fatalf("blocked stop %v", o)
 	}
 }

@@ -29,7 +29,8 @@ var EventKinds = []EventKind{
 	{channelAccount, "deposit", reflect.TypeOf(fsm.DepositView{}), "A deposit was credited (faucet grants included)."},
 	{channelAccount, "withdrawal", reflect.TypeOf(funds.WithdrawalView{}), "A withdrawal was requested or changed state; seq is the record's latest change."},
 	{channelAccount, KindSessionRevoked, reflect.TypeOf(fsm.SessionRevokedView{}), "Keys of the account were revoked; a connection authenticated with one of them loses the account channel (an error frame with code unauthorized follows)."},
-	{channelAccount, "order", reflect.TypeOf(trade.OrderView{}), "An order or trigger was created or changed status; seq equals the order's in GET /v1/orders."},
+	{channelAccount, "order", reflect.TypeOf(trade.OrderView{}), "A market or limit order was created or changed status; seq is the order's latest change (GET /v1/orders pages on it)."},
+	{channelAccount, "trigger", reflect.TypeOf(trade.TriggerView{}), "A trigger (stop, take-profit, entry, bracket leg) was created or changed status; seq is its latest change (GET /v1/orders?state= pages on it)."},
 	{channelAccount, "fill", reflect.TypeOf(trade.FillView{}), "A fill; seq equals the fill's in GET /v1/fills."},
 	{channelAccount, "position", reflect.TypeOf(trade.PositionChange{}), "The position in a market after a fill (position null when flat)."},
 }

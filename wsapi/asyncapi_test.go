@@ -216,6 +216,11 @@ func TestFramesMatchAsyncAPI(t *testing.T) {
 		t.Fatalf("market order: %v", r)
 	}
 	d.events(c, "order", "fill", "position")
+	// A stop protecting it: a trigger.
+	if r := e.post("/v1/orders", master, `{"marketId":"BTC-PERP","side":"sell","type":"stop_market","contracts":"100","reduceOnly":true,"triggerPriceQ8":"9000000000000"}`); r["status"] != "working" {
+		t.Fatalf("stop order: %v", r)
+	}
+	d.next(c, "trigger event", kind("trigger"))
 
 	// A withdrawal to a Spark address nobody at the venue owns.
 	dest := sparkAddr(t, "asyncapi")

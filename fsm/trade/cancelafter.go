@@ -105,10 +105,11 @@ func (s *State) FireCancelAfter(env *Env) {
 	}
 }
 
-// cancelResting cancels every resting order of the account through the
-// same path as a client's cancel (reservation released through the ledger,
-// a fresh seq and an order event each), oldest first. Today that is the
-// resting limit orders; triggers and brackets join here when they exist.
+// cancelResting cancels every live order and trigger of the account
+// through the same path as a client's cancel (reservation released through
+// the ledger, a fresh seq and an event each), in placement order. A
+// bracket entry's cancel takes its waiting legs along; they are skipped
+// when their turn comes.
 func (s *State) cancelResting(env *Env, accountID, reason string) {
 	a, ok := s.Accounts[accountID]
 	if !ok || a.Resting == 0 {
@@ -123,7 +124,9 @@ func (s *State) cancelResting(env *Env, accountID, reason string) {
 	// Map order must not leak into seqs: cancel in placement order.
 	sort.Slice(nos, func(i, j int) bool { return nos[i] < nos[j] })
 	for _, no := range nos {
-		s.cancel(env, s.Orders[no], reason)
+		if o := s.Orders[no]; o.Status == StatusAccepted {
+			s.finish(env, o, StatusCanceled, reason)
+		}
 	}
 }
 

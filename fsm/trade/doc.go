@@ -2,7 +2,9 @@
 // math (inverse and quanto value, PnL, average entry, margin, fees, the
 // execution price with spread and skew impact), positions (one per account
 // and market), orders (market and limit; limit orders rest with reserved
-// margin in a price index) and fill records.
+// margin in a price index), triggers and brackets (triggers.go: market
+// orders armed in the same index, executed by the print that reaches their
+// level) and fill records.
 //
 // Every msat a fill moves goes through the ledger, between the trader's
 // Free, Reserved and Margin(account, market) accounts, ledger.House (the

@@ -58,6 +58,7 @@ func (s *State) fill(env *Env, o *Order, pl Plan, reservedMsat int64) {
 	s.close(o, StatusFilled, "")
 	s.changed(env, o)
 	env.Emit("position", acct, env.NextSeq(), NewPositionChange(mkt, pl.After))
+	s.afterFill(env, o, pl)
 }
 
 func mustOI(err error) {
@@ -66,14 +67,16 @@ func mustOI(err error) {
 	}
 }
 
-// OnPrint checks the market's resting limit orders against its newest
-// print: only the orders whose level the mid crossed since the last check
-// (the price index; no scan). Each crossed order, in the order the price
-// met it, fills when its execution price is no worse than its limit;
-// otherwise it waits again one q8 unit beyond the current mid. An order
-// that can no longer be filled is canceled with the reason's code:
-// reduce_only (a reduce-only order whose position is gone or turned),
-// insufficient_margin, insufficient_balance, position_limit, oi_cap.
+// OnPrint checks the market's resting limit orders and armed triggers
+// against its newest print: only the entries whose level the mid crossed
+// since the last check (the price index; no scan), in the order the price
+// met them. A crossed limit order fills when its execution price is no
+// worse than its limit; otherwise it waits again one q8 unit beyond the
+// current mid. A limit order that can no longer be filled is canceled with
+// the reason's code: reduce_only (a reduce-only order whose position is
+// gone or turned), insufficient_margin, insufficient_balance,
+// position_limit, oi_cap. A crossed trigger executes as a market order or
+// is blocked (triggers.go).
 func (s *State) OnPrint(env *Env, marketID string) {
 	m, ok := env.Market.MarketsByID[marketID]
 	pr, printed := env.Market.LastPrint(marketID)
@@ -90,10 +93,18 @@ func (s *State) OnPrint(env *Env, marketID string) {
 		return
 	}
 	for _, id := range book.Index.Crossed(old, pr.MidQ8) {
+		if _, live := book.Index.Entries[id]; !live {
+			continue // ended by an earlier entry of this print (OCO, a closed position)
+		}
 		no, _ := strconv.ParseUint(id, 10, 64)
 		o := s.Orders[no]
 		if o == nil || o.Status != StatusAccepted {
-			panic(fmt.Sprintf("trade: index entry %s has no resting order", id))
+			panic(fmt.Sprintf("trade: index entry %s has no live order", id))
+		}
+		if o.Kind != "" {
+			book.Index.Remove(id)
+			s.execTrigger(env, m, pr, o)
+			continue
 		}
 		s.tryResting(env, m, pr, book, o)
 	}
@@ -110,7 +121,7 @@ func (s *State) tryResting(env *Env, m *market.MarketState, pr market.Print, boo
 	q := o.Contracts
 	if o.ReduceOnly || m.Params.Status == market.StatusReduceOnly {
 		if pos.Contracts == 0 || pos.Side != -o.Side {
-			s.cancel(env, o, wire.CodeReduceOnly)
+			s.finish(env, o, StatusCanceled, wire.CodeReduceOnly)
 			return
 		}
 		q = min(q, pos.Contracts) // never flips: trimmed to the position
@@ -124,7 +135,7 @@ func (s *State) tryResting(env *Env, m *market.MarketState, pr market.Print, boo
 	free := env.Ledger.Balance(ledger.Free(o.AccountID)) + o.ReservedMsat
 	pl, ref := PlanFill(m, pos, o.Side, q, qt, free, env.NowMs)
 	if ref != nil {
-		s.cancel(env, o, ref.Code)
+		s.finish(env, o, StatusCanceled, ref.Code)
 		return
 	}
 	reserved := o.ReservedMsat

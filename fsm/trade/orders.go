@@ -34,6 +34,14 @@ type PlaceRequest struct {
 	LimitPriceQ8   int64  `cbor:"7,keyasint,omitempty"`
 	HasMaxSlippage bool   `cbor:"8,keyasint,omitempty"`
 	MaxSlippageQ9  int64  `cbor:"9,keyasint,omitempty"`
+	// TriggerPriceQ8 is the level of a stop_market or take_profit_market
+	// order (0: not given).
+	TriggerPriceQ8 int64 `cbor:"10,keyasint,omitempty"`
+	// TriggerKind and TriggerLevelQ8 are the trigger block of a market
+	// order (empty: not given).
+	TriggerKind    string          `cbor:"11,keyasint,omitempty"`
+	TriggerLevelQ8 int64           `cbor:"12,keyasint,omitempty"`
+	Bracket        *BracketRequest `cbor:"13,keyasint,omitempty"`
 }
 
 // Created is the answer to an order placement (SPEC: 201 {orderId, status}).
@@ -58,8 +66,10 @@ func (s *State) Prior(accountID, orderID string, reqHash []byte) (Created, bool,
 	return Created{OrderID: o.OrderID, Status: o.Status}, true, nil
 }
 
-// validate checks the request on its own and against the market's grid.
-func validate(r *PlaceRequest, p *market.Params) (Side, *wire.Refusal) {
+// validate checks the request on its own and against the market's grid,
+// and says what it asks for: its side and, for a standalone trigger, the
+// trigger's kind and level.
+func validate(r *PlaceRequest, p *market.Params) (Side, string, int64, *wire.Refusal) {
 	var side Side
 	switch r.Side {
 	case "buy":
@@ -67,40 +77,86 @@ func validate(r *PlaceRequest, p *market.Params) (Side, *wire.Refusal) {
 	case "sell":
 		side = Short
 	default:
-		return 0, refuse(wire.CodeValidation, "side %q is not buy or sell", r.Side)
-	}
-	switch r.Type {
-	case TypeMarket:
-		if r.LimitPriceQ8 != 0 {
-			return 0, refuse(wire.CodeValidation, "a market order takes no limitPriceQ8")
-		}
-	case TypeLimit:
-		if r.LimitPriceQ8 <= 0 || r.LimitPriceQ8 > market.PriceQ8Max {
-			return 0, refuse(wire.CodeValidation, "limitPriceQ8 %d outside [1, %d]", r.LimitPriceQ8, market.PriceQ8Max)
-		}
-		if r.LimitPriceQ8%p.TickSizeQ8 != 0 {
-			return 0, refuse(wire.CodeValidation, "limitPriceQ8 %d is not a multiple of tickSizeQ8 %d", r.LimitPriceQ8, p.TickSizeQ8)
-		}
-	case TypeStopMarket, TypeTakeProfitMarket:
-		return 0, refuse(wire.CodeFeatureUnavailable, "%s orders are not available yet", r.Type)
-	default:
-		return 0, refuse(wire.CodeValidation, "type %q is not market, limit, stop_market or take_profit_market", r.Type)
+		return 0, "", 0, refuse(wire.CodeValidation, "side %q is not buy or sell", r.Side)
 	}
 	if r.OrderID == "" || len(r.OrderID) > OrderIDLenMax {
-		return 0, refuse(wire.CodeValidation, "order id must be 1..%d characters", OrderIDLenMax)
+		return 0, "", 0, refuse(wire.CodeValidation, "order id must be 1..%d characters", OrderIDLenMax)
 	}
 	if r.Contracts < p.MinOrderContracts || r.Contracts > p.MaxOrderContracts {
-		return 0, refuse(wire.CodeValidation, "contracts %d outside [%d, %d]", r.Contracts, p.MinOrderContracts, p.MaxOrderContracts)
+		return 0, "", 0, refuse(wire.CodeValidation, "contracts %d outside [%d, %d]", r.Contracts, p.MinOrderContracts, p.MaxOrderContracts)
 	}
 	if r.HasMaxSlippage && (r.MaxSlippageQ9 < 0 || r.MaxSlippageQ9 >= q9) {
-		return 0, refuse(wire.CodeValidation, "maxSlippageQ9 %d outside [0, 1e9)", r.MaxSlippageQ9)
+		return 0, "", 0, refuse(wire.CodeValidation, "maxSlippageQ9 %d outside [0, 1e9)", r.MaxSlippageQ9)
 	}
-	return side, nil
+	hasTrigger := r.TriggerKind != "" || r.TriggerLevelQ8 != 0
+	var kind string
+	var level int64
+	switch r.Type {
+	case TypeMarket:
+		if r.LimitPriceQ8 != 0 || r.TriggerPriceQ8 != 0 {
+			return 0, "", 0, refuse(wire.CodeValidation, "a market order takes no limitPriceQ8 or triggerPriceQ8 (use trigger or bracket)")
+		}
+		if hasTrigger && r.Bracket != nil {
+			return 0, "", 0, refuse(wire.CodeValidation, "an order takes a trigger or a bracket, not both")
+		}
+		if hasTrigger {
+			switch r.TriggerKind {
+			case KindEntry, KindStop, KindTakeProfit:
+			default:
+				return 0, "", 0, refuse(wire.CodeValidation, "trigger kind %q is not entry, stop or take_profit", r.TriggerKind)
+			}
+			kind, level = r.TriggerKind, r.TriggerLevelQ8
+		}
+	case TypeLimit:
+		if r.LimitPriceQ8 == 0 {
+			return 0, "", 0, refuse(wire.CodeValidation, "a limit order needs limitPriceQ8")
+		}
+		if ref := onGrid("limitPriceQ8", r.LimitPriceQ8, p); ref != nil {
+			return 0, "", 0, ref
+		}
+		if r.TriggerPriceQ8 != 0 || hasTrigger || r.Bracket != nil {
+			return 0, "", 0, refuse(wire.CodeValidation, "a limit order takes no triggerPriceQ8, trigger or bracket")
+		}
+	case TypeStopMarket, TypeTakeProfitMarket:
+		if r.TriggerPriceQ8 == 0 {
+			return 0, "", 0, refuse(wire.CodeValidation, "a %s order needs triggerPriceQ8", r.Type)
+		}
+		if r.LimitPriceQ8 != 0 || hasTrigger || r.Bracket != nil {
+			return 0, "", 0, refuse(wire.CodeValidation, "a %s order takes no limitPriceQ8, trigger or bracket", r.Type)
+		}
+		kind, level = KindStop, r.TriggerPriceQ8
+		if r.Type == TypeTakeProfitMarket {
+			kind = KindTakeProfit
+		}
+	default:
+		return 0, "", 0, refuse(wire.CodeValidation, "type %q is not market, limit, stop_market or take_profit_market", r.Type)
+	}
+	if kind != "" {
+		if ref := onGrid("trigger level", level, p); ref != nil {
+			return 0, "", 0, ref
+		}
+	}
+	if r.Bracket != nil {
+		if ref := validateBracket(r, p); ref != nil {
+			return 0, "", 0, ref
+		}
+	}
+	return side, kind, level, nil
 }
 
-// reduceOnlyQty is how much of an order of q contracts on side may fill
-// when it must only reduce pos: all of it, or nothing (ok false) when it
-// would increase or flip the position.
+// onGrid checks a price against the market's range and tick.
+func onGrid(name string, q8 int64, p *market.Params) *wire.Refusal {
+	if q8 <= 0 || q8 > market.PriceQ8Max {
+		return refuse(wire.CodeValidation, "%s %d outside [1, %d]", name, q8, market.PriceQ8Max)
+	}
+	if q8%p.TickSizeQ8 != 0 {
+		return refuse(wire.CodeValidation, "%s %d is not a multiple of tickSizeQ8 %d", name, q8, p.TickSizeQ8)
+	}
+	return nil
+}
+
+// reducing reports whether an order of q contracts on side only reduces
+// pos (never increases or flips it).
 func reducing(pos Position, side Side, q int64) bool {
 	return pos.Contracts > 0 && pos.Side == -side && q <= pos.Contracts
 }
@@ -116,7 +172,7 @@ func (s *State) Place(env *Env, accountID string, r PlaceRequest, reqHash []byte
 		return Created{}, wire.Refuse(http.StatusNotFound, wire.CodeNotFound, "market %q not found", r.MarketID)
 	}
 	p := &m.Params
-	side, ref := validate(&r, p)
+	side, kind, level, ref := validate(&r, p)
 	if ref != nil {
 		return Created{}, ref
 	}
@@ -126,6 +182,18 @@ func (s *State) Place(env *Env, accountID string, r PlaceRequest, reqHash []byte
 	}
 	pos := s.Position(accountID, r.MarketID)
 	mustReduce := r.ReduceOnly || p.Status == market.StatusReduceOnly
+	switch {
+	case r.Bracket != nil:
+		return s.placeBracket(env, m, pr, pos, accountID, r, side, reqHash)
+	case kind != "":
+		// A trigger's reduce-only promise is kept when it fires (a stop
+		// may be placed before its position exists); a market in
+		// reduce_only takes only reduce-only triggers.
+		if p.Status == market.StatusReduceOnly && !r.ReduceOnly {
+			return Created{}, refuse(wire.CodeReduceOnly, "market %s is reduce-only: triggers must be reduceOnly", r.MarketID)
+		}
+		return s.placeTrigger(env, pr, accountID, r, side, kind, level, reqHash)
+	}
 	if mustReduce && !reducing(pos, side, r.Contracts) {
 		return Created{}, refuse(wire.CodeReduceOnly, "order of %d contracts would not only reduce the %d-contract position", r.Contracts, pos.Contracts)
 	}
@@ -261,10 +329,15 @@ func (s *State) newOrder(o *Order) {
 	s.account(o.AccountID).OrderNos[o.OrderID] = o.No
 }
 
-// changed gives the order's change a fresh seq and announces it.
+// changed gives the order's change a fresh seq and announces it: an
+// order event, or a trigger event for a trigger.
 func (s *State) changed(env *Env, o *Order) {
 	o.Seq = env.NextSeq()
 	o.UpdatedTsMs = env.NowMs
+	if o.Kind != "" {
+		env.Emit("trigger", o.AccountID, o.Seq, NewTriggerView(o))
+		return
+	}
 	env.Emit("order", o.AccountID, o.Seq, NewOrderView(o))
 }
 
@@ -285,7 +358,13 @@ func (s *State) close(o *Order, status, reason string) {
 	if o.Status == StatusAccepted {
 		a.Resting--
 	}
+	if o.Kind != "" && o.Status == StatusAccepted {
+		a.Triggers = removeNo(a.Triggers, o.No)
+	}
 	o.Status, o.Reason = status, reason
+	if o.Kind != "" {
+		o.TrigState = trigStateOf[status]
+	}
 	a.Closed = append(a.Closed, o.No)
 	if len(a.Closed) > ClosedOrdersKept {
 		old := a.Closed[0]
@@ -297,25 +376,47 @@ func (s *State) close(o *Order, status, reason string) {
 	}
 }
 
-// Cancel cancels a resting order. found is false for an unknown id (or one
-// of another account); canceled is false when the order was no longer
-// resting (filled or canceled before).
+// Cancel cancels a live order, trigger or bracket. found is false for an
+// unknown id (or one of another account); canceled is false when nothing
+// was live any more (filled, canceled or blocked before). A bracket's id
+// cancels whatever of the bracket is still live: the entry trigger with
+// its waiting legs, or, once the entry executed, the armed legs.
 func (s *State) Cancel(env *Env, accountID, orderID string) (found, canceled bool) {
 	o, ok := s.Order(accountID, orderID)
 	if !ok {
 		return false, false
 	}
-	if o.Status != StatusAccepted {
-		return true, false
+	if o.Status == StatusAccepted {
+		s.finish(env, o, StatusCanceled, "")
+		return true, true
 	}
-	s.cancel(env, o, "")
-	return true, true
+	for _, no := range o.Legs {
+		if leg, ok := s.Orders[no]; ok && leg.Status == StatusAccepted {
+			s.finish(env, leg, StatusCanceled, "")
+			canceled = true
+		}
+	}
+	return true, canceled
 }
 
-func (s *State) cancel(env *Env, o *Order, reason string) {
+// finish ends a live order without a fill: canceled (by its owner, the
+// dead-man switch, OCO, a closed position) or rejected (a trigger that
+// fired and could not execute: blocked, with the reason). Its index entry
+// and reservation go; a bracket entry that ends this way takes its
+// waiting legs with it.
+func (s *State) finish(env *Env, o *Order, status, reason string) {
 	s.Books[o.MarketID].Index.Remove(indexID(o.No))
 	transfer(env.Ledger, ledger.Reserved(o.AccountID), ledger.Free(o.AccountID), o.ReservedMsat)
 	o.ReservedMsat = 0
-	s.close(o, StatusCanceled, reason)
+	s.close(o, status, reason)
 	s.changed(env, o)
+	legReason := ReasonEntryCanceled
+	if status == StatusRejected {
+		legReason = ReasonEntryBlocked
+	}
+	for _, no := range o.Legs {
+		if leg, ok := s.Orders[no]; ok && leg.Status == StatusAccepted {
+			s.finish(env, leg, StatusCanceled, legReason)
+		}
+	}
 }

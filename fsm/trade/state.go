@@ -13,7 +13,8 @@ import (
 
 // Bounds on what the trading state keeps (every collection has one).
 const (
-	// RestingOrdersPerAccountMax bounds an account's resting limit orders.
+	// RestingOrdersPerAccountMax bounds an account's live orders: resting
+	// limit orders and live triggers (a bracket counts each of its parts).
 	RestingOrdersPerAccountMax = 200
 	// ClosedOrdersKept is how many filled or canceled orders an account
 	// keeps for GET /v1/orders; older ones are dropped, oldest first, and
@@ -26,17 +27,19 @@ const (
 )
 
 // Order statuses of the order views (SPEC section 3), and the two
-// creation-only ones this increment answers with.
+// creation-only ones. A trigger's order view says accepted while it is
+// live, filled once executed, canceled when cancelled and rejected when it
+// was blocked.
 const (
-	StatusAccepted = "accepted" // resting (views)
+	StatusAccepted = "accepted" // live: a resting limit order or a live trigger
 	StatusFilled   = "filled"
 	StatusCanceled = "canceled"
 	StatusRejected = "rejected"
 	StatusResting  = "resting" // creation answer of a limit order that rests
+	StatusWorking  = "working" // creation answer of a trigger or a bracket waiting for its entry
 )
 
-// Order types of this increment; the trigger types are answered with
-// feature_unavailable.
+// Order types (SPEC's order table).
 const (
 	TypeMarket           = "market"
 	TypeLimit            = "limit"
@@ -68,22 +71,28 @@ type Account struct {
 	// Fills are oldest first, at most FillsKept.
 	Fills []*Fill `cbor:"3,keyasint"`
 	// Closed lists closed order numbers, oldest first, at most ClosedOrdersKept.
-	Closed  []uint64 `cbor:"4,keyasint"`
-	Resting int      `cbor:"5,keyasint"`
+	Closed []uint64 `cbor:"4,keyasint"`
+	// Resting counts the live orders (resting limits and live triggers).
+	Resting int `cbor:"5,keyasint"`
 	// CancelAfterTsMs is the armed cancel-all-after deadline, 0 when
 	// disarmed (cancelafter.go).
 	CancelAfterTsMs int64 `cbor:"6,keyasint,omitempty"`
+	// Triggers lists the live triggers' order numbers, ascending.
+	Triggers []uint64 `cbor:"7,keyasint,omitempty"`
 }
 
-// Book is one market's resting limit orders, indexed by the price at which
-// the oracle mid must arrive for them to be checked.
+// Book is one market's resting limit orders and armed triggers, indexed by
+// the price at which the oracle mid must arrive for them to be checked.
 type Book struct {
 	Index *market.PriceIndex `cbor:"1,keyasint"`
 	// LastMidQ8 is the mid the index was last checked against.
 	LastMidQ8 int64 `cbor:"2,keyasint"`
 }
 
-// Order is a market or limit order.
+// Order is a market or limit order, or a trigger (Kind set): a market
+// order that waits, armed in the price index, for the mid to reach its
+// level. A bracket is an entry (a market order or an entry trigger) whose
+// Legs are a stop and/or a take-profit trigger in one OCO group.
 type Order struct {
 	No             uint64 `cbor:"1,keyasint"`
 	OrderID        string `cbor:"2,keyasint"`
@@ -105,6 +114,20 @@ type Order struct {
 	UpdatedTsMs    int64  `cbor:"18,keyasint"`
 	// Seq is the seq of the order's latest change (architecture.md).
 	Seq uint64 `cbor:"19,keyasint"`
+
+	// Kind is the trigger kind (entry, stop, take_profit); empty for a
+	// market or limit order.
+	Kind      string           `cbor:"20,keyasint,omitempty"`
+	TriggerQ8 int64            `cbor:"21,keyasint,omitempty"`
+	Dir       market.Direction `cbor:"22,keyasint,omitempty"`
+	// TrigState is the trigger's status (SPEC's trigger view).
+	TrigState string `cbor:"23,keyasint,omitempty"`
+	OCOGroup  string `cbor:"24,keyasint,omitempty"`
+	// Parent is a bracket leg's entry; Sibling the other leg (0: none).
+	Parent  uint64 `cbor:"25,keyasint,omitempty"`
+	Sibling uint64 `cbor:"26,keyasint,omitempty"`
+	// Legs are a bracket entry's legs.
+	Legs []uint64 `cbor:"27,keyasint,omitempty"`
 }
 
 // Fill is a fill record with every field of SPEC's Fill.
@@ -217,16 +240,35 @@ func indexID(no uint64) string { return fmt.Sprintf("%020d", no) }
 func (s *State) CheckInvariants(l *ledger.Ledger, m *market.State, withOI bool) error {
 	reserved := map[string]int64{}
 	resting := map[string]int{}
+	triggers := map[string]int{}
+	indexed := map[string]int{}
 	for no, o := range s.Orders {
-		if o.Status == StatusAccepted {
-			reserved[o.AccountID] += o.ReservedMsat
-			resting[o.AccountID]++
-			e, ok := s.Books[o.MarketID].Index.Entries[indexID(no)]
-			if !ok || e.LevelQ8 != o.LevelQ8 {
-				return fmt.Errorf("resting order %s/%s is not indexed at %d", o.AccountID, o.OrderID, o.LevelQ8)
+		if o.Status != StatusAccepted {
+			if o.ReservedMsat != 0 {
+				return fmt.Errorf("closed order %s/%s still reserves %d", o.AccountID, o.OrderID, o.ReservedMsat)
 			}
-		} else if o.ReservedMsat != 0 {
-			return fmt.Errorf("closed order %s/%s still reserves %d", o.AccountID, o.OrderID, o.ReservedMsat)
+			continue
+		}
+		reserved[o.AccountID] += o.ReservedMsat
+		resting[o.AccountID]++
+		if o.Kind != "" {
+			if err := s.checkTrigger(o); err != nil {
+				return err
+			}
+			triggers[o.AccountID]++
+			if o.TrigState == TrigResting {
+				continue
+			}
+		}
+		indexed[o.MarketID]++
+		e, ok := s.Books[o.MarketID].Index.Entries[indexID(no)]
+		if !ok || e.LevelQ8 != o.LevelQ8 {
+			return fmt.Errorf("live order %s/%s is not indexed at %d", o.AccountID, o.OrderID, o.LevelQ8)
+		}
+	}
+	for mid, b := range s.Books {
+		if b.Index.Len() != indexed[mid] {
+			return fmt.Errorf("market %s: %d index entries, %d live orders indexed", mid, b.Index.Len(), indexed[mid])
 		}
 	}
 	oi := map[string][2]int64{}
@@ -242,6 +284,9 @@ func (s *State) CheckInvariants(l *ledger.Ledger, m *market.State, withOI bool) 
 		}
 		if a.Resting != resting[id] {
 			return fmt.Errorf("account %s: resting count %d, orders %d", id, a.Resting, resting[id])
+		}
+		if len(a.Triggers) != triggers[id] {
+			return fmt.Errorf("account %s: %d triggers listed, %d live", id, len(a.Triggers), triggers[id])
 		}
 		for mid, p := range a.Positions {
 			if p.Contracts <= 0 || p.EntryQ8 <= 0 {
@@ -269,14 +314,16 @@ func (s *State) CheckInvariants(l *ledger.Ledger, m *market.State, withOI bool) 
 	if err := s.checkDeadlines(); err != nil {
 		return err
 	}
-	for _, name := range l.Accounts() {
+	// Any order will do (the first offender found is reported); sorting
+	// every ledger account name on each entry would dominate the check.
+	for name, bal := range l.Balances {
 		rest, ok := strings.CutPrefix(name, "acct:")
 		id, mid, isMargin := strings.Cut(rest, ":margin:")
 		if !ok || !isMargin {
 			continue
 		}
-		if s.Position(id, mid).Contracts == 0 {
-			return fmt.Errorf("margin account %s holds %d without a position", name, l.Balance(name))
+		if bal != 0 && s.Position(id, mid).Contracts == 0 {
+			return fmt.Errorf("margin account %s holds %d without a position", name, bal)
 		}
 	}
 	return nil

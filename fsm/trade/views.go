@@ -28,6 +28,68 @@ func NewOrderView(o *Order) OrderView {
 	return v
 }
 
+// TriggerView is SPEC's trigger view.
+type TriggerView struct {
+	OrderID        string   `json:"orderId"`
+	MarketID       string   `json:"marketId"`
+	Kind           string   `json:"kind" enum:"entry,stop,take_profit"`
+	Side           string   `json:"side" enum:"buy,sell"`
+	Contracts      wire.Int `json:"contracts" unit:"contracts"`
+	TriggerPriceQ8 wire.Int `json:"triggerPriceQ8" unit:"q8"`
+	ReduceOnly     bool     `json:"reduceOnly"`
+	Status         string   `json:"status" enum:"resting,armed,blocked,executed,cancelled"`
+	Reason         *string  `json:"reason"`
+	OCOGroup       *string  `json:"ocoGroup"`
+}
+
+// NewTriggerView renders a trigger.
+func NewTriggerView(o *Order) TriggerView {
+	v := TriggerView{OrderID: o.OrderID, MarketID: o.MarketID, Kind: o.Kind, Side: o.Side.Name(),
+		Contracts: wire.Int(o.Contracts), TriggerPriceQ8: wire.Int(o.TriggerQ8), ReduceOnly: o.ReduceOnly, Status: o.TrigState}
+	if o.Reason != "" {
+		r := o.Reason
+		v.Reason = &r
+	}
+	if o.OCOGroup != "" {
+		g := o.OCOGroup
+		v.OCOGroup = &g
+	}
+	return v
+}
+
+// TriggersPage is SPEC's triggers page.
+type TriggersPage struct {
+	Triggers      []TriggerView `json:"triggers"`
+	NextBeforeSeq *wire.Int     `json:"nextBeforeSeq" unit:"seq"`
+}
+
+// TriggersPage returns up to limit of an account's live triggers in the
+// given state (resting or armed) whose latest change has a seq below
+// beforeSeq (0: from the newest), newest change first.
+func (s *State) TriggersPage(accountID, state string, beforeSeq uint64, limit int) TriggersPage {
+	page := TriggersPage{Triggers: []TriggerView{}}
+	a, ok := s.Accounts[accountID]
+	if !ok {
+		return page
+	}
+	var live []*Order
+	for _, no := range a.Triggers {
+		if o := s.Orders[no]; o.TrigState == state && (beforeSeq == 0 || o.Seq < beforeSeq) {
+			live = append(live, o)
+		}
+	}
+	sort.Slice(live, func(i, j int) bool { return live[i].Seq > live[j].Seq })
+	for i, o := range live {
+		if i == limit {
+			next := wire.Int(live[i-1].Seq)
+			page.NextBeforeSeq = &next
+			break
+		}
+		page.Triggers = append(page.Triggers, NewTriggerView(o))
+	}
+	return page
+}
+
 // PositionView is SPEC's Position.
 type PositionView struct {
 	MarketID         string   `json:"marketId"`

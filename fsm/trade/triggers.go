@@ -1,0 +1,414 @@
+package trade
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+
+	"github.com/perpd/perpd/fsm/ledger"
+	"github.com/perpd/perpd/fsm/market"
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// Triggers and brackets. A trigger is a market order that waits in the
+// market's price index for the oracle mid to reach its level, then
+// executes against the print that reached it. Nothing is reserved while it
+// waits: margin, fee, limits and reduce-only are checked when it fires,
+// and a trigger that cannot execute then is blocked (terminal, with the
+// reason's code). A bracket is an entry (a market order, or an entry
+// trigger) and one or two reduce-only legs, a stop and a take-profit, in
+// one OCO group named by the bracket's order id; the legs wait (resting)
+// until the entry executes, then arm. When one leg executes the other is
+// cancelled, and armed legs go when the position they protect closes.
+
+// Trigger kinds (SPEC: trigger view).
+const (
+	KindEntry      = "entry"
+	KindStop       = "stop"
+	KindTakeProfit = "take_profit"
+)
+
+// Trigger statuses (SPEC section 3).
+const (
+	// TrigResting: a bracket leg waiting for its entry to execute.
+	TrigResting = "resting"
+	// TrigArmed: in the price index, fires when the mid reaches its level.
+	TrigArmed = "armed"
+	// TrigBlocked: it fired and could not execute (reason says why).
+	TrigBlocked   = "blocked"
+	TrigExecuted  = "executed"
+	TrigCancelled = "cancelled"
+)
+
+var trigStateOf = map[string]string{StatusFilled: TrigExecuted, StatusCanceled: TrigCancelled, StatusRejected: TrigBlocked}
+
+// Reasons the engine gives when it ends a trigger or order (besides the
+// refusal codes a blocked trigger carries).
+const (
+	ReasonOCO            = "oco"             // the other leg of the bracket executed
+	ReasonPositionClosed = "position_closed" // the position the leg protected closed or flipped
+	ReasonEntryCanceled  = "entry_canceled"  // the bracket's entry was cancelled before it executed
+	ReasonEntryBlocked   = "entry_blocked"   // the bracket's entry fired and could not execute
+	ReasonSlippage       = "slippage"        // the execution price was beyond maxSlippageQ9
+)
+
+// Bracket leg order ids: the bracket's id with these suffixes.
+const (
+	StopLegSuffix       = ".stop"
+	TakeProfitLegSuffix = ".tp"
+)
+
+// BracketRequest is the bracket block of an order (zero: not given).
+type BracketRequest struct {
+	EntryKind           string `cbor:"1,keyasint"`
+	EntryLevelQ8        int64  `cbor:"2,keyasint,omitempty"`
+	StopLevelQ8         int64  `cbor:"3,keyasint,omitempty"`
+	TakeProfitLevelQ8   int64  `cbor:"4,keyasint,omitempty"`
+	StopContracts       int64  `cbor:"5,keyasint,omitempty"`
+	TakeProfitContracts int64  `cbor:"6,keyasint,omitempty"`
+}
+
+// BracketEntryMarket and BracketEntryTrigger are the entry kinds.
+const (
+	BracketEntryMarket  = "market"
+	BracketEntryTrigger = "trigger"
+)
+
+// validateBracket checks a bracket's shape (the levels' order against the
+// price is checked at placement).
+func validateBracket(r *PlaceRequest, p *market.Params) *wire.Refusal {
+	b := r.Bracket
+	if r.ReduceOnly {
+		return refuse(wire.CodeValidation, "a bracket's entry opens a position: reduceOnly must be false")
+	}
+	switch b.EntryKind {
+	case BracketEntryMarket:
+		if b.EntryLevelQ8 != 0 {
+			return refuse(wire.CodeValidation, "a market-entry bracket takes no entryLevel")
+		}
+	case BracketEntryTrigger:
+		if ref := onGrid("entryLevel", b.EntryLevelQ8, p); ref != nil {
+			return ref
+		}
+	default:
+		return refuse(wire.CodeValidation, "bracket entryKind %q is not market or trigger", b.EntryKind)
+	}
+	if b.StopLevelQ8 == 0 && b.TakeProfitLevelQ8 == 0 {
+		return refuse(wire.CodeValidation, "a bracket needs stopLevel, takeProfitLevel or both")
+	}
+	legs := []struct {
+		name          string
+		level, contrs int64
+	}{{"stop", b.StopLevelQ8, b.StopContracts}, {"takeProfit", b.TakeProfitLevelQ8, b.TakeProfitContracts}}
+	for _, l := range legs {
+		if l.level == 0 {
+			if l.contrs != 0 {
+				return refuse(wire.CodeValidation, "%sContracts without %sLevel", l.name, l.name)
+			}
+			continue
+		}
+		if ref := onGrid(l.name+"Level", l.level, p); ref != nil {
+			return ref
+		}
+		if l.contrs != 0 && (l.contrs < p.MinOrderContracts || l.contrs > r.Contracts) {
+			return refuse(wire.CodeValidation, "%sContracts %d outside [%d, %d]", l.name, l.contrs, p.MinOrderContracts, r.Contracts)
+		}
+	}
+	return nil
+}
+
+// triggerDir is the way the mid must move for a trigger of kind on side to
+// fire, given its level and the reference price it must not have reached
+// yet (the mid, or a bracket's entry level): a stop buys on a rise and
+// sells on a fall, a take-profit the other way round, an entry fires
+// toward its level from wherever the price is. A level already reached is
+// refused: such an order should be a market order.
+func triggerDir(kind string, side Side, levelQ8, refQ8 int64) (market.Direction, *wire.Refusal) {
+	var dir market.Direction
+	switch {
+	case kind == KindEntry && levelQ8 > refQ8, kind == KindStop && side == Long, kind == KindTakeProfit && side == Short:
+		dir = market.Rising
+	case kind == KindEntry && levelQ8 < refQ8, kind == KindStop && side == Short, kind == KindTakeProfit && side == Long:
+		dir = market.Falling
+	default:
+		return 0, refuse(wire.CodeValidation, "entry level %d equals the price %d", levelQ8, refQ8)
+	}
+	if reached(dir, levelQ8, refQ8) {
+		return 0, refuse(wire.CodeValidation, "%s %s level %d is already reached at %d", side.Name(), kind, levelQ8, refQ8)
+	}
+	return dir, nil
+}
+
+// reached reports whether a mid of midQ8 has reached a level.
+func reached(dir market.Direction, levelQ8, midQ8 int64) bool {
+	if dir == market.Rising {
+		return midQ8 >= levelQ8
+	}
+	return midQ8 <= levelQ8
+}
+
+func typeOfKind(kind string) string {
+	switch kind {
+	case KindStop:
+		return TypeStopMarket
+	case KindTakeProfit:
+		return TypeTakeProfitMarket
+	}
+	return TypeMarket
+}
+
+// roomFor refuses when the account or the market's index cannot take n
+// more live orders. Checks only look: a refusal creates nothing.
+func (s *State) roomFor(accountID, marketID string, n int) *wire.Refusal {
+	if a, ok := s.Accounts[accountID]; ok && a.Resting+n > RestingOrdersPerAccountMax {
+		return refuse(wire.CodeValidation, "at most %d live orders and triggers per account", RestingOrdersPerAccountMax)
+	}
+	if b, ok := s.Books[marketID]; ok && b.Index.Len()+n > market.PriceIndexEntriesMax {
+		return refuse(wire.CodeValidation, "market %s holds the most resting orders it can", marketID)
+	}
+	return nil
+}
+
+// placeTrigger places a standalone trigger (stop_market, take_profit_market
+// or a market order with a trigger block), armed at once.
+func (s *State) placeTrigger(env *Env, pr market.Print, accountID string, r PlaceRequest, side Side, kind string, level int64, reqHash []byte) (Created, *wire.Refusal) {
+	dir, ref := triggerDir(kind, side, level, pr.MidQ8)
+	if ref != nil {
+		return Created{}, ref
+	}
+	if ref := s.roomFor(accountID, r.MarketID, 1); ref != nil {
+		return Created{}, ref
+	}
+	o := &Order{OrderID: r.OrderID, AccountID: accountID, MarketID: r.MarketID, Side: side, Type: typeOfKind(kind),
+		Contracts: r.Contracts, ReduceOnly: r.ReduceOnly, HasMaxSlippage: r.HasMaxSlippage, MaxSlippageQ9: r.MaxSlippageQ9,
+		ReqHash: reqHash, CreatedTsMs: env.NowMs, Kind: kind, TriggerQ8: level, Dir: dir}
+	s.newTrigger(o)
+	s.arm(o, pr.MidQ8)
+	s.changed(env, o)
+	return Created{OrderID: o.OrderID, Status: StatusWorking}, nil
+}
+
+// placeBracket places a bracket: the entry (filled now for a market entry,
+// armed for a trigger entry) and its legs. The legs' levels must lie on
+// the right side of the entry: for a long, stop < entry < take-profit,
+// where the entry is the mid for a market entry and the entry level for a
+// trigger entry.
+func (s *State) placeBracket(env *Env, m *market.MarketState, pr market.Print, pos Position, accountID string,
+	r PlaceRequest, side Side, reqHash []byte) (Created, *wire.Refusal) {
+	b := r.Bracket
+	if m.Params.Status == market.StatusReduceOnly {
+		return Created{}, refuse(wire.CodeReduceOnly, "market %s is reduce-only: a bracket's entry would open a position", r.MarketID)
+	}
+	refQ8, entryDir := pr.MidQ8, market.Direction(0)
+	if b.EntryKind == BracketEntryTrigger {
+		var ref *wire.Refusal
+		if entryDir, ref = triggerDir(KindEntry, side, b.EntryLevelQ8, pr.MidQ8); ref != nil {
+			return Created{}, ref
+		}
+		refQ8 = b.EntryLevelQ8
+	}
+	type leg struct {
+		id, kind         string
+		level, contracts int64
+		dir              market.Direction
+	}
+	var legs []leg
+	for _, l := range []leg{
+		{r.OrderID + StopLegSuffix, KindStop, b.StopLevelQ8, b.StopContracts, 0},
+		{r.OrderID + TakeProfitLegSuffix, KindTakeProfit, b.TakeProfitLevelQ8, b.TakeProfitContracts, 0},
+	} {
+		if l.level == 0 {
+			continue
+		}
+		dir, ref := triggerDir(l.kind, -side, l.level, refQ8)
+		if ref != nil {
+			return Created{}, ref
+		}
+		if _, taken := s.Order(accountID, l.id); taken {
+			return Created{}, wire.Refuse(http.StatusConflict, wire.CodeIdempotencyReused, "order id %q, the bracket's %s leg, is already used", l.id, l.kind)
+		}
+		l.dir = dir
+		if l.contracts == 0 {
+			l.contracts = r.Contracts
+		}
+		legs = append(legs, l)
+	}
+	parts := len(legs)
+	if entryDir != 0 {
+		parts++
+	}
+	if ref := s.roomFor(accountID, r.MarketID, parts); ref != nil {
+		return Created{}, ref
+	}
+	entry := &Order{OrderID: r.OrderID, AccountID: accountID, MarketID: r.MarketID, Side: side, Type: TypeMarket,
+		Contracts: r.Contracts, HasMaxSlippage: r.HasMaxSlippage, MaxSlippageQ9: r.MaxSlippageQ9,
+		ReqHash: reqHash, CreatedTsMs: env.NowMs, OCOGroup: r.OrderID}
+	var pl Plan
+	if entryDir == 0 {
+		qt, err := QuoteTrade(m, pr, side, r.Contracts)
+		if err != nil {
+			return Created{}, refuse(wire.CodeValidation, "order cannot be priced: %v", err)
+		}
+		if r.HasMaxSlippage && !WithinSlippage(side, qt.ExecQ8, qt.MidQ8, r.MaxSlippageQ9) {
+			return Created{}, refuse(wire.CodeValidation, "execution price %d would be worse than mid %d by more than maxSlippageQ9 %d",
+				qt.ExecQ8, qt.MidQ8, r.MaxSlippageQ9)
+		}
+		var ref *wire.Refusal
+		if pl, ref = PlanFill(m, pos, side, r.Contracts, qt, env.Ledger.Balance(ledger.Free(accountID)), env.NowMs); ref != nil {
+			return Created{}, ref
+		}
+	}
+	// Every check has passed: mutate from here on.
+	if entryDir != 0 {
+		entry.Kind, entry.TriggerQ8, entry.Dir = KindEntry, b.EntryLevelQ8, entryDir
+		s.newTrigger(entry)
+	} else {
+		s.newOrder(entry)
+	}
+	var legOrders []*Order
+	for _, l := range legs {
+		o := &Order{OrderID: l.id, AccountID: accountID, MarketID: r.MarketID, Side: -side, Type: typeOfKind(l.kind),
+			Contracts: l.contracts, ReduceOnly: true, CreatedTsMs: env.NowMs, Kind: l.kind, TriggerQ8: l.level, Dir: l.dir,
+			OCOGroup: r.OrderID, Parent: entry.No}
+		s.newTrigger(o)
+		entry.Legs = append(entry.Legs, o.No)
+		legOrders = append(legOrders, o)
+	}
+	if len(legOrders) == 2 {
+		legOrders[0].Sibling, legOrders[1].Sibling = legOrders[1].No, legOrders[0].No
+	}
+	if entryDir == 0 {
+		// The fill arms the legs (afterFill).
+		s.fill(env, entry, pl, 0)
+		return Created{OrderID: entry.OrderID, Status: StatusFilled}, nil
+	}
+	s.arm(entry, pr.MidQ8)
+	s.changed(env, entry)
+	for _, o := range legOrders {
+		s.changed(env, o)
+	}
+	return Created{OrderID: entry.OrderID, Status: StatusWorking}, nil
+}
+
+// newTrigger records a live trigger, waiting (resting) until armed.
+func (s *State) newTrigger(o *Order) {
+	s.newOrder(o)
+	o.Status, o.TrigState = StatusAccepted, TrigResting
+	a := s.account(o.AccountID)
+	a.Resting++
+	a.Triggers = append(a.Triggers, o.No) // numbers only grow: stays sorted
+}
+
+// arm puts a trigger in its market's price index.
+func (s *State) arm(o *Order, midQ8 int64) {
+	book := s.book(o.MarketID)
+	if book.LastMidQ8 == 0 {
+		book.LastMidQ8 = midQ8
+	}
+	if err := book.Index.Insert(indexID(o.No), o.TriggerQ8, o.Dir); err != nil {
+		panic("trade: index trigger " + o.OrderID + ": " + err.Error())
+	}
+	o.TrigState, o.LevelQ8 = TrigArmed, o.TriggerQ8
+}
+
+// armLeg arms a bracket leg once its entry executed. A leg whose level the
+// price already passed (the entry fired on a gap) executes at once.
+func (s *State) armLeg(env *Env, o *Order) {
+	m := env.Market.MarketsByID[o.MarketID]
+	pr, _ := env.Market.LastPrint(o.MarketID)
+	if reached(o.Dir, o.TriggerQ8, pr.MidQ8) {
+		s.execTrigger(env, m, pr, o)
+		return
+	}
+	s.arm(o, pr.MidQ8)
+	s.changed(env, o)
+}
+
+// execTrigger executes a trigger that fired (already out of the index) as
+// a market order against pr, or blocks it: market_halted, reduce_only (a
+// reduce-only trigger with no position to reduce), slippage, or the
+// refusal code of the fill (insufficient_margin, insufficient_balance,
+// position_limit, oi_cap). A reduce-only trigger is trimmed to the
+// position, so it never flips.
+func (s *State) execTrigger(env *Env, m *market.MarketState, pr market.Print, o *Order) {
+	if m.Params.Status == market.StatusHalted {
+		s.finish(env, o, StatusRejected, wire.CodeMarketHalted)
+		return
+	}
+	pos := s.Position(o.AccountID, o.MarketID)
+	q := o.Contracts
+	if o.ReduceOnly || m.Params.Status == market.StatusReduceOnly {
+		if pos.Contracts == 0 || pos.Side != -o.Side {
+			s.finish(env, o, StatusRejected, wire.CodeReduceOnly)
+			return
+		}
+		q = min(q, pos.Contracts)
+	}
+	qt, err := QuoteTrade(m, pr, o.Side, q)
+	if err != nil {
+		s.finish(env, o, StatusRejected, wire.CodeValidation)
+		return
+	}
+	if o.HasMaxSlippage && !WithinSlippage(o.Side, qt.ExecQ8, qt.MidQ8, o.MaxSlippageQ9) {
+		s.finish(env, o, StatusRejected, ReasonSlippage)
+		return
+	}
+	pl, ref := PlanFill(m, pos, o.Side, q, qt, env.Ledger.Balance(ledger.Free(o.AccountID)), env.NowMs)
+	if ref != nil {
+		s.finish(env, o, StatusRejected, ref.Code)
+		return
+	}
+	s.fill(env, o, pl, 0)
+}
+
+// afterFill keeps brackets straight after order o filled: an executed leg
+// cancels its sibling (OCO); a position that closed or flipped cancels the
+// armed legs that protected it; an executed bracket entry arms its legs.
+func (s *State) afterFill(env *Env, o *Order, pl Plan) {
+	if o.Sibling != 0 {
+		if sib, ok := s.Orders[o.Sibling]; ok && sib.Status == StatusAccepted {
+			s.finish(env, sib, StatusCanceled, ReasonOCO)
+		}
+	}
+	if pl.Before.Contracts > 0 && (pl.After.Contracts == 0 || pl.After.Side != pl.Before.Side) {
+		a := s.Accounts[o.AccountID]
+		for _, no := range append([]uint64(nil), a.Triggers...) {
+			leg := s.Orders[no]
+			if leg.Status == StatusAccepted && leg.Parent != 0 && leg.TrigState == TrigArmed && leg.MarketID == o.MarketID {
+				s.finish(env, leg, StatusCanceled, ReasonPositionClosed)
+			}
+		}
+	}
+	for _, no := range o.Legs {
+		if leg, ok := s.Orders[no]; ok && leg.Status == StatusAccepted && leg.TrigState == TrigResting {
+			s.armLeg(env, leg)
+		}
+	}
+}
+
+func removeNo(nos []uint64, no uint64) []uint64 {
+	i := sort.Search(len(nos), func(i int) bool { return nos[i] >= no })
+	if i < len(nos) && nos[i] == no {
+		return append(nos[:i], nos[i+1:]...)
+	}
+	return nos
+}
+
+// checkTrigger verifies a live trigger's bookkeeping (CheckInvariants).
+func (s *State) checkTrigger(o *Order) error {
+	a := s.Accounts[o.AccountID]
+	i := sort.Search(len(a.Triggers), func(i int) bool { return a.Triggers[i] >= o.No })
+	switch {
+	case i == len(a.Triggers) || a.Triggers[i] != o.No:
+		return fmt.Errorf("live trigger %s/%s is not listed", o.AccountID, o.OrderID)
+	case o.ReservedMsat != 0:
+		return fmt.Errorf("trigger %s/%s reserves %d", o.AccountID, o.OrderID, o.ReservedMsat)
+	case o.TrigState == TrigResting:
+		if p, ok := s.Orders[o.Parent]; !ok || p.Status != StatusAccepted || p.Kind != KindEntry {
+			return fmt.Errorf("resting leg %s/%s has no live entry", o.AccountID, o.OrderID)
+		}
+	case o.TrigState != TrigArmed || o.LevelQ8 != o.TriggerQ8:
+		return fmt.Errorf("live trigger %s/%s is %s at %d", o.AccountID, o.OrderID, o.TrigState, o.LevelQ8)
+	}
+	return nil
+}
