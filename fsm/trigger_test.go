@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -208,12 +209,16 @@ func TestBracketWithMarketEntryOCO(t *testing.T) {
 	if v := w.trigger(acct, "b.tp"); v.OCOGroup == nil || *v.OCOGroup != "b" || !v.ReduceOnly || v.Side != "sell" || v.Contracts != 1000 {
 		t.Fatalf("leg %+v", v)
 	}
-	// One event per change: fill, order, position, then each leg armed.
+	// One event per change: fill, order, position, then each leg armed;
+	// then the market's stats with the new open interest.
 	var kinds []string
 	for _, ev := range w.events {
 		kinds = append(kinds, ev.Kind)
+		if st, ok := ev.Data.(StatsEvent); ok && st.OpenInterestContracts != 1000 {
+			t.Fatalf("stats after the entry: %+v", st)
+		}
 	}
-	if want := []string{"fill", "order", "position", "trigger", "trigger"}; len(kinds) != len(want) {
+	if want := []string{"fill", "order", "position", "trigger", "trigger", "stats"}; fmt.Sprint(kinds) != fmt.Sprint(want) {
 		t.Fatalf("events %v, want %v", kinds, want)
 	}
 	w.print("BTCUSD", usdQ8(111_000))
