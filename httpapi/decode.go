@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -114,7 +115,11 @@ func decodeStruct(raw json.RawMessage, v reflect.Value, path string) error {
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
 		return fieldErr(path, "must be a JSON object")
 	}
-	for _, wf := range wireFields(v.Type()) {
+	known := wireFields(v.Type())
+	if err := unknownField(fields, known, path); err != nil {
+		return err
+	}
+	for _, wf := range known {
 		sf, name := wf.Field, wf.Name
 		fpath := name
 		if path != "body" {
@@ -145,6 +150,35 @@ func decodeStruct(raw json.RawMessage, v reflect.Value, path string) error {
 		}
 	}
 	return nil
+}
+
+// unknownField refuses a field the request type does not have: a client
+// that sends "leverage" or misspells "reduceOnly" must learn that it was
+// not applied, not have its order placed without it (the OpenAPI document
+// closes every request object, additionalProperties false). The first
+// unknown name in sorted order is reported, so the answer is stable.
+func unknownField(fields map[string]json.RawMessage, known []wireField, path string) error {
+	var unknown []string
+	for name := range fields {
+		found := false
+		for _, wf := range known {
+			if wf.Name == name {
+				found = true
+				break
+			}
+		}
+		if !found {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	if path == "body" {
+		return fieldErr(unknown[0], "is not a field of this request")
+	}
+	return fieldErr(path+"."+unknown[0], "is not a field of this request")
 }
 
 func checkTags(sf reflect.StructField, v reflect.Value, path string) error {

@@ -54,6 +54,8 @@ func TestStrictDecodingRefusals(t *testing.T) {
 		{`{"amount": "1", "nested": {}}`, "nested.level"},
 		{`{"amount": "1", "nested": {"level": 3}}`, "nested.level"},
 		{`{"amount": "1", "levels": [{"level": "1"}, {}]}`, "levels[1].level"},
+		{`{"amount": "1", "leverage": "5"}`, "leverage"},
+		{`{"amount": "1", "nested": {"level": 3, "lvl": 4}}`, "nested.lvl"},
 		{`[]`, "body"},
 		{`"x"`, "body"},
 		{`{"amount": "1"`, "body"},
@@ -74,7 +76,7 @@ func TestStrictDecodingRefusals(t *testing.T) {
 func TestStrictDecodingAccepts(t *testing.T) {
 	var p decodeProbe
 	body := `{"amount":"0012","side":"sell","flag":false,"count":9007199254740991,"scopes":["trade"],
-		"label":"abcd","nested":{"level":"7"},"levels":[{"level":"1"}],"unknownField":{"x":1}}`
+		"label":"abcd","nested":{"level":"7"},"levels":[{"level":"1"}]}`
 	if err := decodeJSON([]byte(body), &p); err != nil {
 		t.Fatal(err)
 	}
