@@ -42,6 +42,7 @@ func NewAdminServer(n *node.Node) *AdminServer {
 	s := &AdminServer{n: n, mux: http.NewServeMux()}
 	s.mux.Handle(node.ForwardPath, n.ForwardHandler())
 	s.mux.Handle(node.ReadIndexPath, n.ReadIndexHandler())
+	s.mux.Handle(node.MeterPath, n.MeterHandler())
 	s.mux.Handle(JoinPath, n.InternalPost(s.leaderOnly(s.join)))
 	s.Handle("GET /admin/status", s.status)
 	s.Handle("GET /admin/state", s.state)

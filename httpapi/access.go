@@ -11,6 +11,7 @@ import (
 	"github.com/perpd/perpd/fsm/access"
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/wire"
+	"github.com/perpd/perpd/node"
 	"github.com/perpd/perpd/node/rail"
 )
 
@@ -316,14 +317,25 @@ func (s *Server) revokeSessions(c *gin.Context) {
 	}
 }
 
+// limits reports the caller's budgets: the read budget from this node's
+// meter (reads are drawn where they are served), the order and withdraw
+// budgets as the leader's meter holds them (they are drawn there).
 func (s *Server) limits(c *gin.Context) {
 	cl := callerOf(c)
 	now := time.Now()
-	view := func(name string) BudgetView {
+	subject := "key:" + cl.KeyID
+	lead := []node.Draw{{Budget: "order", Subject: subject, Account: cl.AccountID},
+		{Budget: "withdraw", Subject: subject, Account: cl.AccountID}}
+	left, err := s.Node.Remaining(c.Request.Context(), lead)
+	if err != nil {
+		unavailable(c, "cannot read the order and withdraw budgets from the leader right now: "+err.Error())
+		return
+	}
+	view := func(name string, remaining int) BudgetView {
 		b := s.budgets[name]
-		return BudgetView{LimitPerMin: b.PerKeyPerMin, Burst: b.KeyBurst,
-			Remaining: s.meter.peek(b, "key:"+cl.KeyID, cl.AccountID, now)}
+		return BudgetView{LimitPerMin: b.PerKeyPerMin, Burst: b.KeyBurst, Remaining: remaining}
 	}
 	c.JSON(http.StatusOK, LimitsView{Tier: s.Node.Config().Deployment,
-		Budgets: BudgetsView{Read: view("read"), Order: view("order"), Withdraw: view("withdraw")}})
+		Budgets: BudgetsView{Read: view("read", s.meter.peek(s.budgets["read"], subject, cl.AccountID, now)),
+			Order: view("order", left[0]), Withdraw: view("withdraw", left[1])}})
 }

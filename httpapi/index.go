@@ -10,8 +10,9 @@ import (
 // X-Consistency: linearizable (the node confirms the leader's commit index
 // and waits to apply it before reading). It runs after authentication and
 // the route's meter, so only a caller that may call the route can make the
-// node wait; a route without a budget draws one read token (per key, or per
-// client address when public) before it waits.
+// node wait; a route without a budget, or whose budget the leader draws
+// only when the write is proposed (order, withdraw), draws one read token
+// (per key, or per client address when public) before it waits.
 func indexGuard(s *Server, r *Route) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		linearizable := false
@@ -35,7 +36,7 @@ func indexGuard(s *Server, r *Route) gin.HandlerFunc {
 		if !linearizable && minIndex == "" {
 			return
 		}
-		if r.Budget == "" && !s.draw(c, r, s.budgets["read"]) {
+		if (r.Budget == "" || leaderBudgets[r.Budget]) && !s.draw(c, r, s.budgets["read"]) {
 			return
 		}
 		stamp := func() {

@@ -12,12 +12,14 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/perpd/perpd/fsm/wire"
+	"github.com/perpd/perpd/node"
 )
 
-// Budget sizes one rate budget (SPEC section 8). Buckets live in memory on
-// the node the client called: a write forwarded to the leader is metered
-// once, where it arrived. A client spreading calls over N nodes gets up to
-// N times the budget, which is why clients are asked to stick to one node.
+// Budget sizes one rate budget (SPEC section 8). Buckets live in memory.
+// The read budget is drawn on the node the client called (reads are served
+// there). The order and withdraw budgets are drawn on the leader, just
+// before the write enters the log (leaderBudgets), so they hold for the
+// whole cluster: a key spreading its writes over N nodes gets one budget.
 type Budget struct {
 	Name             string
 	PerKeyPerMin     int
@@ -169,8 +171,17 @@ func resetAt(now time.Time, tokens float64, perMin int) int64 {
 	return int64(math.Ceil(float64(now.Add(wait).UnixNano()) / 1e9))
 }
 
+// leaderBudgets are drawn on the leader, with the write they meter.
+var leaderBudgets = map[string]bool{"order": true, "withdraw": true}
+
+// drawCtx holds the *node.Draw of a request on a leader-budget route.
+const drawCtx = "perpd.draw"
+
 // meterGuard draws the route's budget: per key and per account for keyed
 // routes, per client address for public ones that have a budget (signup).
+// A leader budget is not drawn here: the guard names the draw, and the
+// leader takes it when the handler proposes its write (Server.propose).
+// A request refused before it proposes (a malformed body) draws nothing.
 func meterGuard(s *Server, r *Route) gin.HandlerFunc {
 	if r.Budget == "" {
 		return nil
@@ -178,18 +189,35 @@ func meterGuard(s *Server, r *Route) gin.HandlerFunc {
 	if _, ok := Budgets[r.Budget]; !ok {
 		panic("route " + r.Path + " names unknown budget " + r.Budget)
 	}
+	if leaderBudgets[r.Budget] {
+		return func(c *gin.Context) {
+			subject, account := subjectOf(c, r)
+			c.Set(drawCtx, &node.Draw{ID: randomID(16), Budget: r.Budget, Subject: subject, Account: account})
+		}
+	}
 	return func(c *gin.Context) { s.draw(c, r, s.budgets[r.Budget]) }
 }
 
-// draw takes one token of b for the caller of r, sets the X-RateLimit
-// headers, and answers 429 itself when the budget is empty.
-func (s *Server) draw(c *gin.Context, r *Route, b Budget) bool {
-	subject, account := "ip:"+c.ClientIP(), ""
+// subjectOf names whose buckets a request draws: its key and account on a
+// keyed route, else its client address.
+func subjectOf(c *gin.Context, r *Route) (subject, account string) {
 	if r.Auth == Keyed {
 		cl := callerOf(c)
-		subject, account = "key:"+cl.KeyID, cl.AccountID
+		return "key:" + cl.KeyID, cl.AccountID
 	}
-	v := s.meter.take(b, subject, account, time.Now())
+	return "ip:" + c.ClientIP(), ""
+}
+
+// draw takes one token of b for the caller of r on this node's meter, sets
+// the X-RateLimit headers, and answers 429 itself when the budget is empty.
+func (s *Server) draw(c *gin.Context, r *Route, b Budget) bool {
+	subject, account := subjectOf(c, r)
+	return s.rateAnswer(c, b.Name, s.meter.take(b, subject, account, time.Now()))
+}
+
+// rateAnswer sets the X-RateLimit headers of v and, when v refuses,
+// answers 429 with Retry-After. It reports whether v admits.
+func (s *Server) rateAnswer(c *gin.Context, budget string, v verdict) bool {
 	h := c.Writer.Header()
 	h.Set("X-RateLimit-Limit", strconv.Itoa(v.limit))
 	h.Set("X-RateLimit-Remaining", strconv.Itoa(v.remaining))
@@ -203,6 +231,36 @@ func (s *Server) draw(c *gin.Context, r *Route, b Budget) bool {
 	}
 	h.Set("Retry-After", strconv.FormatInt(secs, 10))
 	fail(c, http.StatusTooManyRequests, wire.CodeRateLimited,
-		"the "+b.Name+" budget is empty; retry after "+strconv.FormatInt(secs, 10)+"s")
+		"the "+budget+" budget is empty; retry after "+strconv.FormatInt(secs, 10)+"s")
 	return false
+}
+
+// leaderMeter is the Meter the node draws leader budgets from while it
+// leads: this server's buckets, sized by its budgets.
+type leaderMeter struct{ s *Server }
+
+func (m leaderMeter) Take(d node.Draw) node.Verdict {
+	b, ok := m.s.budgets[d.Budget]
+	if !ok {
+		// A budget this server does not size (a member of another
+		// version): admitted unmetered, and no rate headers are set.
+		return node.Verdict{OK: true}
+	}
+	v := m.s.meter.take(b, d.Subject, d.Account, time.Now())
+	return node.Verdict{OK: v.ok, Limit: v.limit, Remaining: v.remaining, ResetUnix: v.resetUnix,
+		RetryAfterMs: (v.retryAfter + time.Millisecond - 1).Milliseconds()}
+}
+
+func (m leaderMeter) Remaining(d node.Draw) int {
+	b, ok := m.s.budgets[d.Budget]
+	if !ok {
+		return 0
+	}
+	return m.s.meter.peek(b, d.Subject, d.Account, time.Now())
+}
+
+// leaderVerdict converts the leader's verdict for the rate headers.
+func leaderVerdict(v node.Verdict) verdict {
+	return verdict{ok: v.OK, limit: v.Limit, remaining: v.Remaining, resetUnix: v.ResetUnix,
+		retryAfter: time.Duration(v.RetryAfterMs) * time.Millisecond}
 }

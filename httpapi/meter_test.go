@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/perpd/perpd/fsm"
 )
 
 var t0 = time.Unix(1_800_000_000, 0)
@@ -176,5 +178,55 @@ func TestMeterSweepForgetsOnlyIdleBuckets(t *testing.T) {
 	}
 	if _, ok := m.buckets[w.Name+"|key:old"]; ok {
 		t.Fatal("an idle bucket survived the sweep")
+	}
+}
+
+// The leader draws the order budget when the write is proposed; on a
+// single node that is the node itself. A replay draws a token like any
+// request (it did when the meter ran before the handler), and a refusal
+// writes nothing.
+func TestOrderBudgetDrawnAtProposeReplaysIncluded(t *testing.T) {
+	a := newTestAPIWith(t, []Option{WithBudgets(tinyOrder())})
+	master, account := a.signup()
+	ob := tinyOrder()["order"]
+	caa := func(idem string) resp {
+		return a.do(req{method: "POST", path: "/v1/cancel-all-after", key: master, idem: idem, body: map[string]any{"timeoutMs": "0"}})
+	}
+	first := caa("caa-1")
+	if first.status != 200 || first.header.Get("X-RateLimit-Remaining") != strconv.Itoa(ob.KeyBurst-1) {
+		t.Fatalf("first: %d %s remaining %q", first.status, first.body, first.header.Get("X-RateLimit-Remaining"))
+	}
+	replay := caa("caa-1")
+	if replay.status != 200 || replay.header.Get("Idempotent-Replayed") != "true" || replay.header.Get("X-RateLimit-Remaining") != strconv.Itoa(ob.KeyBurst-2) {
+		t.Fatalf("replay: %d %s replayed %q remaining %q", replay.status, replay.body, replay.header.Get("Idempotent-Replayed"), replay.header.Get("X-RateLimit-Remaining"))
+	}
+	// A malformed body is refused before it is proposed: it draws nothing.
+	if r := a.do(req{method: "POST", path: "/v1/cancel-all-after", key: master, idem: "caa-bad", body: "{}"}); r.status != 400 {
+		t.Fatalf("malformed: %d %s", r.status, r.body)
+	}
+	for i := 2; i < ob.KeyBurst; i++ {
+		if r := caa("caa-fill-" + strconv.Itoa(i)); r.status != 200 {
+			t.Fatalf("write %d of the burst: %d %s", i+1, r.status, r.body)
+		}
+	}
+	refused := caa("caa-refused")
+	ra, _ := strconv.Atoi(refused.header.Get("Retry-After"))
+	if refused.status != 429 || refused.code() != "rate_limited" || ra < 1 || refused.header.Get("X-RateLimit-Remaining") != "0" ||
+		refused.header.Get("X-RateLimit-Limit") != strconv.Itoa(ob.PerKeyPerMin) {
+		t.Fatalf("past the burst: %d %s %v", refused.status, refused.body, refused.header)
+	}
+	written := func(idem string) (ok bool) {
+		a.node.Machine().Read(func(st *fsm.State, _ uint64) { ok = st.Idem.Records["acct:"+account+":"+idem] != nil })
+		return ok
+	}
+	if !written("caa-1") || written("caa-refused") {
+		t.Fatalf("admitted write stored %v; refused write stored %v (want true, false)", written("caa-1"), written("caa-refused"))
+	}
+	if r := caa("caa-1"); r.status != 429 {
+		t.Fatalf("a replay with the budget empty: %d %s", r.status, r.body)
+	}
+	lim := a.do(req{method: "GET", path: "/v1/limits", key: master}).json(t)
+	if o := lim["budgets"].(map[string]any)["order"].(map[string]any); o["remaining"].(float64) != 0 {
+		t.Fatalf("limits after the burst: %v", o)
 	}
 }

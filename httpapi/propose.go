@@ -46,14 +46,31 @@ func (s *Server) command(c *gin.Context, t fsm.CmdType, payload any, req any) (*
 	return cmd, nil
 }
 
-// propose sends a write through the log. It answers 503 itself when no
-// leader took it; otherwise the caller renders the result.
+// propose sends a write through the log. On a leader-budget route the
+// write carries its draw, which the leader takes just before the log: the
+// leader's verdict sets the rate headers, and an empty budget is answered
+// 429 here with nothing written. It answers 503 itself when no leader took
+// the write; otherwise the caller renders the result.
 func (s *Server) propose(c *gin.Context, cmd *fsm.Command) (*fsm.Result, bool) {
 	propose := s.Node.Propose
 	if s.proposer != nil {
 		propose = s.proposer
 	}
-	res, err := propose(c.Request.Context(), cmd)
+	ctx := c.Request.Context()
+	d, _ := c.Get(drawCtx)
+	draw, _ := d.(*node.Draw)
+	if draw != nil {
+		ctx = node.WithDraw(ctx, draw)
+	}
+	res, err := propose(ctx, cmd)
+	var limited *node.RateLimitedError
+	if errors.As(err, &limited) {
+		s.rateAnswer(c, limited.Budget, leaderVerdict(limited.Verdict))
+		return nil, false
+	}
+	if v, ok := draw.Verdict(); ok && v.Limit > 0 {
+		s.rateAnswer(c, draw.Budget, leaderVerdict(v))
+	}
 	if err != nil {
 		if errors.Is(err, node.ErrUnavailable) {
 			unavailable(c, "no leader accepted the write in time; retry with the same idempotency-key")

@@ -62,6 +62,9 @@ func New(n *node.Node, log hclog.Logger, opts ...Option) *Server {
 	if s.Rail == nil {
 		s.Rail = defaultRail(n.Config().Deployment)
 	}
+	// The order and withdraw budgets are drawn by the leader from its
+	// server's buckets (see leaderBudgets).
+	n.SetMeter(leaderMeter{s})
 	e.Use(gin.CustomRecoveryWithWriter(log.StandardWriter(&hclog.StandardLoggerOptions{}), recovery), s.bodyLimit, s.stampIndex)
 	e.NoRoute(func(c *gin.Context) { notFound(c, "route "+c.Request.URL.Path) })
 	e.NoMethod(func(c *gin.Context) {

@@ -97,6 +97,9 @@ func (n *Node) forward(ctx context.Context, adminAddr string, cmd *fsm.Command) 
 	}
 	n.SetPeerAuth(req)
 	req.Header.Set("Content-Type", "application/cbor")
+	if err := setDrawHeader(ctx, req); err != nil {
+		return nil, err
+	}
 	resp, err := n.forwarder.client.Do(req)
 	if err != nil {
 		return nil, err
@@ -106,8 +109,16 @@ func (n *Node) forward(ctx context.Context, adminAddr string, cmd *fsm.Command) 
 	if err != nil {
 		return nil, err
 	}
+	if err := readVerdict(ctx, resp); err != nil {
+		return nil, err
+	}
 	switch resp.StatusCode {
 	case http.StatusOK:
+	case http.StatusTooManyRequests:
+		if d := drawOf(ctx); d != nil && d.verdict != nil && !d.verdict.OK {
+			return nil, &RateLimitedError{Budget: d.Budget, Verdict: *d.verdict}
+		}
+		return nil, fmt.Errorf("leader answered 429 without a verdict: %s", strings.TrimSpace(string(b)))
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return nil, fmt.Errorf("%w: %d: %s", errForwardRefused, resp.StatusCode, strings.TrimSpace(string(b)))
 	default:
@@ -143,7 +154,10 @@ func (n *Node) InternalPost(h http.HandlerFunc) http.Handler {
 }
 
 // ForwardHandler serves ForwardPath: it applies a follower's command if this
-// node leads, and answers 421 otherwise so the follower looks again.
+// node leads, and answers 421 otherwise so the follower looks again. A
+// command that carries a Draw (DrawHeader) is metered here first: the
+// verdict goes back in VerdictHeader, with 429 and no log entry when the
+// budget is empty.
 func (n *Node) ForwardHandler() http.Handler {
 	return n.InternalPost(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(io.LimitReader(r.Body, maxForwardBytes))
@@ -160,13 +174,26 @@ func (n *Node) ForwardHandler() http.Handler {
 			http.Error(w, fmt.Sprintf("command type %d may not be forwarded: %v", cmd.Type, ErrLeaderOnly), http.StatusForbidden)
 			return
 		}
+		d, err := drawFromHeader(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), n.cfg.ProposeTimeout)
 		defer cancel()
+		if d != nil {
+			ctx = WithDraw(ctx, d)
+		}
 		res, err := n.applyLocal(ctx, cmd)
+		writeVerdict(w, d)
 		if err != nil {
+			var limited *RateLimitedError
 			status := http.StatusServiceUnavailable
-			if errors.Is(err, errNotLeader) {
+			switch {
+			case errors.Is(err, errNotLeader):
 				status = http.StatusMisdirectedRequest
+			case errors.As(err, &limited):
+				status = http.StatusTooManyRequests
 			}
 			http.Error(w, err.Error(), status)
 			return

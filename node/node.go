@@ -35,6 +35,11 @@ type Node struct {
 
 	clock *logClock
 
+	// meter is the rate-budget keeper drawn at the leader (SetMeter);
+	// draws remembers admitted draws so retries are not charged twice.
+	meter atomic.Pointer[Meter]
+	draws draws
+
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup

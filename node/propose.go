@@ -33,7 +33,8 @@ func (n *Node) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, erro
 		if err == nil {
 			return res, nil
 		}
-		if errors.Is(err, ErrLeaderOnly) || errors.Is(err, errForwardRefused) {
+		var limited *RateLimitedError
+		if errors.Is(err, ErrLeaderOnly) || errors.Is(err, errForwardRefused) || errors.As(err, &limited) {
 			return nil, err // final: a retry would be refused again
 		}
 		n.cfg.Logger.Debug("propose retry", "type", cmd.Type, "err", err)
@@ -62,10 +63,15 @@ func (n *Node) proposeOnce(ctx context.Context, cmd *fsm.Command) (*fsm.Result, 
 	return n.forward(ctx, meta.Admin, cmd)
 }
 
-// applyLocal stamps cmd with the leader's clock and applies it through raft.
+// applyLocal draws the rate budget ctx carries, if any, then stamps cmd
+// with the leader's clock and applies it through raft. A refused draw
+// returns a *RateLimitedError and nothing reaches the log.
 func (n *Node) applyLocal(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
 	if !n.IsLeader() {
 		return nil, errNotLeader
+	}
+	if err := n.gate(ctx); err != nil {
+		return nil, err
 	}
 	stamped := *cmd
 	stamped.TsMs = n.stamp()
