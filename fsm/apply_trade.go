@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/perpd/perpd/fsm/access"
+	"github.com/perpd/perpd/fsm/market"
 	"github.com/perpd/perpd/fsm/trade"
 	"github.com/perpd/perpd/fsm/wire"
 )
@@ -24,11 +25,14 @@ func init() {
 		}
 		s.Trade.FillNil()
 	})
+	fundingHooks = append(fundingHooks, func(c *Ctx, ev market.FundingEvent) {
+		c.St.Trade.OnFunding(c.tradeEnv(), ev)
+	})
 	printHooks = append(printHooks, func(c *Ctx, marketID string) {
 		c.St.Trade.OnPrint(c.tradeEnv(), marketID)
 	})
 	invariantChecks = append(invariantChecks, func(st *State) error {
-		return st.Trade.CheckInvariants(st.Ledger, st.Market, false)
+		return st.Trade.CheckInvariants(st.Ledger, st.Market, false, st.NowMs)
 	})
 }
 

@@ -66,7 +66,7 @@ func (w *tradeWorld) at(cmd *Command) *Result {
 func (w *tradeWorld) check() {
 	w.t.Helper()
 	w.m.Read(func(st *State, _ uint64) {
-		if err := st.Trade.CheckInvariants(st.Ledger, st.Market, true); err != nil {
+		if err := st.Trade.CheckInvariants(st.Ledger, st.Market, true, st.NowMs); err != nil {
 			w.t.Fatal(err)
 		}
 	})
@@ -252,35 +252,13 @@ func TestFlipIsCloseAndOpenInOneFill(t *testing.T) {
 	}
 }
 
-// A loss beyond the position's margin is the deficit: the house gets the
-// margin, the trader's free balance only pays the fee.
-func TestLossBeyondMarginIsDeficitAbsorbedByTheHouse(t *testing.T) {
-	w := newTradeWorld(t)
-	acct, key := w.account(btcBTC)
-	created(t, w.order(acct, key, mktOrder("o1", "BTC-PERP", "buy", 100_000)), trade.StatusFilled)
-	margin := w.position(acct, "BTC-PERP").MarginMsat
-	freeBefore := w.balance(ledger.Free(acct))
-	wantOK(t, w.print("BTCUSD", usdQ8(90_000)))
-	created(t, w.order(acct, key, mktOrder("o2", "BTC-PERP", "sell", 100_000)), trade.StatusFilled)
-	f := w.lastFill(acct)
-	if f.DeficitMsat <= 0 || -f.RealizedPnlMsat != margin+f.DeficitMsat {
-		t.Fatalf("fill %+v, margin %d", f, margin)
-	}
-	if got := w.balance(ledger.Free(acct)); got != freeBefore-f.FeeMsat {
-		t.Fatalf("free %d, want %d", got, freeBefore-f.FeeMsat)
-	}
-	if got := w.balance(ledger.House); got != margin {
-		t.Fatalf("house %d, want the margin %d", got, margin)
-	}
-}
-
 func TestLimitOrderRestsThenFillsWhenThePrintCrosses(t *testing.T) {
 	w := newTradeWorld(t)
 	acct, key := w.account(btcBTC)
 	limit := usdQ8(99_000)
 	created(t, w.order(acct, key, limitOrder("l1", "BTC-PERP", "buy", 1000, limit)), trade.StatusResting)
 	o := w.orderOf(acct, "l1")
-	want, _ := trade.Reservation(&market.DefaultCatalogue()[0], trade.Position{}, trade.Long, 1000, limit, false)
+	want, _ := trade.Reservation(&market.DefaultCatalogue()[0], trade.Position{}, trade.Long, 1000, limit, 0, false)
 	if o.Status != trade.StatusAccepted || o.ReservedMsat != want || w.balance(ledger.Reserved(acct)) != want {
 		t.Fatalf("order %+v, reserved %d, want %d", o, w.balance(ledger.Reserved(acct)), want)
 	}

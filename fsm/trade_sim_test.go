@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/perpd/perpd/fsm/market"
@@ -82,6 +83,15 @@ func runTradeSim(t *testing.T, cfg simConfig) *tradeWorld {
 		return accts[rng.IntN(len(accts))]
 	}
 	mids := map[string]int64{"BTCUSD": usdQ8(100_000), "ETHUSD": usdQ8(3_400)}
+	starts := map[string]int64{"BTCUSD": mids["BTCUSD"], "ETHUSD": mids["ETHUSD"]}
+	// leverage picks an order's leverage: the market's most (0) half the
+	// time, else 2 to 100.
+	leverage := func() int64 {
+		if rng.IntN(2) == 0 {
+			return 0
+		}
+		return rng.Int64N(99) + 2
+	}
 	feedOf := map[string]string{"BTC-PERP": "BTCUSD", "ETH-PERP": "ETHUSD"}
 	ticks := map[string]int64{"BTC-PERP": market.DefaultCatalogue()[0].TickSizeQ8, "ETH-PERP": market.DefaultCatalogue()[1].TickSizeQ8}
 	// level returns a price off the mid by off per mille, on the tick.
@@ -103,24 +113,28 @@ func runTradeSim(t *testing.T, cfg simConfig) *tradeWorld {
 		size := rng.Int64N(200_000) + 1
 		var res *Result
 		switch op := rng.IntN(100); {
-		case op < 25: // a print; one in twenty jumps up to 5%
+		case op < 25: // a print; one in twenty jumps up to 5%, one in 300 crashes or spikes up to 40%
 			feed := []string{"BTCUSD", "ETHUSD"}[rng.IntN(2)]
 			step := mids[feed] / 1000
 			if rng.IntN(20) == 0 {
 				step = mids[feed] / 20
 			}
+			if rng.IntN(300) == 0 {
+				step = mids[feed] * 2 / 5
+			}
 			mids[feed] += rng.Int64N(2*step+1) - step
+			mids[feed] = min(max(mids[feed], starts[feed]/4), starts[feed]*4) // keep the walk in a sane range
 			res = w.print(feed, mids[feed])
 		case op < 45:
 			r := mktOrder(id, mkt, side, size)
-			r.ReduceOnly = rng.IntN(4) == 0
+			r.ReduceOnly, r.Leverage = rng.IntN(4) == 0, leverage()
 			if rng.IntN(10) == 0 {
 				r.HasMaxSlippage, r.MaxSlippageQ9 = true, rng.Int64N(2_000_000)
 			}
 			res = w.order(ak.acct, ak.key, r)
 		case op < 60:
 			r := limitOrder(id, mkt, side, size, level(mkt, rng.Int64N(41)-20))
-			r.ReduceOnly = rng.IntN(4) == 0
+			r.ReduceOnly, r.Leverage = rng.IntN(4) == 0, leverage()
 			res = w.order(ak.acct, ak.key, r)
 		case op < 70: // a standalone stop or take-profit, mostly reduce-only
 			r := stopOrder(id, mkt, side, size, 0)
@@ -134,10 +148,12 @@ func runTradeSim(t *testing.T, cfg simConfig) *tradeWorld {
 			}
 			res = w.order(ak.acct, ak.key, r)
 		case op < 75:
-			res = w.order(ak.acct, ak.key, entryOrder(id, mkt, side, size, level(mkt, rng.Int64N(61)-30)))
+			r := entryOrder(id, mkt, side, size, level(mkt, rng.Int64N(61)-30))
+			r.Leverage = leverage()
+			res = w.order(ak.acct, ak.key, r)
 		case op < 85: // a bracket, market or trigger entry, legs 10-30 per mille away
 			r := bracket(id, side, size, 0, 0, 0)
-			r.MarketID = mkt
+			r.MarketID, r.Leverage = mkt, leverage()
 			ref, dir := int64(0), int64(1)
 			if side == "sell" {
 				dir = -1
@@ -173,8 +189,12 @@ func runTradeSim(t *testing.T, cfg simConfig) *tradeWorld {
 				timeout = trade.CancelAfterMinMs + rng.Int64N(4000)
 			}
 			res = w.at(cancelAfterCmd(t, ak.acct, ak.key, "caa"+id, timeout))
-		default: // time passes (deadlines come due); the oracle stays fresh
+		default: // time passes: deadlines come due, and now and then a minute
+			// (funding boundaries; log time moves at most a minute an entry)
 			w.ts += rng.Int64N(3000)
+			if rng.IntN(3) == 0 {
+				w.ts += MaxClockStepMs - 3000
+			}
 			res = w.at(&Command{Type: CmdTick})
 		}
 		tally[res.Code]++
@@ -199,6 +219,29 @@ func runTradeSim(t *testing.T, cfg simConfig) *tradeWorld {
 				if f.ReservedMarginMsat > 0 {
 					tally["resting order filled"]++
 				}
+			case "liquidation":
+				l := ev.Data.(trade.LiquidationView)
+				q := int64(l.ClosedContracts)
+				if l.Side == "long" {
+					q = -q
+				}
+				net[l.AccountID+"/"+l.MarketID] += q
+				touched[l.AccountID+"/"+l.MarketID] = true
+				tally["liquidation"]++
+				if l.Partial {
+					tally["liquidation partial"]++
+				}
+				if l.ADLTriggered {
+					tally["liquidation adl"]++
+				}
+				if l.DeficitMsat > 0 {
+					tally["liquidation deficit"]++
+				}
+				if l.InsuranceCoveredMsat > 0 {
+					tally["liquidation insurance covered"]++
+				}
+			case "funding_flow":
+				tally["funding flow"]++
 			case "order":
 				if o := ev.Data.(trade.OrderView); o.Status == trade.StatusCanceled && o.Reason != nil {
 					tally["canceled: "+*o.Reason]++
@@ -244,9 +287,10 @@ func runTradeSim(t *testing.T, cfg simConfig) *tradeWorld {
 			fills += len(a.Fills)
 		}
 	})
-	for _, want := range []string{wire.CodeReduceOnly, wire.CodeInsufficientMargin, "resting order filled", "canceled: reduce_only",
+	for _, want := range []string{wire.CodeReduceOnly, wire.CodeInsufficientMargin, "resting order filled",
 		"trigger executed", "trigger blocked: reduce_only", "trigger cancelled: oco", "trigger cancelled: position_closed",
-		"trigger cancelled: cancel_all_after", "trigger resting", "trigger cancelled: entry_canceled"} {
+		"trigger cancelled: cancel_all_after", "trigger resting", "trigger cancelled: entry_canceled",
+		"liquidation", "liquidation partial", "liquidation deficit", "funding flow"} {
 		if tally[want] == 0 {
 			t.Errorf("weak run: no %q; outcomes %v", want, tally)
 		}
@@ -272,6 +316,14 @@ func checkSimFill(t *testing.T, w *tradeWorld, f trade.FillView) {
 	t.Helper()
 	var p market.Params
 	var o trade.Order
+	if strings.HasPrefix(f.OrderID, trade.ADLOrderPrefix) {
+		// Auto-deleveraging: a close at the mid, no spread, no fee, a
+		// profit (cut by the shortfall, never below zero).
+		if f.ExecPriceQ8 != f.Oracle.MidQ8 || f.FeeMsat != 0 || f.OpenedContracts != 0 || f.RealizedPnlMsat < 0 {
+			t.Fatalf("adl fill %+v", f)
+		}
+		return
+	}
 	w.m.Read(func(st *State, _ uint64) {
 		p = st.Market.MarketsByID[f.MarketID].Params
 		oo, ok := st.Trade.Order(f.AccountID, f.OrderID)

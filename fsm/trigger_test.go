@@ -61,7 +61,9 @@ func (w *tradeWorld) triggersPage(acct, state string) (p trade.TriggersPage) {
 func TestStopLossClosesALongWhenThePriceFalls(t *testing.T) {
 	w := newTradeWorld(t)
 	acct, key := w.account(btcBTC)
-	created(t, w.order(acct, key, mktOrder("open", "BTC-PERP", "buy", 1000)), trade.StatusFilled)
+	open := mktOrder("open", "BTC-PERP", "buy", 1000)
+	open.Leverage = 10
+	created(t, w.order(acct, key, open), trade.StatusFilled)
 	stop := stopOrder("sl", "BTC-PERP", "sell", 1000, usdQ8(99_500))
 	stop.ReduceOnly = true
 	created(t, w.order(acct, key, stop), trade.StatusWorking)
@@ -119,8 +121,10 @@ func TestTakeProfitAndEntryTriggers(t *testing.T) {
 	tp.ReduceOnly = true
 	created(t, w.order(acct, key, tp), trade.StatusWorking)
 	// A buy entry above the price (a breakout), and one below (a dip).
-	created(t, w.order(acct, key, entryOrder("up", "BTC-PERP", "buy", 500, usdQ8(101_000))), trade.StatusWorking)
-	created(t, w.order(acct, key, entryOrder("dip", "BTC-PERP", "buy", 300, usdQ8(99_000))), trade.StatusWorking)
+	up, dip := entryOrder("up", "BTC-PERP", "buy", 500, usdQ8(101_000)), entryOrder("dip", "BTC-PERP", "buy", 300, usdQ8(99_000))
+	up.Leverage, dip.Leverage = 10, 10
+	created(t, w.order(acct, key, up), trade.StatusWorking)
+	created(t, w.order(acct, key, dip), trade.StatusWorking)
 
 	w.print("ETHUSD", usdQ8(3_299))
 	w.wantTrigger(acct, "tp", trade.TrigExecuted, "")
@@ -242,7 +246,7 @@ func TestBracketPartialLegsAndPositionClose(t *testing.T) {
 	w := newTradeWorld(t)
 	acct, key := w.account(btcBTC)
 	b := bracket("b", "sell", 1000, 0, usdQ8(103_000), usdQ8(97_000))
-	b.Bracket.StopContracts = 400
+	b.Bracket.StopContracts, b.Leverage = 400, 10
 	created(t, w.order(acct, key, b), trade.StatusFilled)
 	w.print("BTCUSD", usdQ8(103_500))
 	w.wantTrigger(acct, "b.stop", trade.TrigExecuted, "")
@@ -252,7 +256,9 @@ func TestBracketPartialLegsAndPositionClose(t *testing.T) {
 	}
 
 	// A second bracket's legs go when the position is closed by hand.
-	created(t, w.order(acct, key, bracket("c", "sell", 100, 0, usdQ8(110_000), usdQ8(90_000))), trade.StatusFilled)
+	c := bracket("c", "sell", 100, 0, usdQ8(110_000), usdQ8(90_000))
+	c.Leverage = 10
+	created(t, w.order(acct, key, c), trade.StatusFilled)
 	created(t, w.order(acct, key, mktOrder("flat", "BTC-PERP", "buy", 700)), trade.StatusFilled)
 	w.wantTrigger(acct, "c.stop", trade.TrigCancelled, trade.ReasonPositionClosed)
 	w.wantTrigger(acct, "c.tp", trade.TrigCancelled, trade.ReasonPositionClosed)

@@ -43,6 +43,7 @@ type OrderRequest struct {
 	ReduceOnly     bool          `json:"reduceOnly" req:"true" doc:"true: the order may only reduce the position; never increases or flips it"`
 	LimitPriceQ8   *wire.Int     `json:"limitPriceQ8" unit:"q8" min:"1" doc:"required for limit orders; a multiple of tickSizeQ8"`
 	TriggerPriceQ8 *wire.Int     `json:"triggerPriceQ8" unit:"q8" min:"1" doc:"required for stop_market and take_profit_market: the oracle mid that fires it (a stop buys on a rise and sells on a fall; a take-profit the other way); a multiple of tickSizeQ8"`
+	Leverage       *wire.Int     `json:"leverage" unit:"int" min:"1" doc:"margin the opened contracts take: notional / leverage (at least the market's imRateQ9); 1 to maxLeverage, default maxLeverage. Isolated: a position's margin is what its fills put in"`
 	MaxSlippageQ9  *wire.Int     `json:"maxSlippageQ9" unit:"q9" min:"0" max:"999999999" doc:"refuse rather than fill worse than the oracle mid by more than this fraction (a trigger that fires beyond it is blocked with reason slippage)"`
 	Trigger        *OrderTrigger `json:"trigger" doc:"with type market: a trigger that executes the order when the mid reaches level; entry fires toward the level from the current mid"`
 	Bracket        *OrderBracket `json:"bracket" doc:"with type market: an entry (market now, or a trigger at entryLevel) plus reduce-only stop and take-profit legs in one OCO group named by the order id; legs have ids <orderId>.stop and <orderId>.tp"`
@@ -77,7 +78,7 @@ func (s *Server) orderRoutes() []*Route {
 		{Method: http.MethodDelete, Path: "/v1/orders/:id", Summary: "Cancel an order, a trigger or a whole bracket (by its id)",
 			Auth: Keyed, Scope: "trade", Budget: "order", Idem: true,
 			Responses: map[int]any{200: fsm.CancelResult{}, 404: wire.ErrorBody{}}, Handler: s.cancelOrder},
-		{Method: http.MethodGet, Path: "/v1/positions", Summary: "Open positions",
+		{Method: http.MethodGet, Path: "/v1/positions", Summary: "Open positions, with their liquidation price",
 			Auth: Keyed, Scope: "read", Budget: "read",
 			Responses: map[int]any{200: []trade.PositionView{}}, Handler: s.positions},
 		{Method: http.MethodGet, Path: "/v1/fills", Summary: "Fills, newest first",
@@ -94,7 +95,7 @@ func (s *Server) placeOrder(c *gin.Context) {
 	key, _ := c.Get(idemKeyCtx)
 	p := trade.PlaceRequest{OrderID: key.(string), MarketID: req.MarketID, Side: req.Side, Type: req.Type,
 		Contracts: int64(req.Contracts), ReduceOnly: req.ReduceOnly,
-		LimitPriceQ8: intOr0(req.LimitPriceQ8), TriggerPriceQ8: intOr0(req.TriggerPriceQ8)}
+		LimitPriceQ8: intOr0(req.LimitPriceQ8), TriggerPriceQ8: intOr0(req.TriggerPriceQ8), Leverage: intOr0(req.Leverage)}
 	if req.MaxSlippageQ9 != nil {
 		p.HasMaxSlippage, p.MaxSlippageQ9 = true, int64(*req.MaxSlippageQ9)
 	}
@@ -193,7 +194,7 @@ func (s *Server) order(c *gin.Context) {
 func (s *Server) positions(c *gin.Context) {
 	acct := callerOf(c).AccountID
 	var out []trade.PositionView
-	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { out = st.Trade.Positions(acct) })
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { out = st.Trade.Positions(acct, st.Market) })
 	c.JSON(http.StatusOK, out)
 }
 

@@ -173,3 +173,30 @@ func (x *PriceIndex) Crossed(oldMidQ8, newMidQ8 int64) []string {
 	}
 	return out
 }
+
+// Reached returns the ids whose level a price of midQ8 has reached, moving
+// from anywhere: Rising entries with level <= midQ8 (ascending level), then
+// Falling entries with level >= midQ8 (descending level), ties by id. Where
+// Crossed answers "what did this move pass", Reached answers "what is due
+// at this price", for entries that may have been placed beyond the price
+// (a position whose margin funding just drained). It visits only the
+// returned entries plus one descent per tree and changes nothing.
+func (x *PriceIndex) Reached(midQ8 int64) []string {
+	x.ensure()
+	var out []string
+	x.rising.Scan(func(it indexItem) bool {
+		if it.level > midQ8 {
+			return false
+		}
+		out = append(out, it.id)
+		return true
+	})
+	x.falling.Scan(func(it indexItem) bool {
+		if it.level < midQ8 {
+			return false
+		}
+		out = append(out, it.id)
+		return true
+	})
+	return out
+}

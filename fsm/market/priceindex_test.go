@@ -142,3 +142,25 @@ func TestPriceIndexBound(t *testing.T) {
 		t.Fatalf("moving an existing entry in a full index: %v", err)
 	}
 }
+
+func TestPriceIndexReached(t *testing.T) {
+	x := NewPriceIndex()
+	for _, e := range []struct {
+		id    string
+		level int64
+		dir   Direction
+	}{{"r1", 100, Rising}, {"r2", 200, Rising}, {"r3", 300, Rising}, {"f1", 100, Falling}, {"f2", 200, Falling}, {"f3", 300, Falling}} {
+		if err := x.Insert(e.id, e.level, e.dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := fmt.Sprint(x.Reached(200)); got != "[r1 r2 f3 f2]" {
+		t.Fatalf("reached at 200: %s", got)
+	}
+	if got := fmt.Sprint(x.Reached(50)); got != "[f3 f2 f1]" {
+		t.Fatalf("reached at 50: %s", got)
+	}
+	if got := fmt.Sprint(x.Reached(301)); got != "[r1 r2 r3]" {
+		t.Fatalf("reached at 301: %s", got)
+	}
+}

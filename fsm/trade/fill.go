@@ -30,8 +30,14 @@ func (s *State) fill(env *Env, o *Order, pl Plan, reservedMsat int64) {
 		delete(a.Positions, mkt)
 	} else {
 		after := pl.After
+		if pl.Before.Contracts == 0 || pl.Before.Side != after.Side {
+			s.NextPositionNo++
+			after.ID = s.NextPositionNo
+			pl.After.ID = after.ID
+		}
 		a.Positions[mkt] = &after
 	}
+	s.indexPosition(env, acct, mkt)
 	if pl.Closed > 0 {
 		mustOI(env.Market.AddOpenInterest(mkt, market.Side(pl.Before.Side), -pl.Closed))
 	}
@@ -50,15 +56,20 @@ func (s *State) fill(env *Env, o *Order, pl Plan, reservedMsat int64) {
 		ImpactMsat: pl.ImpactMsat, RealizedPnlMsat: pl.RealizedPnlMsat, ReleasedMarginMsat: pl.ReleasedMarginMsat,
 		ReservedMarginMsat: reservedMsat, DeficitMsat: pl.DeficitMsat, After: pl.After,
 		Seq: env.NextSeq(), TsMs: env.NowMs}
-	a.Fills = append(a.Fills, f)
-	if len(a.Fills) > FillsKept {
-		a.Fills = a.Fills[len(a.Fills)-FillsKept:]
-	}
-	env.Emit("fill", acct, f.Seq, NewFillView(f))
+	s.recordFill(env, a, f)
 	s.close(o, StatusFilled, "")
 	s.changed(env, o)
 	env.Emit("position", acct, env.NextSeq(), NewPositionChange(mkt, pl.After))
 	s.afterFill(env, o, pl)
+}
+
+// recordFill keeps a fill (bounded) and announces it.
+func (s *State) recordFill(env *Env, a *Account, f *Fill) {
+	a.Fills = append(a.Fills, f)
+	if len(a.Fills) > FillsKept {
+		a.Fills = a.Fills[len(a.Fills)-FillsKept:]
+	}
+	env.Emit("fill", f.AccountID, f.Seq, NewFillView(f))
 }
 
 func mustOI(err error) {
@@ -67,8 +78,8 @@ func mustOI(err error) {
 	}
 }
 
-// OnPrint checks the market's resting limit orders and armed triggers
-// against its newest print: only the entries whose level the mid crossed
+// OnPrint liquidates what the newest print made due (liquidate.go), then
+// checks the market's resting limit orders and armed triggers against it: only the entries whose level the mid crossed
 // since the last check (the price index; no scan), in the order the price
 // met them. A crossed limit order fills when its execution price is no
 // worse than its limit; otherwise it waits again one q8 unit beyond the
@@ -89,9 +100,13 @@ func (s *State) OnPrint(env *Env, marketID string) {
 	}
 	old := book.LastMidQ8
 	book.LastMidQ8 = pr.MidQ8
+	// Risk first: a position this print takes below maintenance is
+	// liquidated before its own stop or limit could close it.
+	s.sweep(env, marketID)
 	if old == 0 || book.Index.Len() == 0 {
 		return
 	}
+	defer s.sweep(env, marketID)
 	for _, id := range book.Index.Crossed(old, pr.MidQ8) {
 		if _, live := book.Index.Entries[id]; !live {
 			continue // ended by an earlier entry of this print (OCO, a closed position)
@@ -133,7 +148,10 @@ func (s *State) tryResting(env *Env, m *market.MarketState, pr market.Print, boo
 		return
 	}
 	free := env.Ledger.Balance(ledger.Free(o.AccountID)) + o.ReservedMsat
-	pl, ref := PlanFill(m, pos, o.Side, q, qt, free, env.NowMs)
+	pl, ref := PlanFillLeveraged(m, pos, o.Side, q, o.Leverage, qt, free, env.NowMs)
+	if ref == nil && !s.positionRoom(o.MarketID, pos, o.Side, q) {
+		ref = refuse(wire.CodeValidation, "market %s holds the most positions it can", o.MarketID)
+	}
 	if ref != nil {
 		s.finish(env, o, StatusCanceled, ref.Code)
 		return

@@ -155,16 +155,27 @@ func rateOf(amountMsat, rateQ9 int64) (int64, error) {
 // ErrLeverage refuses a margin rate that allows more than maxLeverage.
 var ErrLeverage = errors.New("trade: leverage beyond maxLeverage")
 
-// InitialMarginMsat is notional x imRateQ9 / 1e9, rounded up. Orders carry
-// no leverage field (SPEC's order body has none), so every order uses the
-// market's imRateQ9; the check that imRate >= 1/maxLeverage is repeated
-// here so that a market whose rates were ever inconsistent refuses orders
-// instead of granting more leverage than it advertises.
+// InitialMarginMsat is notional x imRateQ9 / 1e9, rounded up, where
+// imRateQ9 is the order's margin rate (MarginRateQ9); the check that
+// imRate >= 1/maxLeverage is repeated here so that a market whose rates
+// were ever inconsistent refuses orders instead of granting more leverage
+// than it advertises.
 func InitialMarginMsat(notionalMsat, imRateQ9, maxLeverage int64) (int64, error) {
 	if maxLeverage < 1 || imRateQ9 <= 0 || imRateQ9 > q9 || imRateQ9*maxLeverage < q9 {
 		return 0, fmt.Errorf("%w: imRateQ9 %d, maxLeverage %d", ErrLeverage, imRateQ9, maxLeverage)
 	}
 	return rateOf(notionalMsat, imRateQ9)
+}
+
+// MarginRateQ9 is the initial margin rate of an order asking for leverage
+// (0: the market's most, maxLeverage): the larger of the market's
+// imRateQ9 and 1/leverage, rounded up. The caller has checked leverage
+// against [1, maxLeverage].
+func MarginRateQ9(p *market.Params, leverage int64) int64 {
+	if leverage <= 0 {
+		return p.IMRateQ9
+	}
+	return max(p.IMRateQ9, (q9+leverage-1)/leverage)
 }
 
 // TakerFeeMsat is notional x takerFeeQ9 / 1e9, rounded up.

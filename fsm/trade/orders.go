@@ -42,6 +42,9 @@ type PlaceRequest struct {
 	TriggerKind    string          `cbor:"11,keyasint,omitempty"`
 	TriggerLevelQ8 int64           `cbor:"12,keyasint,omitempty"`
 	Bracket        *BracketRequest `cbor:"13,keyasint,omitempty"`
+	// Leverage asks for the margin of the contracts the order opens: 1
+	// to maxLeverage (0: maxLeverage, the market's imRateQ9).
+	Leverage int64 `cbor:"14,keyasint,omitempty"`
 }
 
 // Created is the answer to an order placement (SPEC: 201 {orderId, status}).
@@ -87,6 +90,9 @@ func validate(r *PlaceRequest, p *market.Params) (Side, string, int64, *wire.Ref
 	}
 	if r.HasMaxSlippage && (r.MaxSlippageQ9 < 0 || r.MaxSlippageQ9 >= q9) {
 		return 0, "", 0, refuse(wire.CodeValidation, "maxSlippageQ9 %d outside [0, 1e9)", r.MaxSlippageQ9)
+	}
+	if r.Leverage < 0 || r.Leverage > p.MaxLeverage {
+		return 0, "", 0, refuse(wire.CodeValidation, "leverage %d beyond maxLeverage %d", r.Leverage, p.MaxLeverage)
 	}
 	hasTrigger := r.TriggerKind != "" || r.TriggerLevelQ8 != 0
 	var kind string
@@ -204,7 +210,7 @@ func (s *State) Place(env *Env, accountID string, r PlaceRequest, reqHash []byte
 	free := env.Ledger.Balance(ledger.Free(accountID))
 	o := &Order{OrderID: r.OrderID, AccountID: accountID, MarketID: r.MarketID, Side: side, Type: r.Type,
 		Contracts: r.Contracts, LimitQ8: r.LimitPriceQ8, ReduceOnly: r.ReduceOnly, HasMaxSlippage: r.HasMaxSlippage,
-		MaxSlippageQ9: r.MaxSlippageQ9, ReqHash: reqHash, CreatedTsMs: env.NowMs}
+		MaxSlippageQ9: r.MaxSlippageQ9, ReqHash: reqHash, CreatedTsMs: env.NowMs, Leverage: r.Leverage}
 	slippageOK := !r.HasMaxSlippage || WithinSlippage(side, qt.ExecQ8, qt.MidQ8, r.MaxSlippageQ9)
 	if r.Type == TypeMarket {
 		if !slippageOK {
@@ -213,12 +219,18 @@ func (s *State) Place(env *Env, accountID string, r PlaceRequest, reqHash []byte
 		}
 	}
 	if r.Type == TypeMarket || (slippageOK && noWorse(side, qt.ExecQ8, r.LimitPriceQ8)) {
-		pl, ref := PlanFill(m, pos, side, r.Contracts, qt, free, env.NowMs)
+		pl, ref := PlanFillLeveraged(m, pos, side, r.Contracts, r.Leverage, qt, free, env.NowMs)
 		if ref != nil {
 			return Created{}, ref
 		}
+		if !s.positionRoom(r.MarketID, pos, side, r.Contracts) {
+			return Created{}, refuse(wire.CodeValidation, "market %s holds the most positions it can", r.MarketID)
+		}
 		s.newOrder(o)
 		s.fill(env, o, pl, 0)
+		// Defensive: a fill never leaves its position below maintenance
+		// (initial margin exceeds it), but whatever is due goes now.
+		s.sweep(env, r.MarketID)
 		return Created{OrderID: o.OrderID, Status: StatusFilled}, nil
 	}
 	return s.rest(env, o, pos, qt.MidQ8, free)
@@ -236,7 +248,7 @@ func noWorse(side Side, execQ8, limitQ8 int64) bool {
 // of the contracts it would open at its limit price (against the position
 // as it is at placement) plus the taker fee on all its contracts at the
 // limit price. Reduce-only orders open nothing.
-func Reservation(p *market.Params, pos Position, side Side, q, limitQ8 int64, reduceOnly bool) (int64, error) {
+func Reservation(p *market.Params, pos Position, side Side, q, limitQ8, leverage int64, reduceOnly bool) (int64, error) {
 	opening := q
 	if pos.Contracts > 0 && pos.Side == -side {
 		opening -= min(q, pos.Contracts)
@@ -256,7 +268,7 @@ func Reservation(p *market.Params, pos Position, side Side, q, limitQ8 int64, re
 	if err != nil {
 		return 0, err
 	}
-	im, err := InitialMarginMsat(openNotional, p.IMRateQ9, p.MaxLeverage)
+	im, err := InitialMarginMsat(openNotional, MarginRateQ9(p, leverage), p.MaxLeverage)
 	if err != nil {
 		return 0, err
 	}
@@ -285,7 +297,7 @@ func (s *State) rest(env *Env, o *Order, pos Position, midQ8, free int64) (Creat
 		return Created{}, refuse(wire.CodeValidation, "at most %d resting orders per account", RestingOrdersPerAccountMax)
 	}
 	mustReduce := o.ReduceOnly || p.Status == market.StatusReduceOnly
-	reserve, err := Reservation(p, pos, o.Side, o.Contracts, o.LimitQ8, mustReduce)
+	reserve, err := Reservation(p, pos, o.Side, o.Contracts, o.LimitQ8, o.Leverage, mustReduce)
 	if err != nil {
 		return Created{}, refuse(wire.CodeValidation, "order cannot be priced: %v", err)
 	}

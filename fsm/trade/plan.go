@@ -37,6 +37,9 @@ type Position struct {
 	EntryQ8          int64 `cbor:"3,keyasint"`
 	MarginMsat       int64 `cbor:"4,keyasint"`
 	FundingClockTsMs int64 `cbor:"5,keyasint"`
+	// ID numbers the position (positionId) from its opening to its close;
+	// a flip opens a new one.
+	ID uint64 `cbor:"6,keyasint,omitempty"`
 }
 
 // Quote is the price a trade of q contracts on side gets now: the oracle
@@ -119,6 +122,13 @@ func refuse(code, format string, args ...any) *wire.Refusal {
 // take the position or the market's side beyond its limit (reducing is
 // never refused for limits).
 func PlanFill(m *market.MarketState, pos Position, side Side, q int64, qt Quote, freeMsat, nowMs int64) (Plan, *wire.Refusal) {
+	return PlanFillLeveraged(m, pos, side, q, 0, qt, freeMsat, nowMs)
+}
+
+// PlanFillLeveraged is PlanFill for an order that asked for leverage (0:
+// the market's most): the opened contracts take MarginRateQ9 of their
+// notional as margin.
+func PlanFillLeveraged(m *market.MarketState, pos Position, side Side, q, leverage int64, qt Quote, freeMsat, nowMs int64) (Plan, *wire.Refusal) {
 	p := &m.Params
 	pl := Plan{Side: side, Quote: qt, Before: pos}
 	if pos.Contracts > 0 && pos.Side == -side {
@@ -171,7 +181,7 @@ func PlanFill(m *market.MarketState, pos Position, side Side, q int64, qt Quote,
 		if err != nil {
 			return fail(err)
 		}
-		if pl.OpenMarginMsat, err = InitialMarginMsat(notional, p.IMRateQ9, p.MaxLeverage); err != nil {
+		if pl.OpenMarginMsat, err = InitialMarginMsat(notional, MarginRateQ9(p, leverage), p.MaxLeverage); err != nil {
 			return Plan{}, refuse(wire.CodeValidation, "%v", err)
 		}
 		pl.FreeToMargin = pl.OpenMarginMsat
@@ -210,7 +220,7 @@ func positionAfter(p *market.Params, pos Position, pl Plan, keep int64, side Sid
 	switch {
 	case pl.Closed > 0 && pl.Closed < pos.Contracts:
 		return Position{Side: pos.Side, Contracts: pos.Contracts - pl.Closed, EntryQ8: pos.EntryQ8,
-			MarginMsat: keep, FundingClockTsMs: pos.FundingClockTsMs}
+			MarginMsat: keep, FundingClockTsMs: pos.FundingClockTsMs, ID: pos.ID}
 	case pl.Opened == 0:
 		return Position{}
 	case pos.Contracts == 0 || pos.Side == -side: // new, or the open side of a flip
@@ -221,5 +231,5 @@ func positionAfter(p *market.Params, pos Position, pl Plan, keep int64, side Sid
 		entry = 0
 	}
 	return Position{Side: side, Contracts: pos.Contracts + pl.Opened, EntryQ8: entry,
-		MarginMsat: pos.MarginMsat + pl.OpenMarginMsat, FundingClockTsMs: pos.FundingClockTsMs}
+		MarginMsat: pos.MarginMsat + pl.OpenMarginMsat, FundingClockTsMs: pos.FundingClockTsMs, ID: pos.ID}
 }

@@ -24,6 +24,10 @@ const (
 	FillsKept = 1000
 	// OrderIDLenMax is the longest order id (the idempotency key's bound).
 	OrderIDLenMax = 255
+	// FundingFlowsKept and LiquidationsKept bound an account's funding
+	// and liquidation histories (newest kept).
+	FundingFlowsKept = 1000
+	LiquidationsKept = 1000
 )
 
 // Order statuses of the order views (SPEC section 3), and the two
@@ -58,6 +62,9 @@ type State struct {
 	Accounts map[string]*Account `cbor:"3,keyasint"`
 	Books    map[string]*Book    `cbor:"4,keyasint"`
 
+	// NextPositionNo numbers positions (positionId) as they open.
+	NextPositionNo uint64 `cbor:"5,keyasint,omitempty"`
+
 	// deadlines orders the armed cancel-all-after switches (cancelafter.go);
 	// derived from Accounts, never serialised.
 	deadlines *btree.BTreeG[deadline]
@@ -79,6 +86,9 @@ type Account struct {
 	CancelAfterTsMs int64 `cbor:"6,keyasint,omitempty"`
 	// Triggers lists the live triggers' order numbers, ascending.
 	Triggers []uint64 `cbor:"7,keyasint,omitempty"`
+	// FundingFlows and Liquidations are oldest first, bounded.
+	FundingFlows []*FundingFlow `cbor:"8,keyasint,omitempty"`
+	Liquidations []*Liquidation `cbor:"9,keyasint,omitempty"`
 }
 
 // Book is one market's resting limit orders and armed triggers, indexed by
@@ -87,6 +97,9 @@ type Book struct {
 	Index *market.PriceIndex `cbor:"1,keyasint"`
 	// LastMidQ8 is the mid the index was last checked against.
 	LastMidQ8 int64 `cbor:"2,keyasint"`
+	// Liq is the liquidation index: one entry per position, keyed by
+	// account id, at the level where it becomes liquidatable (risk.go).
+	Liq *market.PriceIndex `cbor:"3,keyasint,omitempty"`
 }
 
 // Order is a market or limit order, or a trigger (Kind set): a market
@@ -128,6 +141,8 @@ type Order struct {
 	Sibling uint64 `cbor:"26,keyasint,omitempty"`
 	// Legs are a bracket entry's legs.
 	Legs []uint64 `cbor:"27,keyasint,omitempty"`
+	// Leverage is what the order asked for (0: maxLeverage).
+	Leverage int64 `cbor:"28,keyasint,omitempty"`
 }
 
 // Fill is a fill record with every field of SPEC's Fill.
@@ -237,7 +252,11 @@ func indexID(no uint64) string { return fmt.Sprintf("%020d", no) }
 // no margin balance exists without a position, and each market's open
 // interest is the sum of the positions on each side (withOI; tests of other
 // domains set open interest directly, without positions).
-func (s *State) CheckInvariants(l *ledger.Ledger, m *market.State, withOI bool) error {
+//
+// It also checks the liquidation index (every position at its level) and
+// that no position is under maintenance at a fresh print of a market that
+// is not halted, at log time nowMs.
+func (s *State) CheckInvariants(l *ledger.Ledger, m *market.State, withOI bool, nowMs int64) error {
 	reserved := map[string]int64{}
 	resting := map[string]int{}
 	triggers := map[string]int{}
@@ -312,6 +331,9 @@ func (s *State) CheckInvariants(l *ledger.Ledger, m *market.State, withOI bool) 
 		}
 	}
 	if err := s.checkDeadlines(); err != nil {
+		return err
+	}
+	if err := s.checkLiquidationIndex(m, nowMs); err != nil {
 		return err
 	}
 	// Any order will do (the first offender found is reported); sorting

@@ -181,7 +181,7 @@ func (s *State) placeTrigger(env *Env, pr market.Print, accountID string, r Plac
 	}
 	o := &Order{OrderID: r.OrderID, AccountID: accountID, MarketID: r.MarketID, Side: side, Type: typeOfKind(kind),
 		Contracts: r.Contracts, ReduceOnly: r.ReduceOnly, HasMaxSlippage: r.HasMaxSlippage, MaxSlippageQ9: r.MaxSlippageQ9,
-		ReqHash: reqHash, CreatedTsMs: env.NowMs, Kind: kind, TriggerQ8: level, Dir: dir}
+		ReqHash: reqHash, CreatedTsMs: env.NowMs, Kind: kind, TriggerQ8: level, Dir: dir, Leverage: r.Leverage}
 	s.newTrigger(o)
 	s.arm(o, pr.MidQ8)
 	s.changed(env, o)
@@ -242,7 +242,7 @@ func (s *State) placeBracket(env *Env, m *market.MarketState, pr market.Print, p
 	}
 	entry := &Order{OrderID: r.OrderID, AccountID: accountID, MarketID: r.MarketID, Side: side, Type: TypeMarket,
 		Contracts: r.Contracts, HasMaxSlippage: r.HasMaxSlippage, MaxSlippageQ9: r.MaxSlippageQ9,
-		ReqHash: reqHash, CreatedTsMs: env.NowMs, OCOGroup: r.OrderID}
+		ReqHash: reqHash, CreatedTsMs: env.NowMs, OCOGroup: r.OrderID, Leverage: r.Leverage}
 	var pl Plan
 	if entryDir == 0 {
 		qt, err := QuoteTrade(m, pr, side, r.Contracts)
@@ -254,8 +254,11 @@ func (s *State) placeBracket(env *Env, m *market.MarketState, pr market.Print, p
 				qt.ExecQ8, qt.MidQ8, r.MaxSlippageQ9)
 		}
 		var ref *wire.Refusal
-		if pl, ref = PlanFill(m, pos, side, r.Contracts, qt, env.Ledger.Balance(ledger.Free(accountID)), env.NowMs); ref != nil {
+		if pl, ref = PlanFillLeveraged(m, pos, side, r.Contracts, r.Leverage, qt, env.Ledger.Balance(ledger.Free(accountID)), env.NowMs); ref != nil {
 			return Created{}, ref
+		}
+		if !s.positionRoom(r.MarketID, pos, side, r.Contracts) {
+			return Created{}, refuse(wire.CodeValidation, "market %s holds the most positions it can", r.MarketID)
 		}
 	}
 	// Every check has passed: mutate from here on.
@@ -280,6 +283,7 @@ func (s *State) placeBracket(env *Env, m *market.MarketState, pr market.Print, p
 	if entryDir == 0 {
 		// The fill arms the legs (afterFill).
 		s.fill(env, entry, pl, 0)
+		s.sweep(env, r.MarketID)
 		return Created{OrderID: entry.OrderID, Status: StatusFilled}, nil
 	}
 	s.arm(entry, pr.MidQ8)
@@ -353,7 +357,10 @@ func (s *State) execTrigger(env *Env, m *market.MarketState, pr market.Print, o 
 		s.finish(env, o, StatusRejected, ReasonSlippage)
 		return
 	}
-	pl, ref := PlanFill(m, pos, o.Side, q, qt, env.Ledger.Balance(ledger.Free(o.AccountID)), env.NowMs)
+	pl, ref := PlanFillLeveraged(m, pos, o.Side, q, o.Leverage, qt, env.Ledger.Balance(ledger.Free(o.AccountID)), env.NowMs)
+	if ref == nil && !s.positionRoom(o.MarketID, pos, o.Side, q) {
+		ref = refuse(wire.CodeValidation, "market %s holds the most positions it can", o.MarketID)
+	}
 	if ref != nil {
 		s.finish(env, o, StatusRejected, ref.Code)
 		return
@@ -371,17 +378,23 @@ func (s *State) afterFill(env *Env, o *Order, pl Plan) {
 		}
 	}
 	if pl.Before.Contracts > 0 && (pl.After.Contracts == 0 || pl.After.Side != pl.Before.Side) {
-		a := s.Accounts[o.AccountID]
-		for _, no := range append([]uint64(nil), a.Triggers...) {
-			leg := s.Orders[no]
-			if leg.Status == StatusAccepted && leg.Parent != 0 && leg.TrigState == TrigArmed && leg.MarketID == o.MarketID {
-				s.finish(env, leg, StatusCanceled, ReasonPositionClosed)
-			}
-		}
+		s.cancelLegs(env, o.AccountID, o.MarketID)
 	}
 	for _, no := range o.Legs {
 		if leg, ok := s.Orders[no]; ok && leg.Status == StatusAccepted && leg.TrigState == TrigResting {
 			s.armLeg(env, leg)
+		}
+	}
+}
+
+// cancelLegs cancels the account's armed bracket legs in a market: the
+// position they protected closed or flipped.
+func (s *State) cancelLegs(env *Env, accountID, marketID string) {
+	a := s.Accounts[accountID]
+	for _, no := range append([]uint64(nil), a.Triggers...) {
+		leg := s.Orders[no]
+		if leg.Status == StatusAccepted && leg.Parent != 0 && leg.TrigState == TrigArmed && leg.MarketID == marketID {
+			s.finish(env, leg, StatusCanceled, ReasonPositionClosed)
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package trade
 
 import (
+	"fmt"
 	"sort"
 
+	"github.com/perpd/perpd/fsm/market"
 	"github.com/perpd/perpd/fsm/wire"
 )
 
@@ -90,15 +92,20 @@ func (s *State) TriggersPage(accountID, state string, beforeSeq uint64, limit in
 	return page
 }
 
-// PositionView is SPEC's Position.
+// PositionView is SPEC's Position, plus its id and liquidation price.
 type PositionView struct {
-	MarketID         string   `json:"marketId"`
-	Side             string   `json:"side" enum:"long,short"`
-	Contracts        wire.Int `json:"contracts" unit:"contracts"`
-	EntryPriceQ8     wire.Int `json:"entryPriceQ8" unit:"q8"`
-	MarginMsat       wire.Int `json:"marginMsat" unit:"msat"`
-	FundingClockTsMs wire.Int `json:"fundingClockTsMs" unit:"ms"`
+	MarketID           string    `json:"marketId"`
+	PositionID         string    `json:"positionId" doc:"names the position in funding flows and liquidations; a flip opens a new one"`
+	Side               string    `json:"side" enum:"long,short"`
+	Contracts          wire.Int  `json:"contracts" unit:"contracts"`
+	EntryPriceQ8       wire.Int  `json:"entryPriceQ8" unit:"q8"`
+	MarginMsat         wire.Int  `json:"marginMsat" unit:"msat"`
+	FundingClockTsMs   wire.Int  `json:"fundingClockTsMs" unit:"ms"`
+	LiquidationPriceQ8 *wire.Int `json:"liquidationPriceQ8" unit:"q8" doc:"the oracle mid at which margin + unrealised PnL reaches maintenance (the position is liquidated there); null when no price can"`
 }
+
+// PositionIDString is a position's positionId on the wire.
+func PositionIDString(id uint64) string { return fmt.Sprintf("pos_%d", id) }
 
 // PositionAfter is a fill's positionAfter (null when the fill left the
 // account flat).
@@ -184,7 +191,7 @@ func NewFillView(f *Fill) FillView {
 }
 
 // Positions returns an account's open positions, by market id.
-func (s *State) Positions(accountID string) []PositionView {
+func (s *State) Positions(accountID string, m *market.State) []PositionView {
 	out := []PositionView{}
 	a, ok := s.Accounts[accountID]
 	if !ok {
@@ -197,10 +204,120 @@ func (s *State) Positions(accountID string) []PositionView {
 	sort.Strings(ids)
 	for _, id := range ids {
 		p := a.Positions[id]
-		out = append(out, PositionView{MarketID: id, Side: p.Side.PositionName(), Contracts: wire.Int(p.Contracts),
-			EntryPriceQ8: wire.Int(p.EntryQ8), MarginMsat: wire.Int(p.MarginMsat), FundingClockTsMs: wire.Int(p.FundingClockTsMs)})
+		v := PositionView{MarketID: id, PositionID: PositionIDString(p.ID), Side: p.Side.PositionName(), Contracts: wire.Int(p.Contracts),
+			EntryPriceQ8: wire.Int(p.EntryQ8), MarginMsat: wire.Int(p.MarginMsat), FundingClockTsMs: wire.Int(p.FundingClockTsMs)}
+		if level, _, ok := LiqLevel(&m.MarketsByID[id].Params, *p); ok {
+			v.LiquidationPriceQ8 = wire.Ptr(level)
+		}
+		out = append(out, v)
 	}
 	return out
+}
+
+// FundingFlowView is SPEC's Funding flow.
+type FundingFlowView struct {
+	Seq          wire.Int `json:"seq" unit:"seq"`
+	BoundaryTsMs wire.Int `json:"boundaryTsMs" unit:"ms"`
+	MarketID     string   `json:"marketId"`
+	RateQ9       wire.Int `json:"rateQ9" unit:"q9" doc:"the boundary's hourly rate; positive: longs pay shorts"`
+	FlowMsat     wire.Int `json:"flowMsat" unit:"msat" doc:"what the position owed (negative) or was owed (positive)"`
+	PaidMsat     wire.Int `json:"paidMsat" unit:"msat" doc:"what moved, same sign; short of flowMsat only when the margin could not pay it all"`
+	PositionID   string   `json:"positionId"`
+}
+
+// NewFundingFlowView renders a funding flow.
+func NewFundingFlowView(f *FundingFlow) FundingFlowView {
+	return FundingFlowView{Seq: wire.Int(f.Seq), BoundaryTsMs: wire.Int(f.BoundaryTsMs), MarketID: f.MarketID,
+		RateQ9: wire.Int(f.RateQ9), FlowMsat: wire.Int(f.FlowMsat), PaidMsat: wire.Int(f.PaidMsat), PositionID: PositionIDString(f.PositionID)}
+}
+
+// FundingPage is SPEC's funding page.
+type FundingPage struct {
+	Funding       []FundingFlowView `json:"funding"`
+	NextBeforeSeq *wire.Int         `json:"nextBeforeSeq" unit:"seq"`
+}
+
+// LiquidationView is SPEC's Liquidation.
+type LiquidationView struct {
+	AccountID            string     `json:"accountId"`
+	PositionID           string     `json:"positionId"`
+	MarketID             string     `json:"marketId"`
+	Side                 string     `json:"side" enum:"long,short"`
+	ClosedContracts      wire.Int   `json:"closedContracts" unit:"contracts"`
+	Partial              bool       `json:"partial"`
+	ExecPriceQ8          wire.Int   `json:"execPriceQ8" unit:"q8"`
+	Oracle               OracleView `json:"oracle"`
+	SpreadQ9             wire.Int   `json:"spreadQ9" unit:"q9"`
+	RealizedPnlMsat      wire.Int   `json:"realizedPnlMsat" unit:"msat"`
+	FundingSettledMsat   wire.Int   `json:"fundingSettledMsat" unit:"msat" doc:"always 0: funding settles at each boundary, none is outstanding at a liquidation"`
+	PenaltyMsat          wire.Int   `json:"penaltyMsat" unit:"msat"`
+	RemainderMsat        *wire.Int  `json:"remainderMsat,omitempty" unit:"msat" doc:"full liquidations: the margin left after loss and penalty, returned to the free balance"`
+	DeficitMsat          wire.Int   `json:"deficitMsat" unit:"msat"`
+	InsuranceCoveredMsat wire.Int   `json:"insuranceCoveredMsat" unit:"msat"`
+	ADLTriggered         bool       `json:"adlTriggered"`
+	RemainingContracts   wire.Int   `json:"remainingContracts" unit:"contracts"`
+	RemainingMarginMsat  wire.Int   `json:"remainingMarginMsat" unit:"msat"`
+	Seq                  wire.Int   `json:"seq" unit:"seq"`
+	TsMs                 wire.Int   `json:"tsMs" unit:"ms"`
+}
+
+// NewLiquidationView renders a liquidation.
+func NewLiquidationView(l *Liquidation) LiquidationView {
+	v := LiquidationView{AccountID: l.AccountID, PositionID: PositionIDString(l.PositionID), MarketID: l.MarketID,
+		Side: l.Side.PositionName(), ClosedContracts: wire.Int(l.Closed), Partial: l.Partial, ExecPriceQ8: wire.Int(l.ExecQ8),
+		Oracle:   OracleView{MidQ8: wire.Int(l.OracleMidQ8), ConfQ9: wire.Int(l.OracleConfQ9), TsMs: wire.Int(l.OracleTsMs)},
+		SpreadQ9: wire.Int(l.SpreadQ9), RealizedPnlMsat: wire.Int(l.RealizedPnlMsat), PenaltyMsat: wire.Int(l.PenaltyMsat),
+		DeficitMsat: wire.Int(l.DeficitMsat), InsuranceCoveredMsat: wire.Int(l.InsuranceCoveredMsat), ADLTriggered: l.ADLTriggered,
+		RemainingContracts: wire.Int(l.RemainingContracts), RemainingMarginMsat: wire.Int(l.RemainingMarginMsat),
+		Seq: wire.Int(l.Seq), TsMs: wire.Int(l.TsMs)}
+	if !l.Partial {
+		v.RemainderMsat = wire.Ptr(l.RemainderMsat)
+	}
+	return v
+}
+
+// LiquidationsPage is SPEC's liquidations page.
+type LiquidationsPage struct {
+	Liquidations  []LiquidationView `json:"liquidations"`
+	NextBeforeSeq *wire.Int         `json:"nextBeforeSeq" unit:"seq"`
+}
+
+// FundingFlows returns up to limit of an account's funding flows with seq
+// below beforeSeq (0: from the newest), newest first.
+func (s *State) FundingFlows(accountID string, beforeSeq uint64, limit int) FundingPage {
+	page := FundingPage{Funding: []FundingFlowView{}}
+	if a, ok := s.Accounts[accountID]; ok {
+		page.Funding, page.NextBeforeSeq = newestFirst(a.FundingFlows, func(f *FundingFlow) uint64 { return f.Seq }, NewFundingFlowView, beforeSeq, limit)
+	}
+	return page
+}
+
+// Liquidations returns up to limit of an account's liquidations with seq
+// below beforeSeq (0: from the newest), newest first.
+func (s *State) Liquidations(accountID string, beforeSeq uint64, limit int) LiquidationsPage {
+	page := LiquidationsPage{Liquidations: []LiquidationView{}}
+	if a, ok := s.Accounts[accountID]; ok {
+		page.Liquidations, page.NextBeforeSeq = newestFirst(a.Liquidations, func(l *Liquidation) uint64 { return l.Seq }, NewLiquidationView, beforeSeq, limit)
+	}
+	return page
+}
+
+// newestFirst pages a seq-ordered record list (oldest first): up to limit
+// views of records with seq below beforeSeq (0: all), newest first, and
+// the cursor of the next page (nil when none is left).
+func newestFirst[R any, V any](recs []R, seqOf func(R) uint64, view func(R) V, beforeSeq uint64, limit int) ([]V, *wire.Int) {
+	out := []V{}
+	end := len(recs)
+	if beforeSeq > 0 {
+		end = sort.Search(len(recs), func(i int) bool { return seqOf(recs[i]) >= beforeSeq })
+	}
+	for i := end - 1; i >= 0 && len(out) < limit; i-- {
+		out = append(out, view(recs[i]))
+	}
+	if n := len(out); n > 0 && end-n > 0 {
+		return out, wire.Ptr(int64(seqOf(recs[end-n])))
+	}
+	return out, nil
 }
 
 // FillsPage is SPEC's fills page.
@@ -217,18 +334,7 @@ func (s *State) Fills(accountID string, beforeSeq uint64, limit int) FillsPage {
 	if !ok {
 		return page
 	}
-	// Fills are stored in seq order: find the first at or past beforeSeq.
-	end := len(a.Fills)
-	if beforeSeq > 0 {
-		end = sort.Search(len(a.Fills), func(i int) bool { return a.Fills[i].Seq >= beforeSeq })
-	}
-	for i := end - 1; i >= 0 && len(page.Fills) < limit; i-- {
-		page.Fills = append(page.Fills, NewFillView(a.Fills[i]))
-	}
-	if n := len(page.Fills); n > 0 && end-n > 0 {
-		next := page.Fills[n-1].Seq
-		page.NextBeforeSeq = &next
-	}
+	page.Fills, page.NextBeforeSeq = newestFirst(a.Fills, func(f *Fill) uint64 { return f.Seq }, NewFillView, beforeSeq, limit)
 	return page
 }
 

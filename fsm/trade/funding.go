@@ -1,0 +1,89 @@
+package trade
+
+import (
+	"sort"
+
+	"github.com/perpd/perpd/fsm/ledger"
+	"github.com/perpd/perpd/fsm/market"
+)
+
+// Funding flows. At each hourly boundary (market.State.Advance records it
+// with its rate, which follows the skew and is capped by the market's
+// maxFundingRateHourlyQ9) every open position in the market pays or
+// receives rate x its notional at the boundary mark, against the house
+// book, through its margin: a long pays when the rate is positive, a short
+// when it is negative. The payer's amount rounds up, the receiver's down.
+// A payer whose margin cannot cover the payment pays all of it (paidMsat
+// says what moved) and is then liquidated like any position below
+// maintenance.
+
+// FundingFlow is one position's payment at one boundary (SPEC's Funding
+// flow). FlowMsat is what was due, signed from the trader's side (negative:
+// the position paid); PaidMsat what moved, signed the same way.
+type FundingFlow struct {
+	Seq          uint64 `cbor:"1,keyasint"`
+	BoundaryTsMs int64  `cbor:"2,keyasint"`
+	MarketID     string `cbor:"3,keyasint"`
+	RateQ9       int64  `cbor:"4,keyasint"`
+	FlowMsat     int64  `cbor:"5,keyasint"`
+	PaidMsat     int64  `cbor:"6,keyasint"`
+	PositionID   uint64 `cbor:"7,keyasint"`
+}
+
+// OnFunding settles a recorded boundary: every position in the market, in
+// account id order, pays or receives, moves its funding clock to the
+// boundary and takes its new liquidation level; then whatever is now due
+// is liquidated (at the last print, if fresh). A boundary without a mark
+// (no print yet) has no positions to settle. A boundary passed while the
+// cluster was down is settled by the entry whose time passes it, at the
+// last mark known then: log time moves at most MaxClockStepMs per entry,
+// so no boundary is ever skipped, and each is recorded once.
+func (s *State) OnFunding(env *Env, ev market.FundingEvent) {
+	m, ok := env.Market.MarketsByID[ev.MarketID]
+	if !ok || ev.MarkQ8 <= 0 {
+		return
+	}
+	p := &m.Params
+	var ids []string
+	for id, a := range s.Accounts {
+		if _, ok := a.Positions[ev.MarketID]; ok {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		a := s.Accounts[id]
+		pos := a.Positions[ev.MarketID]
+		pos.FundingClockTsMs = ev.BoundaryTsMs
+		if ev.RateQ9 == 0 {
+			continue
+		}
+		notional := mustMath(NotionalMsat(p, pos.Contracts, ev.MarkQ8))
+		rate := ev.RateQ9 * int64(pos.Side) // > 0: this position pays
+		margin := ledger.Margin(id, ev.MarketID)
+		f := &FundingFlow{BoundaryTsMs: ev.BoundaryTsMs, MarketID: ev.MarketID, RateQ9: ev.RateQ9, PositionID: pos.ID}
+		if rate > 0 {
+			owed := mustMath(rateOf(notional, rate))
+			paid := min(owed, pos.MarginMsat)
+			transfer(env.Ledger, margin, ledger.House, paid)
+			pos.MarginMsat -= paid
+			f.FlowMsat, f.PaidMsat = -owed, -paid
+		} else {
+			due := divFloor(mul(bi(notional), bi(-rate)), bigQ9).Int64()
+			transfer(env.Ledger, ledger.House, margin, due)
+			pos.MarginMsat += due
+			f.FlowMsat, f.PaidMsat = due, due
+		}
+		if f.FlowMsat == 0 {
+			continue
+		}
+		f.Seq = env.NextSeq()
+		a.FundingFlows = append(a.FundingFlows, f)
+		if len(a.FundingFlows) > FundingFlowsKept {
+			a.FundingFlows = a.FundingFlows[len(a.FundingFlows)-FundingFlowsKept:]
+		}
+		env.Emit("funding_flow", id, f.Seq, NewFundingFlowView(f))
+		s.indexPosition(env, id, ev.MarketID)
+	}
+	s.sweep(env, ev.MarketID)
+}

@@ -1,0 +1,349 @@
+package trade
+
+import (
+	"fmt"
+	"math/big"
+	"sort"
+
+	"github.com/perpd/perpd/fsm/ledger"
+	"github.com/perpd/perpd/fsm/market"
+)
+
+// Liquidation, the insurance fund and auto-deleveraging.
+//
+// When a print (or a funding payment) leaves a position at or below
+// maintenance, the engine cancels the account's live orders and triggers in
+// that market and closes the position at the oracle mid with spread (like
+// a market order, with no taker fee): partially when closing part of it
+// restores equity to LiquidationTargetMultiple x the maintenance of what
+// remains, else fully. It charges a penalty, the closed notional times
+// mmRateQ9/LiquidationPenaltyDivisor (rounded up), to the insurance fund,
+// never more than the margin left after the loss. A loss beyond the
+// margin (the deficit) is paid to the house book by the insurance fund as
+// far as its balance goes; what it cannot cover auto-deleverages the most
+// profitable opposite positions (adl).
+
+const (
+	// LiquidationPenaltyDivisor: the penalty rate is mmRate / 2.
+	LiquidationPenaltyDivisor = 2
+	// LiquidationTargetMultiple: a partial liquidation leaves equity at
+	// least twice the maintenance margin of the remaining position.
+	LiquidationTargetMultiple = 2
+	// ReasonLiquidation is the reason of orders and triggers the engine
+	// cancels before liquidating a position.
+	ReasonLiquidation = "liquidation"
+	// ADLOrderPrefix names the fills auto-deleveraging makes: the prefix
+	// and the seq of the liquidation that caused them.
+	ADLOrderPrefix = "adl-"
+)
+
+// Liquidation is a liquidation record with every field of SPEC's
+// Liquidation.
+type Liquidation struct {
+	AccountID            string `cbor:"1,keyasint"`
+	PositionID           uint64 `cbor:"2,keyasint"`
+	MarketID             string `cbor:"3,keyasint"`
+	Side                 Side   `cbor:"4,keyasint"`
+	Closed               int64  `cbor:"5,keyasint"`
+	Partial              bool   `cbor:"6,keyasint,omitempty"`
+	ExecQ8               int64  `cbor:"7,keyasint"`
+	OracleMidQ8          int64  `cbor:"8,keyasint"`
+	OracleConfQ9         int64  `cbor:"9,keyasint"`
+	OracleTsMs           int64  `cbor:"10,keyasint"`
+	SpreadQ9             int64  `cbor:"11,keyasint"`
+	RealizedPnlMsat      int64  `cbor:"12,keyasint,omitempty"`
+	PenaltyMsat          int64  `cbor:"13,keyasint,omitempty"`
+	RemainderMsat        int64  `cbor:"14,keyasint,omitempty"` // full liquidations: margin returned to free
+	DeficitMsat          int64  `cbor:"15,keyasint,omitempty"`
+	InsuranceCoveredMsat int64  `cbor:"16,keyasint,omitempty"`
+	ADLTriggered         bool   `cbor:"17,keyasint,omitempty"`
+	RemainingContracts   int64  `cbor:"18,keyasint,omitempty"`
+	RemainingMarginMsat  int64  `cbor:"19,keyasint,omitempty"`
+	Seq                  uint64 `cbor:"20,keyasint"`
+	TsMs                 int64  `cbor:"21,keyasint"`
+}
+
+// sweep liquidates every position of the market that is due at its last
+// print: not while the market is halted or its print is stale (the next
+// fresh print sweeps again, and Reached finds whatever became due
+// meanwhile).
+func (s *State) sweep(env *Env, marketID string) {
+	b, ok := s.Books[marketID]
+	if !ok || b.Liq == nil || b.Liq.Len() == 0 {
+		return
+	}
+	m := env.Market.MarketsByID[marketID]
+	pr, printed := env.Market.LastPrint(marketID)
+	if !printed || m.Params.Status == market.StatusHalted || env.Market.IsStale(marketID, env.NowMs) {
+		return
+	}
+	for _, id := range b.Liq.Reached(pr.MidQ8) {
+		if _, due := b.Liq.Entries[id]; due {
+			s.liquidate(env, m, pr, id)
+		}
+	}
+}
+
+// liquidate liquidates accountID's position in m at print pr.
+func (s *State) liquidate(env *Env, m *market.MarketState, pr market.Print, accountID string) {
+	p, mkt := &m.Params, m.Params.MarketID
+	pos := s.Position(accountID, mkt)
+	if pos.Contracts == 0 || !UnderMaintenance(p, pos, pr.MidQ8) {
+		panic(fmt.Sprintf("trade: liquidation index has %s/%s at a level its position %+v does not reach at %d", accountID, mkt, pos, pr.MidQ8))
+	}
+	s.cancelInMarket(env, accountID, mkt, ReasonLiquidation)
+
+	closing := -pos.Side
+	lq := &Liquidation{AccountID: accountID, PositionID: pos.ID, MarketID: mkt, Side: pos.Side,
+		OracleMidQ8: pr.MidQ8, OracleConfQ9: pr.ConfQ9, OracleTsMs: pr.TsMs, TsMs: env.NowMs}
+	quote := func(q int64) Quote {
+		qt, err := QuoteTrade(m, pr, closing, q)
+		if err != nil {
+			// No tradable price with spread (a sell rounding to zero):
+			// close at the mid itself rather than leave the position.
+			return Quote{MidQ8: pr.MidQ8, ConfQ9: pr.ConfQ9, OracleTsMs: pr.TsMs, ExecQ8: pr.MidQ8}
+		}
+		return qt
+	}
+	l := env.Ledger
+	margin := ledger.Margin(accountID, mkt)
+	after := Position{}
+	shortfall := int64(0)
+	if q, pnl, penalty, ok := s.partialLiquidation(p, pos, pr.MidQ8, quote); ok {
+		qt := quote(q)
+		transfer(l, ledger.House, margin, max(pnl, 0))
+		transfer(l, margin, ledger.House, max(-pnl, 0))
+		transfer(l, margin, ledger.Insurance, penalty)
+		after = pos
+		after.Contracts -= q
+		after.MarginMsat += pnl - penalty
+		lq.Closed, lq.Partial, lq.ExecQ8, lq.SpreadQ9 = q, true, qt.ExecQ8, qt.SpreadQ9
+		lq.RealizedPnlMsat, lq.PenaltyMsat = pnl, penalty
+		lq.RemainingContracts, lq.RemainingMarginMsat = after.Contracts, after.MarginMsat
+	} else {
+		q := pos.Contracts
+		qt := quote(q)
+		pnl := mustMath(PnLMsat(p, pos.Side, q, pos.EntryQ8, qt.ExecQ8))
+		left := pos.MarginMsat
+		if pnl >= 0 {
+			transfer(l, ledger.House, margin, pnl)
+			left += pnl
+		} else {
+			fromMargin := min(-pnl, left)
+			transfer(l, margin, ledger.House, fromMargin)
+			left -= fromMargin
+			lq.DeficitMsat = -pnl - fromMargin
+		}
+		lq.PenaltyMsat = min(liquidationPenalty(p, q, qt.ExecQ8), left)
+		transfer(l, margin, ledger.Insurance, lq.PenaltyMsat)
+		lq.RemainderMsat = left - lq.PenaltyMsat
+		transfer(l, margin, ledger.Free(accountID), lq.RemainderMsat)
+		lq.InsuranceCoveredMsat = min(lq.DeficitMsat, l.Balance(ledger.Insurance))
+		transfer(l, ledger.Insurance, ledger.House, lq.InsuranceCoveredMsat)
+		shortfall = lq.DeficitMsat - lq.InsuranceCoveredMsat
+		lq.Closed, lq.ExecQ8, lq.SpreadQ9, lq.RealizedPnlMsat = q, qt.ExecQ8, qt.SpreadQ9, pnl
+		lq.ADLTriggered = shortfall > 0
+	}
+	a := s.account(accountID)
+	if after.Contracts == 0 {
+		delete(a.Positions, mkt)
+	} else {
+		a.Positions[mkt] = &after
+	}
+	mustOI(env.Market.AddOpenInterest(mkt, market.Side(pos.Side), -lq.Closed))
+	_ = env.Market.RecordFill(mkt, lq.Closed, env.NowMs) // volume; see fill
+	s.indexPosition(env, accountID, mkt)
+	lq.Seq = env.NextSeq()
+	a.Liquidations = append(a.Liquidations, lq)
+	if len(a.Liquidations) > LiquidationsKept {
+		a.Liquidations = a.Liquidations[len(a.Liquidations)-LiquidationsKept:]
+	}
+	env.Emit("liquidation", accountID, lq.Seq, NewLiquidationView(lq))
+	env.Emit("position", accountID, env.NextSeq(), NewPositionChange(mkt, after))
+	if shortfall > 0 {
+		s.autoDeleverage(env, m, pr, -pos.Side, lq.Closed, shortfall, lq.Seq)
+	}
+}
+
+// partialLiquidation sizes a partial close of pos at mid: the fewest
+// contracts q whose close leaves equity (margin + PnL - penalty) at least
+// LiquidationTargetMultiple x the maintenance of the n-q that remain,
+// solved on exact rationals at the mid and confirmed on the figures the
+// close would really book (execution price with spread, rounded PnL and
+// penalty): the remaining position must hold positive margin and not be
+// under maintenance. ok is false when no such q leaves at least
+// minOrderContracts open (the liquidation is then full).
+func (s *State) partialLiquidation(p *market.Params, pos Position, midQ8 int64, quote func(int64) Quote) (q, pnl, penalty int64, ok bool) {
+	n := pos.Contracts
+	vNum, vDen := valueExact(p, n, midQ8)
+	vn := new(big.Rat).SetFrac(vNum, vDen)
+	upnl := new(big.Rat).SetFrac(mul(bi(int64(pos.Side)), pnlNumerator(p, n, pos.EntryQ8, midQ8)), pnlDenominator(p, pos.EntryQ8, midQ8))
+	equity := new(big.Rat).Add(new(big.Rat).SetInt64(pos.MarginMsat), upnl)
+	if equity.Sign() <= 0 {
+		return 0, 0, 0, false
+	}
+	mm := new(big.Rat).SetFrac(bi(p.MMRateQ9), bigQ9)
+	target := new(big.Rat).Mul(mm, big.NewRat(LiquidationTargetMultiple, 1))
+	perContract := new(big.Rat).Sub(target, new(big.Rat).Quo(mm, big.NewRat(LiquidationPenaltyDivisor, 1)))
+	if perContract.Sign() <= 0 {
+		return 0, 0, 0, false
+	}
+	// q >= n * (target*V(n) - equity) / (perContract * V(n))
+	need := new(big.Rat).Sub(new(big.Rat).Mul(target, vn), equity)
+	ratio := new(big.Rat).Quo(need, new(big.Rat).Mul(perContract, vn))
+	ratio.Mul(ratio, new(big.Rat).SetInt64(n))
+	first := divCeil(ratio.Num(), ratio.Denom()).Int64()
+	for q = max(first, 1); q <= first+2; q++ {
+		if q >= n || n-q < p.MinOrderContracts {
+			return 0, 0, 0, false
+		}
+		qt := quote(q)
+		pnl, err := PnLMsat(p, pos.Side, q, pos.EntryQ8, qt.ExecQ8)
+		if err != nil {
+			return 0, 0, 0, false
+		}
+		penalty = liquidationPenalty(p, q, qt.ExecQ8)
+		rest := Position{Side: pos.Side, Contracts: n - q, EntryQ8: pos.EntryQ8, MarginMsat: pos.MarginMsat + pnl - penalty}
+		if rest.MarginMsat > 0 && !UnderMaintenance(p, rest, midQ8) {
+			return q, pnl, penalty, true
+		}
+	}
+	return 0, 0, 0, false
+}
+
+// pnlNumerator and pnlDenominator give a long's exact unrealised PnL of n
+// contracts from entry to mid as a fraction (see PnLMsat).
+func pnlNumerator(p *market.Params, n, entryQ8, midQ8 int64) *big.Int {
+	diff := bi(midQ8 - entryQ8)
+	if p.ContractType == market.Inverse {
+		return mul(bi(n), bigInverse, diff)
+	}
+	return mul(bi(n), diff, bi(*p.QuantoMultiplierMsat))
+}
+
+func pnlDenominator(p *market.Params, entryQ8, midQ8 int64) *big.Int {
+	if p.ContractType == market.Inverse {
+		return mul(bi(entryQ8), bi(midQ8))
+	}
+	return bigQ8
+}
+
+// liquidationPenalty is the closed notional at execQ8 times
+// mmRate/LiquidationPenaltyDivisor, rounded up.
+func liquidationPenalty(p *market.Params, q, execQ8 int64) int64 {
+	notional := mustMath(NotionalMsat(p, q, execQ8))
+	return mustMath(rateOf(notional, p.MMRateQ9/LiquidationPenaltyDivisor))
+}
+
+func mustMath(v int64, err error) int64 {
+	if err != nil {
+		panic(fmt.Sprintf("trade: liquidation arithmetic: %v", err))
+	}
+	return v
+}
+
+// cancelInMarket ends the account's live orders and triggers in one market
+// (placement order), as the engine does before a liquidation.
+func (s *State) cancelInMarket(env *Env, accountID, marketID, reason string) {
+	a := s.Accounts[accountID]
+	var nos []uint64
+	for _, no := range a.OrderNos {
+		if o := s.Orders[no]; o.Status == StatusAccepted && o.MarketID == marketID {
+			nos = append(nos, no)
+		}
+	}
+	sort.Slice(nos, func(i, j int) bool { return nos[i] < nos[j] })
+	for _, no := range nos {
+		if o := s.Orders[no]; o.Status == StatusAccepted {
+			s.finish(env, o, StatusCanceled, reason)
+		}
+	}
+}
+
+// autoDeleverage covers a liquidation's shortfall from the profit of the
+// positions on side in the market: ranked by unrealised PnL per msat of
+// margin at the mid (highest first; ties by account id), each is closed at
+// the mid, without spread or fee, for up to the liquidated contracts in
+// all, and its realised profit is cut by what is still short, never by more
+// than that profit. Whatever no profitable position can cover stays with
+// the house book. It scans the market's positions, which only a shortfall
+// (an insurance fund too small for a gap) makes it do.
+func (s *State) autoDeleverage(env *Env, m *market.MarketState, pr market.Print, side Side, contracts, shortfall int64, liqSeq uint64) {
+	p, mkt := &m.Params, m.Params.MarketID
+	type cand struct {
+		id    string
+		pnl   int64
+		score *big.Rat
+	}
+	var cands []cand
+	for id, a := range s.Accounts {
+		pos, ok := a.Positions[mkt]
+		if !ok || pos.Side != side {
+			continue
+		}
+		pnl := mustMath(PnLMsat(p, side, pos.Contracts, pos.EntryQ8, pr.MidQ8))
+		if pnl <= 0 {
+			continue
+		}
+		cands = append(cands, cand{id, pnl, big.NewRat(pnl, max(pos.MarginMsat, 1))})
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if c := cands[i].score.Cmp(cands[j].score); c != 0 {
+			return c > 0
+		}
+		return cands[i].id < cands[j].id
+	})
+	for _, c := range cands {
+		if shortfall == 0 || contracts == 0 {
+			return
+		}
+		pos := s.Position(c.id, mkt)
+		q := min(pos.Contracts, contracts)
+		profit := mustMath(PnLMsat(p, side, q, pos.EntryQ8, pr.MidQ8))
+		if profit <= 0 {
+			continue // the floor of a small slice can be zero
+		}
+		cut := min(profit, shortfall)
+		s.adlClose(env, m, pr, c.id, q, profit, cut, liqSeq)
+		shortfall -= cut
+		contracts -= q
+	}
+}
+
+// adlClose closes q contracts of accountID's position at the mid, paying
+// profit - cut of realised PnL, and records the fill.
+func (s *State) adlClose(env *Env, m *market.MarketState, pr market.Print, accountID string, q, profit, cut int64, liqSeq uint64) {
+	p, mkt := &m.Params, m.Params.MarketID
+	pos := s.Position(accountID, mkt)
+	released := pos.MarginMsat
+	if q < pos.Contracts {
+		released = divFloor(mul(bi(pos.MarginMsat), bi(q)), bi(pos.Contracts)).Int64()
+	}
+	margin := ledger.Margin(accountID, mkt)
+	transfer(env.Ledger, ledger.House, margin, profit-cut)
+	transfer(env.Ledger, margin, ledger.Free(accountID), released+profit-cut)
+	after := Position{}
+	if q < pos.Contracts {
+		after = pos
+		after.Contracts -= q
+		after.MarginMsat -= released
+	}
+	a := s.account(accountID)
+	if after.Contracts == 0 {
+		delete(a.Positions, mkt)
+	} else {
+		a.Positions[mkt] = &after
+	}
+	mustOI(env.Market.AddOpenInterest(mkt, market.Side(pos.Side), -q))
+	_ = env.Market.RecordFill(mkt, q, env.NowMs)
+	s.indexPosition(env, accountID, mkt)
+	f := &Fill{OrderID: fmt.Sprintf("%s%d", ADLOrderPrefix, liqSeq), AccountID: accountID, MarketID: mkt, Side: -pos.Side,
+		Closed: q, ExecQ8: pr.MidQ8, OracleMidQ8: pr.MidQ8, OracleConfQ9: pr.ConfQ9, OracleTsMs: pr.TsMs,
+		TradeNotionalMsat: mustMath(NotionalMsat(p, q, pr.MidQ8)), RealizedPnlMsat: profit - cut,
+		ReleasedMarginMsat: released, After: after, Seq: env.NextSeq(), TsMs: env.NowMs}
+	s.recordFill(env, a, f)
+	env.Emit("position", accountID, env.NextSeq(), NewPositionChange(mkt, after))
+	if after.Contracts == 0 {
+		s.cancelLegs(env, accountID, mkt)
+	}
+}

@@ -1,0 +1,176 @@
+package trade
+
+import (
+	"fmt"
+	"math/big"
+
+	"github.com/perpd/perpd/fsm/market"
+)
+
+// Maintenance and the liquidation index. A position is liquidatable when
+// margin + unrealised PnL <= maintenance, with maintenance the notional at
+// the oracle mid times mmRateQ9, all evaluated as exact rationals (no
+// rounding). For a given position that condition holds exactly on one side
+// of a threshold price P* (below it for a long, above it for a short), so
+// each position sits in its market's liquidation index at floor(P*) for a
+// long (Falling) or ceil(P*) for a short (Rising): the mid has reached the
+// level exactly when the condition holds. Prints then find what is due
+// with one descent (PriceIndex.Reached), never a scan of positions.
+
+// liqThreshold returns P* as num/den for pos, or ok false when no positive
+// price makes it liquidatable (an inverse short whose margin covers its
+// whole value, a quanto long likewise).
+//
+//	inverse long:  P* = n*1e19*E*(1e9+mm) / (1e9*(M*E + n*1e19))
+//	inverse short: P* = n*1e19*E*(1e9-mm) / (1e9*(n*1e19 - M*E))   when n*1e19 > M*E
+//	quanto long:   P* = 1e9*(n*E*k - M*1e8) / (n*k*(1e9-mm))        when n*E*k > M*1e8
+//	quanto short:  P* = 1e9*(n*E*k + M*1e8) / (n*k*(1e9+mm))
+//
+// with n contracts, E the entry (q8), M the margin (msat), k the quanto
+// multiplier (msat per contract per dollar) and mm the maintenance rate (q9).
+func liqThreshold(p *market.Params, pos Position) (num, den *big.Int, ok bool) {
+	n, e, m, mm := bi(pos.Contracts), bi(pos.EntryQ8), bi(pos.MarginMsat), bi(p.MMRateQ9)
+	if p.ContractType == market.Inverse {
+		nv := mul(n, bigInverse) // n*1e19
+		if pos.Side == Long {
+			return mul(nv, e, new(big.Int).Add(bigQ9, mm)), mul(bigQ9, new(big.Int).Add(mul(m, e), nv)), true
+		}
+		d := new(big.Int).Sub(nv, mul(m, e))
+		if d.Sign() <= 0 {
+			return nil, nil, false
+		}
+		return mul(nv, e, new(big.Int).Sub(bigQ9, mm)), mul(bigQ9, d), true
+	}
+	k := bi(*p.QuantoMultiplierMsat)
+	nek, mq8 := mul(n, e, k), mul(m, bigQ8)
+	if pos.Side == Long {
+		d := new(big.Int).Sub(nek, mq8)
+		if d.Sign() <= 0 {
+			return nil, nil, false
+		}
+		return mul(bigQ9, d), mul(n, k, new(big.Int).Sub(bigQ9, mm)), true
+	}
+	return mul(bigQ9, new(big.Int).Add(nek, mq8)), mul(n, k, new(big.Int).Add(bigQ9, mm)), true
+}
+
+// LiqLevel is pos's level in the liquidation index and the way the mid
+// must move to reach it; ok false when no price in [1, PriceQ8Max] makes it
+// liquidatable. A threshold beyond the price range is clamped into it (the
+// position is due at any price).
+func LiqLevel(p *market.Params, pos Position) (levelQ8 int64, dir market.Direction, ok bool) {
+	num, den, ok := liqThreshold(p, pos)
+	if !ok {
+		return 0, 0, false
+	}
+	if pos.Side == Long {
+		l := divFloor(num, den)
+		if l.Sign() <= 0 {
+			return 0, 0, false
+		}
+		if !l.IsInt64() || l.Int64() > market.PriceQ8Max {
+			return market.PriceQ8Max, market.Falling, true
+		}
+		return l.Int64(), market.Falling, true
+	}
+	l := divCeil(num, den)
+	if !l.IsInt64() || l.Int64() > market.PriceQ8Max {
+		return 0, 0, false
+	}
+	return max(l.Int64(), 1), market.Rising, true
+}
+
+// UnderMaintenance reports whether pos is liquidatable at midQ8: margin +
+// unrealised PnL <= maintenance, exactly (mid <= P* for a long, >= for a
+// short).
+func UnderMaintenance(p *market.Params, pos Position, midQ8 int64) bool {
+	num, den, ok := liqThreshold(p, pos)
+	if !ok {
+		return false
+	}
+	c := mul(bi(midQ8), den).Cmp(num)
+	if pos.Side == Long {
+		return c <= 0
+	}
+	return c >= 0
+}
+
+// liqIndex returns the market's liquidation index (keyed by account id).
+func (b *Book) liqIndex() *market.PriceIndex {
+	if b.Liq == nil {
+		b.Liq = market.NewPriceIndex()
+	}
+	return b.Liq
+}
+
+// indexPosition puts the account's position in the market's liquidation
+// index at its current level, or takes it out (flat, or never
+// liquidatable).
+func (s *State) indexPosition(env *Env, accountID, marketID string) {
+	book := s.book(marketID)
+	pos := s.Position(accountID, marketID)
+	level, dir, ok := int64(0), market.Direction(0), false
+	if pos.Contracts > 0 {
+		level, dir, ok = LiqLevel(&env.Market.MarketsByID[marketID].Params, pos)
+	}
+	if !ok {
+		book.liqIndex().Remove(accountID)
+		return
+	}
+	if err := book.liqIndex().Insert(accountID, level, dir); err != nil {
+		// Opening is refused before the index fills (positionRoom); a
+		// failure here is a bug, and a position outside the index could
+		// never be liquidated: halt rather than keep it.
+		panic(fmt.Sprintf("trade: liquidation index %s/%s: %v", accountID, marketID, err))
+	}
+}
+
+// positionRoom refuses a fill that would open a new position when the
+// market's liquidation index is full.
+func (s *State) positionRoom(marketID string, pos Position, side Side, q int64) bool {
+	opens := pos.Contracts == 0 || (pos.Side == -side && q > pos.Contracts)
+	if !opens {
+		return true
+	}
+	b, ok := s.Books[marketID]
+	return !ok || b.Liq == nil || b.Liq.Len() < market.PriceIndexEntriesMax
+}
+
+// checkLiquidationIndex verifies, for CheckInvariants, that every position
+// sits in its market's liquidation index at its current level (and nothing
+// else does), and that none is left under maintenance at its market's
+// fresh last print (halted markets and stale prints are exempt: no
+// liquidation runs there).
+func (s *State) checkLiquidationIndex(m *market.State, nowMs int64) error {
+	indexed := map[string]int{}
+	for id, a := range s.Accounts {
+		for mid, pos := range a.Positions {
+			ms := m.MarketsByID[mid]
+			level, dir, ok := LiqLevel(&ms.Params, *pos)
+			b := s.Books[mid]
+			var e market.IndexEntry
+			var in bool
+			if b != nil && b.Liq != nil {
+				e, in = b.Liq.Entries[id]
+			}
+			switch {
+			case ok && (!in || e.LevelQ8 != level || e.Dir != dir):
+				return fmt.Errorf("position %s/%s: liquidation level %d/%d, index has %+v", id, mid, level, dir, e)
+			case !ok && in:
+				return fmt.Errorf("position %s/%s: never liquidatable but indexed at %+v", id, mid, e)
+			}
+			if in {
+				indexed[mid]++
+			}
+			pr, printed := m.LastPrint(mid)
+			if printed && ms.Params.Status != market.StatusHalted && !m.IsStale(mid, nowMs) && UnderMaintenance(&ms.Params, *pos, pr.MidQ8) {
+				return fmt.Errorf("position %s/%s %+v is under maintenance at %d after the entry", id, mid, *pos, pr.MidQ8)
+			}
+		}
+	}
+	for mid, b := range s.Books {
+		if b.Liq != nil && b.Liq.Len() != indexed[mid] {
+			return fmt.Errorf("market %s: %d liquidation entries, %d positions indexed", mid, b.Liq.Len(), indexed[mid])
+		}
+	}
+	return nil
+}
