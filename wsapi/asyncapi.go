@@ -32,7 +32,9 @@ var EventKinds = []EventKind{
 	{channelAccount, "order", reflect.TypeOf(trade.OrderView{}), "A market or limit order was created or changed status; seq is the order's latest change (GET /v1/orders pages on it)."},
 	{channelAccount, "trigger", reflect.TypeOf(trade.TriggerView{}), "A trigger (stop, take-profit, entry, bracket leg) was created or changed status; seq is its latest change (GET /v1/orders?state= pages on it)."},
 	{channelAccount, "fill", reflect.TypeOf(trade.FillView{}), "A fill; seq equals the fill's in GET /v1/fills."},
-	{channelAccount, "position", reflect.TypeOf(trade.PositionChange{}), "The position in a market after a fill (position null when flat)."},
+	{channelAccount, "position", reflect.TypeOf(trade.PositionChange{}), "The position in a market after a fill or a liquidation (position null when flat); funding's margin changes come as funding_flow."},
+	{channelAccount, "liquidation", reflect.TypeOf(trade.LiquidationView{}), "A position was liquidated (partially or fully); seq equals the record's in GET /v1/liquidations."},
+	{channelAccount, "funding_flow", reflect.TypeOf(trade.FundingFlowView{}), "A position paid or received funding at an hourly boundary; seq equals the record's in GET /v1/funding."},
 }
 
 // MessageName is the AsyncAPI message of an event kind.

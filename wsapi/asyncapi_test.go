@@ -19,6 +19,7 @@ import (
 
 	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/fsm/market"
+	"github.com/perpd/perpd/fsm/trade"
 	"github.com/perpd/perpd/node/rail"
 )
 
@@ -221,6 +222,12 @@ func TestFramesMatchAsyncAPI(t *testing.T) {
 		t.Fatalf("stop order: %v", r)
 	}
 	d.next(c, "trigger event", kind("trigger"))
+	// A crash through the stop's level liquidates the 100x long first: a
+	// liquidation (its stop is cancelled first), then the position.
+	if res, err := e.node.ProposeInternal(fsm.CmdOraclePrint, fsm.OraclePrintPayload{FeedID: "BTCUSD", MidQ8: 80_000 * market.Q8, ConfQ9: 300_000, TsMs: time.Now().UnixMilli()}); err != nil || !res.OK() {
+		t.Fatalf("crash print: %v %+v", err, res)
+	}
+	d.events(c, "trigger", "liquidation", "position")
 
 	// A withdrawal to a Spark address nobody at the venue owns.
 	dest := sparkAddr(t, "asyncapi")
@@ -253,6 +260,11 @@ func TestFramesMatchAsyncAPI(t *testing.T) {
 	e.hub.deliver(fsm.Event{Kind: "funding", Channel: channelStats, Selector: "BTC-PERP", TsMs: now,
 		Data: fsm.FundingBoundaryView{MarketID: "BTC-PERP", BoundaryTsMs: 3_600_000, RateQ9: -12, SkewQ9: 5}})
 	d.next(c, "funding event", kind("funding"))
+	// Nor a funding flow: deliver one the same way, on the account channel.
+	acct := signup["accountId"].(string)
+	e.hub.deliver(fsm.Event{Kind: "funding_flow", Channel: channelAccount, Account: acct, Seq: 999, TsMs: now,
+		Data: trade.FundingFlowView{Seq: 999, BoundaryTsMs: 3_600_000, MarketID: "BTC-PERP", RateQ9: 100, FlowMsat: -5, PaidMsat: -5, PositionID: "pos_1"}})
+	d.next(c, "funding_flow event", kind("funding_flow"))
 
 	d.send(c, map[string]any{"op": "unsubscribe", "channel": "stats", "marketId": "BTC-PERP"})
 	d.next(c, "unsubscribed", op("unsubscribed"))
