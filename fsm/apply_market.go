@@ -37,6 +37,11 @@ func init() {
 // one to settle positions' funding flows.
 var fundingHooks []func(c *Ctx, ev market.FundingEvent)
 
+// paramsHooks run after an operator changed a market's parameters or
+// status (the trading engine re-derives its liquidation levels and
+// liquidates what became due).
+var paramsHooks []func(c *Ctx, marketID string)
+
 // printHooks run for each market of a feed after a print is taken, before
 // the market's stats are emitted (so they show the fills the print caused).
 var printHooks []func(c *Ctx, marketID string)
@@ -309,6 +314,9 @@ func applyMarketSet(c *Ctx) (int, any, *wire.Refusal) {
 	}
 	if err := c.St.Market.SetParams(c.Now(), next); err != nil {
 		return 0, nil, marketRefusal(err)
+	}
+	for _, h := range paramsHooks {
+		h(c, p.MarketID)
 	}
 	c.emitStats(p.MarketID)
 	v, _ := c.St.Market.Market(p.MarketID)

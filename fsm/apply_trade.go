@@ -28,6 +28,9 @@ func init() {
 	fundingHooks = append(fundingHooks, func(c *Ctx, ev market.FundingEvent) {
 		c.St.Trade.OnFunding(c.tradeEnv(), ev)
 	})
+	paramsHooks = append(paramsHooks, func(c *Ctx, marketID string) {
+		c.St.Trade.OnParams(c.tradeEnv(), marketID)
+	})
 	printHooks = append(printHooks, func(c *Ctx, marketID string) {
 		c.St.Trade.OnPrint(c.tradeEnv(), marketID)
 	})

@@ -249,3 +249,33 @@ func (w *tradeWorld) lastEntry(acct string) int64 {
 	w.m.Read(func(st *State, _ uint64) { e = st.Trade.Accounts[acct].Fills[0].ExecQ8 })
 	return e
 }
+
+// No liquidation runs in a halted market; the entry that lifts the halt
+// liquidates what became due, and a raised maintenance rate moves every
+// level at once.
+func TestHaltDefersLiquidationAndParamsReindex(t *testing.T) {
+	w := newTradeWorld(t)
+	a, k := w.account(btcBTC)
+	created(t, w.order(a, k, levered(mktOrder("l", "BTC-PERP", "buy", 10_000), 50)), trade.StatusFilled)
+	b, kb := w.account(btcBTC)
+	created(t, w.order(b, kb, levered(mktOrder("l", "BTC-PERP", "buy", 10_000), 10)), trade.StatusFilled)
+	halted, live := market.StatusHalted, market.StatusLive
+	w.setMarket(MarketSetPayload{MarketID: "BTC-PERP", Status: &halted})
+	w.print("BTCUSD", usdQ8(97_000)) // -3%: beyond the 50x long's level
+	if len(w.liquidations(a).Liquidations) != 0 {
+		t.Fatal("liquidated in a halted market")
+	}
+	w.setMarket(MarketSetPayload{MarketID: "BTC-PERP", Status: &live})
+	if len(w.liquidations(a).Liquidations) != 1 {
+		t.Fatal("lifting the halt did not liquidate the position that became due")
+	}
+	// 10x at -3% is safe at 0.5% maintenance, not at 8%.
+	if len(w.liquidations(b).Liquidations) != 0 {
+		t.Fatal("10x long liquidated at -3%")
+	}
+	im, mm := int64(100_000_000), int64(80_000_000)
+	w.setMarket(MarketSetPayload{MarketID: "BTC-PERP", IMRateQ9: &im, MMRateQ9: &mm})
+	if len(w.liquidations(b).Liquidations) != 1 {
+		t.Fatal("raising mmRate did not liquidate the position it put under maintenance")
+	}
+}

@@ -78,10 +78,30 @@ func (s *State) sweep(env *Env, marketID string) {
 		return
 	}
 	for _, id := range b.Liq.Reached(pr.MidQ8) {
-		if _, due := b.Liq.Entries[id]; due {
+		// An earlier liquidation's auto-deleveraging may have closed or
+		// shrunk this position since Reached listed it.
+		if e, ok := b.Liq.Entries[id]; ok && reached(e.Dir, e.LevelQ8, pr.MidQ8) {
 			s.liquidate(env, m, pr, id)
 		}
 	}
+}
+
+// OnParams runs after an operator changed a market's parameters or
+// status: every position's liquidation level is derived again (the
+// maintenance rate may have changed), in account id order, and whatever is
+// now due is liquidated (a market back from halted, a raised mmRate).
+func (s *State) OnParams(env *Env, marketID string) {
+	var ids []string
+	for id, a := range s.Accounts {
+		if _, ok := a.Positions[marketID]; ok {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		s.indexPosition(env, id, marketID)
+	}
+	s.sweep(env, marketID)
 }
 
 // liquidate liquidates accountID's position in m at print pr.
