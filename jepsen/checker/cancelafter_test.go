@@ -62,6 +62,14 @@ func setOrder(f *tradingFixture, node, id, status, reason string) {
 	}
 }
 
+// setOrderEverywhere changes how every node lists order id (an ended
+// order reads the same on every replica).
+func setOrderEverywhere(f *tradingFixture, id, status, reason string) {
+	for node := range f.final.Traders["t"].Nodes {
+		setOrder(f, node, id, status, reason)
+	}
+}
+
 // setDone changes the completion of op id.
 func setDone(f *tradingFixture, id int, change func(op *history.Op)) {
 	for i := range f.ops {
@@ -91,14 +99,14 @@ func TestSwitchClaimsNothingUnproven(t *testing.T) {
 		{"disarm outcome unknown", func(f *tradingFixture) {
 			// o7 canceled by the switch after 11's disarm; but 11 may never
 			// have been applied, so 8's arm may still have held.
-			setOrder(f, "n1", "o7", "canceled", ReasonCancelAllAfter)
+			setOrderEverywhere(f, "o7", "canceled", ReasonCancelAllAfter)
 			setDone(f, 13, func(op *history.Op) { op.OrderStatus = "not-canceled" })
 			setDone(f, 11, func(op *history.Op) { op.Type, op.Armed, op.Status, op.Code = history.Info, nil, 503, "unavailable" })
 		}},
 		{"no cancel bounds the fire", func(f *tradingFixture) {
 			// o7 canceled by the switch; 13 never answered, so the fire may
 			// have come after 14's arm, whose outcome is unknown.
-			setOrder(f, "n1", "o7", "canceled", ReasonCancelAllAfter)
+			setOrderEverywhere(f, "o7", "canceled", ReasonCancelAllAfter)
 			setDone(f, 13, func(op *history.Op) {
 				op.Type, op.OrderStatus, op.Status, op.Code = history.Info, "", 503, "unavailable"
 			})

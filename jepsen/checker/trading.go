@@ -16,6 +16,10 @@ type TraderFinal struct {
 	// listings could not all be read is missing (and Errors says why).
 	Nodes  map[string]*TraderView `json:"nodes"`
 	Errors []string               `json:"errors,omitempty"`
+	// Settled is set when the harness saw the trader with no live order
+	// or trigger at an index every view was read at or past: from there
+	// on nothing can fill, so every node's view must be the same.
+	Settled bool `json:"settled"`
 }
 
 // TraderView is one node's complete answer for a trader, read at or past
@@ -26,6 +30,8 @@ type TraderView struct {
 	Positions    []PositionFinal `json:"positions"`
 	Fills        []FillFinal     `json:"fills"`
 	Orders       []OrderFinal    `json:"orders"`
+	// Triggers is the triggers page (live triggers, armed and resting).
+	Triggers []TriggerFinal `json:"triggers"`
 }
 
 // PositionFinal is one open position; Contracts is signed (short < 0).
@@ -56,9 +62,27 @@ func (f FillFinal) NetMsat() int64 { return f.RealizedPnlMsat + f.DeficitMsat - 
 // OrderFinal is one listed order. Reason is why the engine closed it
 // (ReasonCancelAllAfter for the switch; empty for a client's cancel).
 type OrderFinal struct {
-	OrderID string `json:"orderId"`
-	Status  string `json:"status"`
-	Reason  string `json:"reason,omitempty"`
+	OrderID   string `json:"orderId"`
+	MarketID  string `json:"marketId,omitempty"`
+	Type      string `json:"type,omitempty"`
+	Buy       bool   `json:"buy"`
+	Contracts int64  `json:"contracts,omitempty"`
+	Status    string `json:"status"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// TriggerFinal is one record of the triggers page.
+type TriggerFinal struct {
+	OrderID    string `json:"orderId"`
+	MarketID   string `json:"marketId"`
+	Kind       string `json:"kind"`
+	Buy        bool   `json:"buy"`
+	Contracts  int64  `json:"contracts"`
+	LevelQ8    int64  `json:"levelQ8"`
+	ReduceOnly bool   `json:"reduceOnly"`
+	Status     string `json:"status"`
+	Reason     string `json:"reason,omitempty"`
+	OCOGroup   string `json:"ocoGroup,omitempty"`
 }
 
 // TradingReport is what the trading checker counted.
@@ -74,6 +98,16 @@ type TradingReport struct {
 	Arms                  int `json:"arms"`
 	SwitchCancels         int `json:"switchCancels"`
 	CanceledWhileDisarmed int `json:"canceledWhileDisarmed"`
+	// Triggers counts acknowledged trigger and bracket placements;
+	// TriggerFills the fills of triggers and bracket legs (first complete
+	// node), LegFills those of legs alone; OCOCancels the legs the engine
+	// canceled because the other leg executed; Blocked the triggers that
+	// fired and could not execute.
+	Triggers     int `json:"triggers"`
+	TriggerFills int `json:"triggerFills"`
+	LegFills     int `json:"legFills"`
+	OCOCancels   int `json:"ocoCancels"`
+	Blocked      int `json:"blocked"`
 	// DriftMsat sums, over traders, the applied grants plus what the
 	// fills moved, minus the equity observed (first complete node).
 	DriftMsat int64 `json:"driftMsat"`
@@ -85,15 +119,17 @@ type TradingReport struct {
 
 // Trading checks orders, cancels and fills on every node's final view:
 // an acknowledged filled order has exactly one fill; no order has more
-// than one (a retried key makes one order, one fill); an order canceled
-// by an acknowledged cancel never fills; no fill or order exists that the
-// run did not place, or whose placement certainly failed; each listed
-// order's status agrees with its fills; positions equal the signed sum
-// of their fills; and each trader's equity (free + reserved + margin)
-// equals its listed deposits plus what its fills moved (conservation).
-// Orders the cancel-all-after switch canceled (reason cancel_all_after)
-// are accepted, held to "never fills" on every node, and judged against
-// the switch's calls as cancelafter.go explains.
+// than one (a retried key makes one order, one fill; a trigger executes
+// once); an order canceled by an acknowledged cancel never fills; no fill
+// or order exists that the run did not place, or whose placement
+// certainly failed; each listed order's status agrees with its fills;
+// positions equal the signed sum of their fills; and each trader's equity
+// (free + reserved + margin) equals its listed deposits plus what its
+// fills moved (conservation). Orders the cancel-all-after switch canceled
+// (reason cancel_all_after) are accepted, held to "never fills" on every
+// node, and judged against the switch's calls as cancelafter.go explains.
+// Triggers and brackets are judged as triggers.go explains, and the nodes
+// against each other as replicas.go does.
 func Trading(ops []history.Op, final *Final) (Result, TradingReport) {
 	res := Result{Name: "trading", Verdict: Valid}
 	var rep TradingReport
@@ -117,35 +153,34 @@ func Trading(ops []history.Op, final *Final) (Result, TradingReport) {
 	}
 	sort.Strings(traders)
 	for _, a := range traders {
-		placed := map[string]Write{}
+		placed := placements(orders[a])
+		open := false
 		for _, w := range orders[a] {
-			placed[w.Invoke.IdemKey] = w
 			if w.Outcome == Applied {
 				rep.Orders++
+				if s := w.Invoke.Spec; s != nil && (s.IsTrigger() || s.Kind == history.KindBracket) {
+					rep.Triggers++
+				}
 			}
+			open = open || w.Outcome == Indeterminate
 		}
-		ackCanceled := map[string]int{}
-		canceled := map[string]string{}
-		for _, w := range cancels[a] {
-			if w.Outcome == Applied && w.OrderStatus == "canceled" {
-				ackCanceled[w.Invoke.Order] = w.Invoke.ID
-				canceled[w.Invoke.Order] = "acknowledged"
-			}
-		}
+		checkTriggerAnswers(&res, a, orders[a])
+		ackCanceled, canceled := clientCanceled(cancels[a], placed)
 		rep.Arms += checkCallAnswers(&res, a, calls[a])
 		tf := final.Traders[a]
 		if tf == nil || len(tf.Nodes) == 0 {
 			res.Verdict = worse(res.Verdict, Unknown)
-			res.addf("%s: no node's final view could be read; %d orders unchecked", a, len(placed))
+			res.addf("%s: no node's final view could be read; %d orders unchecked", a, len(orders[a]))
 			continue
 		}
 		swc := switchCanceled(tf)
-		checkSwitchCancels(&res, &rep, a, swc, calls[a], cancels[a], placed, ackCanceled)
+		checkSwitchCancels(&res, &rep, a, swc, calls[a], cancels[a], placedWrites(placed), ackCanceled)
 		for id, node := range swc {
 			if canceled[id] == "" {
 				canceled[id] = "by cancel-all-after on " + node
 			}
 		}
+		checkReplicas(&res, a, tf, tf.Settled && !open)
 		first := true
 		for _, node := range sortedMapKeys(tf.Nodes) {
 			v := tf.Nodes[node]
@@ -155,13 +190,9 @@ func Trading(ops []history.Op, final *Final) (Result, TradingReport) {
 				continue
 			}
 			net := checkView(&res, &rep, a, node, v, placed, canceled)
+			checkTriggers(&res, a, node, v, placed, tf.Settled && !open)
 			if first {
-				rep.Fills += len(v.Fills)
-				for _, o := range v.Orders {
-					if o.Status == "canceled" && o.Reason == ReasonCancelAllAfter {
-						rep.SwitchCancels++
-					}
-				}
+				countView(&rep, v, placed)
 				rep.VenueNetMsat -= net
 			}
 			equity := v.FreeMsat + v.ReservedMsat
@@ -194,9 +225,62 @@ func Trading(ops []history.Op, final *Final) (Result, TradingReport) {
 	return res, rep
 }
 
+// clientCanceled maps each order an acknowledged client cancel canceled
+// to that cancel's op id (ackCanceled) and to why (canceled). A bracket's
+// cancel answered canceled ends whatever of it was live: its entry, or its
+// legs once the entry executed. Either way neither leg fills afterwards
+// (had one executed, the other would have gone with it and nothing would
+// have been live), so the legs are held to "never fills"; the entry is
+// not, since it may have filled before, and its listed status says which.
+func clientCanceled(cancels []Write, placed map[string]placement) (map[string]int, map[string]string) {
+	ackCanceled, canceled := map[string]int{}, map[string]string{}
+	for _, w := range cancels {
+		if w.Outcome != Applied || w.OrderStatus != "canceled" {
+			continue
+		}
+		id := w.Invoke.Order
+		if pl, ok := placed[id]; ok && pl.leg == nil && pl.spec() != nil && pl.spec().Kind == history.KindBracket {
+			for _, l := range pl.spec().Legs {
+				ackCanceled[l.ID] = w.Invoke.ID
+				canceled[l.ID] = "with its bracket, acknowledged"
+			}
+			continue
+		}
+		ackCanceled[id] = w.Invoke.ID
+		canceled[id] = "acknowledged"
+	}
+	return ackCanceled, canceled
+}
+
+// countView adds one node's view to the report's counters.
+func countView(rep *TradingReport, v *TraderView, placed map[string]placement) {
+	rep.Fills += len(v.Fills)
+	for _, f := range v.Fills {
+		pl, ok := placed[f.OrderID]
+		switch {
+		case !ok:
+		case pl.leg != nil:
+			rep.TriggerFills++
+			rep.LegFills++
+		case pl.spec() != nil && pl.spec().IsTrigger():
+			rep.TriggerFills++
+		}
+	}
+	for _, o := range v.Orders {
+		switch {
+		case o.Status == "canceled" && o.Reason == ReasonCancelAllAfter:
+			rep.SwitchCancels++
+		case o.Status == "canceled" && o.Reason == ReasonOCO:
+			rep.OCOCancels++
+		case o.Status == "rejected":
+			rep.Blocked++
+		}
+	}
+}
+
 // checkView checks one node's view of trader a and returns the net msat
 // its fills moved into the trader's equity.
-func checkView(res *Result, rep *TradingReport, a, node string, v *TraderView, placed map[string]Write, canceled map[string]string) int64 {
+func checkView(res *Result, rep *TradingReport, a, node string, v *TraderView, placed map[string]placement, canceled map[string]string) int64 {
 	bad := func(counter *int, format string, args ...any) {
 		res.Verdict = Violation
 		if counter != nil {
@@ -205,10 +289,14 @@ func checkView(res *Result, rep *TradingReport, a, node string, v *TraderView, p
 		res.addf("%s on %s: "+format, append([]any{a, node}, args...)...)
 	}
 	fills := map[string]int{}
+	seqs := map[string]int{}
 	pos := map[string]int64{}
 	var net int64
 	for _, f := range v.Fills {
 		fills[f.OrderID]++
+		if seqs[f.Seq]++; seqs[f.Seq] == 2 {
+			bad(nil, "fill seq %s listed more than once", f.Seq)
+		}
 		n := f.Closed + f.Opened
 		if !f.Buy {
 			n = -n
@@ -218,12 +306,12 @@ func checkView(res *Result, rep *TradingReport, a, node string, v *TraderView, p
 	}
 	for _, id := range sortedMapKeys(fills) {
 		n := fills[id]
-		w, ok := placed[id]
+		pl, ok := placed[id]
 		switch {
 		case !ok:
 			bad(nil, "fill of order %s, which this run never placed", id)
-		case w.Outcome == NotApplied:
-			bad(nil, "order %s (op #%d) certainly failed but has %d fill(s)", id, w.Invoke.ID, n)
+		case pl.w.Outcome == NotApplied:
+			bad(nil, "order %s (op #%d) certainly failed but has %d fill(s)", id, pl.w.Invoke.ID, n)
 		}
 		if n > 1 {
 			rep.DoubledFills += n - 1
@@ -234,9 +322,9 @@ func checkView(res *Result, rep *TradingReport, a, node string, v *TraderView, p
 		}
 	}
 	for _, id := range sortedMapKeys(placed) {
-		w := placed[id]
-		if w.Outcome == Applied && w.OrderStatus == "filled" && fills[id] == 0 {
-			bad(&rep.LostFills, "order %s (op #%d) was acknowledged filled but has no fill", id, w.Invoke.ID)
+		pl := placed[id]
+		if pl.leg == nil && pl.w.Outcome == Applied && pl.w.OrderStatus == "filled" && fills[id] == 0 {
+			bad(&rep.LostFills, "order %s (op #%d) was acknowledged filled but has no fill", id, pl.w.Invoke.ID)
 		}
 	}
 	listed := map[string]int{}
@@ -245,8 +333,8 @@ func checkView(res *Result, rep *TradingReport, a, node string, v *TraderView, p
 		if listed[o.OrderID] == 2 {
 			bad(nil, "order %s listed more than once: one key made two orders", o.OrderID)
 		}
-		w, ok := placed[o.OrderID]
-		if !ok || w.Outcome == NotApplied {
+		pl, ok := placed[o.OrderID]
+		if !ok || pl.w.Outcome == NotApplied {
 			bad(nil, "order %s is listed but was never placed or certainly failed", o.OrderID)
 		}
 		switch n := fills[o.OrderID]; {
@@ -257,10 +345,11 @@ func checkView(res *Result, rep *TradingReport, a, node string, v *TraderView, p
 		}
 	}
 	for _, id := range sortedMapKeys(placed) {
-		if w := placed[id]; w.Outcome == Applied && listed[id] == 0 {
-			bad(nil, "order %s (op #%d) was acknowledged but is not listed", id, w.Invoke.ID)
+		if pl := placed[id]; pl.w.Outcome == Applied && listed[id] == 0 {
+			bad(nil, "order %s (op #%d) was acknowledged but is not listed", id, pl.w.Invoke.ID)
 		}
 	}
+	checkSpecs(bad, v, placed)
 	held := map[string]int64{}
 	for _, p := range v.Positions {
 		held[p.MarketID] += p.Contracts

@@ -63,6 +63,37 @@ func (c *Client) AdminSnapshot(ctx context.Context, adminAddr, token string) err
 	return nil
 }
 
+// ScriptPoint is one point of an oracle script: a price at an offset from
+// the moment the script is applied.
+type ScriptPoint struct {
+	OffsetMs int64
+	MidQ8    int64
+}
+
+// AdminOracleScript makes a feed play points (straight lines between
+// them), then hold the last until unpinned. The script is a command
+// through the log: every leader plays it from the same start.
+func (c *Client) AdminOracleScript(ctx context.Context, adminAddr, token, feedID string, points []ScriptPoint) error {
+	type point struct {
+		OffsetMs string `json:"offsetMs"`
+		MidQ8    string `json:"midQ8"`
+	}
+	body := struct {
+		FeedID string  `json:"feedId"`
+		Points []point `json:"points"`
+		Mode   string  `json:"mode"`
+	}{FeedID: feedID, Mode: "linear"}
+	for _, p := range points {
+		body.Points = append(body.Points, point{strconv.FormatInt(p.OffsetMs, 10), strconv.FormatInt(p.MidQ8, 10)})
+	}
+	res := c.Do(ctx, Request{Method: http.MethodPost, Addr: adminAddr, Path: "/admin/oracle/script",
+		Header: map[string]string{"Authorization": "Bearer " + token}, Body: body, IsWrite: true})
+	if res.Type != "ok" {
+		return fmt.Errorf("oracle script %s on %s: %d %s %s", feedID, adminAddr, res.Status, res.Code, res.Error)
+	}
+	return nil
+}
+
 func (c *Client) admin(ctx context.Context, addr, token, path string, out any) error {
 	res := c.Do(ctx, Request{Method: http.MethodGet, Addr: addr, Path: path,
 		Header: map[string]string{"Authorization": "Bearer " + token}})

@@ -11,6 +11,7 @@ import (
 // Market is the part of GET /v1/markets the trading workload needs.
 type Market struct {
 	MarketID          string `json:"marketId"`
+	OracleFeedID      string `json:"oracleFeedId"`
 	Status            string `json:"status"`
 	TickSizeQ8        string `json:"tickSizeQ8"`
 	MinOrderContracts string `json:"minOrderContracts"`
@@ -37,13 +38,40 @@ func (c *Client) Markets(ctx context.Context, addr string) (Result, []Market) {
 // OrderRequest is the body of POST /v1/orders (the fields the workload
 // uses). The idempotency key is the order id.
 type OrderRequest struct {
-	MarketID     string  `json:"marketId"`
-	Side         string  `json:"side"`
-	Type         string  `json:"type"`
-	Contracts    string  `json:"contracts"`
-	ReduceOnly   bool    `json:"reduceOnly"`
-	LimitPriceQ8 *string `json:"limitPriceQ8,omitempty"`
+	MarketID       string        `json:"marketId"`
+	Side           string        `json:"side"`
+	Type           string        `json:"type"`
+	Contracts      string        `json:"contracts"`
+	ReduceOnly     bool          `json:"reduceOnly"`
+	LimitPriceQ8   *string       `json:"limitPriceQ8,omitempty"`
+	TriggerPriceQ8 *string       `json:"triggerPriceQ8,omitempty"`
+	Trigger        *OrderTrigger `json:"trigger,omitempty"`
+	Bracket        *OrderBracket `json:"bracket,omitempty"`
 }
+
+// OrderTrigger is the trigger block of a market order: kind entry, stop
+// or take_profit, at level.
+type OrderTrigger struct {
+	Kind  string `json:"kind"`
+	Level string `json:"level"`
+}
+
+// OrderBracket is the bracket block of a market order. The legs get the
+// ids <orderId>.stop and <orderId>.tp.
+type OrderBracket struct {
+	EntryKind           string  `json:"entryKind"`
+	EntryLevel          *string `json:"entryLevel,omitempty"`
+	StopLevel           *string `json:"stopLevel,omitempty"`
+	TakeProfitLevel     *string `json:"takeProfitLevel,omitempty"`
+	StopContracts       *string `json:"stopContracts,omitempty"`
+	TakeProfitContracts *string `json:"takeProfitContracts,omitempty"`
+}
+
+// Bracket leg ids: the bracket's order id with these suffixes.
+const (
+	StopLegSuffix       = ".stop"
+	TakeProfitLegSuffix = ".tp"
+)
 
 // OrderAnswer is the 201 answer of POST /v1/orders.
 type OrderAnswer struct {
@@ -183,6 +211,33 @@ func (c *Client) Orders(ctx context.Context, addr, apiKey, status, beforeSeq str
 	}
 	var p OrdersPage
 	return c.page(ctx, addr, apiKey, path, beforeSeq, limit, minIndex, &p), &p
+}
+
+// Trigger is one record of the triggers page (SPEC's trigger view).
+type Trigger struct {
+	OrderID        string  `json:"orderId"`
+	MarketID       string  `json:"marketId"`
+	Kind           string  `json:"kind"`
+	Side           string  `json:"side"`
+	Contracts      string  `json:"contracts"`
+	TriggerPriceQ8 string  `json:"triggerPriceQ8"`
+	ReduceOnly     bool    `json:"reduceOnly"`
+	Status         string  `json:"status"`
+	Reason         *string `json:"reason"`
+	OCOGroup       *string `json:"ocoGroup"`
+}
+
+// TriggersPage is the body of GET /v1/orders?state=...
+type TriggersPage struct {
+	Triggers      []Trigger `json:"triggers"`
+	NextBeforeSeq *string   `json:"nextBeforeSeq"`
+}
+
+// Triggers reads one page of the live triggers in state (resting or
+// armed), newest change first, not before minIndex.
+func (c *Client) Triggers(ctx context.Context, addr, apiKey, state, beforeSeq string, limit int, minIndex uint64) (Result, *TriggersPage) {
+	var p TriggersPage
+	return c.page(ctx, addr, apiKey, "/v1/orders?state="+url.QueryEscape(state), beforeSeq, limit, minIndex, &p), &p
 }
 
 // page reads one cursor page into out; on anything but ok, out is unset

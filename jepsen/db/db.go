@@ -361,6 +361,12 @@ func (c *Cluster) Snapshot(ctx context.Context, n *Node) error {
 	return c.admin.AdminSnapshot(ctx, n.Admin, c.cfg.Token)
 }
 
+// OracleScript makes feedID play points through n's admin listener (any
+// member: the command is forwarded to the leader).
+func (c *Cluster) OracleScript(ctx context.Context, n *Node, feedID string, points []client.ScriptPoint) error {
+	return c.admin.AdminOracleScript(ctx, n.Admin, c.cfg.Token, feedID, points)
+}
+
 // ErrNoLeader means no running node claims to lead.
 var ErrNoLeader = errors.New("no leader")
 

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/perpd/perpd/jepsen/checker"
 	"github.com/perpd/perpd/jepsen/workload"
 )
 
@@ -12,13 +13,23 @@ import (
 // the jepsen_bug tag (bug_client.go): production harness builds have none.
 var bugs = map[string]func([]workload.Kind) []workload.Kind{}
 
+// viewBugs are planted replica bugs: each rewrites the final view the
+// harness read from a node, as a replica with that bug would have listed
+// it. Registered like bugs, only under the jepsen_bug tag.
+var viewBugs = map[string]func(node string, nodes []string, v *checker.TraderView){}
+
 func checkBug(name string) error {
 	if name == "" {
 		return nil
 	}
-	if _, ok := bugs[name]; !ok {
+	_, kind := bugs[name]
+	_, view := viewBugs[name]
+	if !kind && !view {
 		var known []string
 		for k := range bugs {
+			known = append(known, k)
+		}
+		for k := range viewBugs {
 			known = append(known, k)
 		}
 		sort.Strings(known)
@@ -30,4 +41,16 @@ func checkBug(name string) error {
 	return nil
 }
 
-func plantBug(name string, kinds []workload.Kind) []workload.Kind { return bugs[name](kinds) }
+func plantBug(name string, kinds []workload.Kind) []workload.Kind {
+	if plant, ok := bugs[name]; ok {
+		return plant(kinds)
+	}
+	return kinds
+}
+
+// corruptView applies the planted replica bug, if any, to node's view.
+func (r *run) corruptView(node string, v *checker.TraderView) {
+	if plant, ok := viewBugs[r.opts.Bug]; ok {
+		plant(node, r.env.Nodes, v)
+	}
+}

@@ -5,8 +5,11 @@ package harness
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 
+	"github.com/perpd/perpd/jepsen/checker"
 	"github.com/perpd/perpd/jepsen/history"
 	"github.com/perpd/perpd/jepsen/workload"
 )
@@ -23,6 +26,7 @@ func init() {
 	bugs["double-apply"] = func(kinds []workload.Kind) []workload.Kind {
 		return replace(kinds, history.FFaucet, doubleApply)
 	}
+	viewBugs["replica-double-fill"] = replicaDoubleFill
 }
 
 func replace(kinds []workload.Kind, name string, run func(context.Context, *workload.Env, *workload.Process, *workload.Account) history.Type) []workload.Kind {
@@ -83,4 +87,48 @@ func doubleApply(ctx context.Context, e *workload.Env, p *workload.Process, acct
 		e.Client.Faucet(ctx, p.Node, acct.APIKey, fmt.Sprintf("jepsen-double-%016x", p.Rand.Uint64()))
 	}
 	return t
+}
+
+// replicaDoubleFill makes the last node list one fill of each trader twice
+// (a trigger's or a leg's when there is one), as a replica that applied
+// that fill a second time would: a second fill of the same order under a
+// fresh seq, opening the same contracts again, with the position and the
+// free balance moved to match, so that the node's own view stays
+// consistent (positions = fills, equity = deposits + fills). Only the
+// other nodes and the order's single placement give it away.
+func replicaDoubleFill(node string, nodes []string, v *checker.TraderView) {
+	if node != nodes[len(nodes)-1] || len(v.Fills) == 0 {
+		return
+	}
+	trigger := map[string]bool{}
+	for _, o := range v.Orders {
+		trigger[o.OrderID] = o.Type == "stop_market" || o.Type == "take_profit_market"
+	}
+	f := v.Fills[0]
+	for _, g := range v.Fills {
+		if trigger[g.OrderID] || strings.HasSuffix(g.OrderID, ".stop") || strings.HasSuffix(g.OrderID, ".tp") {
+			f = g
+			break
+		}
+	}
+	var top uint64
+	for _, g := range v.Fills {
+		n, _ := strconv.ParseUint(g.Seq, 10, 64)
+		top = max(top, n)
+	}
+	n := f.Closed + f.Opened
+	again := checker.FillFinal{OrderID: f.OrderID, MarketID: f.MarketID, Buy: f.Buy, Opened: n, FeeMsat: f.FeeMsat,
+		Seq: strconv.FormatUint(top+1, 10)}
+	v.Fills = append([]checker.FillFinal{again}, v.Fills...)
+	v.FreeMsat -= f.FeeMsat
+	if !f.Buy {
+		n = -n
+	}
+	for i := range v.Positions {
+		if v.Positions[i].MarketID == f.MarketID {
+			v.Positions[i].Contracts += n
+			return
+		}
+	}
+	v.Positions = append(v.Positions, checker.PositionFinal{MarketID: f.MarketID, Contracts: n})
 }

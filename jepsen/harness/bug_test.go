@@ -5,6 +5,7 @@ package harness
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,6 +87,29 @@ func TestHarnessCatchesPlantedDoubleApplies(t *testing.T) {
 	if sum.Duplicates == 0 || verdict(sum, "money") != checker.Violation {
 		t.Fatalf("double applies not flagged: %s", sum.Line())
 	}
+}
+
+// A replica that applies a fill twice, consistently with itself (its
+// position and balance move with the second fill): the node's own sums
+// hold, but the order has two fills and the settled trader's views differ
+// between nodes.
+func TestHarnessCatchesAReplicaApplyingAFillTwice(t *testing.T) {
+	sum := runWithBug(t, Options{Bug: "replica-double-fill"})
+	if sum.Duplicates == 0 || verdict(sum, "trading") != checker.Violation || !detail(sum, "trading", "settled, yet") {
+		t.Fatalf("a fill applied twice on one replica not flagged: %s", sum.Line())
+	}
+}
+
+// detail reports whether checker name gave a detail containing s.
+func detail(sum *report.Summary, name, s string) bool {
+	for _, r := range sum.Results {
+		for _, d := range r.Details {
+			if r.Name == name && strings.Contains(d, s) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // The node bug (node/bug_stale_read.go) makes X-Consistency: linearizable

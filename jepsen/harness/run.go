@@ -63,6 +63,11 @@ type run struct {
 	cl      *client.Client
 	env     *workload.Env
 	bin     string
+	// settled are the traders the cleanup saw with nothing live, and
+	// quietIndex an index from which none of them can change
+	// (cancelResting); the final reads are made at or past it.
+	settled    map[string]bool
+	quietIndex uint64
 
 	mu  sync.Mutex // guards sum.Problems, appended to from worker goroutines
 	sum report.Summary
@@ -391,12 +396,7 @@ func (r *run) resolvePending(ctx context.Context) {
 // each read on the nodes in turn.
 func (r *run) readFinal(ctx context.Context) *checker.Final {
 	final := &checker.Final{Accounts: map[string]*checker.AccountFinal{}}
-	var minIndex uint64
-	for _, op := range r.rec.Ops() {
-		if op.Type == history.OK && op.RaftIndex > minIndex {
-			minIndex = op.RaftIndex
-		}
-	}
+	minIndex := max(r.ackedIndex(), r.quietIndex)
 	r.env.MinIndex = minIndex
 	pid := 400000
 	for i, a := range append(append([]*workload.Account(nil), r.env.Accounts...), r.env.Traders...) {
@@ -512,6 +512,7 @@ func (r *run) check(final *checker.Final, start, end int64, probeTook time.Durat
 	r.sum.Unresolved = counts.Unresolved
 	r.sum.Orders, r.sum.Fills = trep.Orders, trep.Fills
 	r.sum.SwitchCancels, r.sum.Arms = trep.SwitchCancels, trep.Arms
+	r.sum.Triggers, r.sum.TriggerFills = trep.Triggers, trep.TriggerFills
 	r.sum.DriftMsat, r.sum.HashesEqual = mrep.DriftMsat+trep.DriftMsat, mrep.HashesEqual
 	r.sum.Unavailable = lrep.LongestUnavailable
 	r.sum.Duration = r.opts.Duration

@@ -15,7 +15,7 @@ import (
 const (
 	grantsPerTrader   = 3
 	marketsWait       = 60 * time.Second
-	cleanupRounds     = 5
+	cleanupRounds     = 8
 	tradePageSize     = 200
 	maxTradePages     = 100
 	traderReadRetries = 10
@@ -41,6 +41,7 @@ func (r *run) setupTraders(ctx context.Context) error {
 		ms, err := workload.LoadMarkets(ctx, r.cl, r.env.Nodes[0])
 		if err == nil && len(ms) > 0 {
 			r.env.Markets = ms
+			r.movePrices(ctx, ms)
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -85,54 +86,86 @@ func marketIDs(ms []workload.MarketInfo) []string {
 	return out
 }
 
-// cancelResting cancels every order still resting after the run (recorded
-// like any cancel, so the checker holds them to "never fills"), so no
-// print can fill one while the final views are read.
+// cancelResting cancels every order and trigger still live after the run
+// (recorded like any cancel, so the checker holds them to "never fills"),
+// so no print can fill or fire one while the final views are read. A
+// trader is settled once a node lists nothing live for it at or past the
+// highest acknowledged index; a second listing on that node, answered
+// after the first was read, gives an index from which nothing of the
+// trader can change, and the final views are read at or past it.
 func (r *run) cancelResting(ctx context.Context) {
 	pid := 350000
+	r.settled = map[string]bool{}
 	for round := 0; round < cleanupRounds && ctx.Err() == nil; round++ {
+		minIndex := r.ackedIndex()
 		left := 0
 		for i, a := range r.env.Traders {
+			if r.settled[a.ID] {
+				continue
+			}
+			left++
 			node := r.env.Nodes[(round+i)%len(r.env.Nodes)]
-			ids, err := r.listResting(ctx, node, a.APIKey)
+			ids, _, err := r.listLive(ctx, node, a.APIKey, minIndex)
 			if err != nil {
-				left++
+				continue
+			}
+			if len(ids) == 0 {
+				again, at, err := r.listLive(ctx, node, a.APIKey, minIndex)
+				if err == nil && len(again) == 0 {
+					r.settled[a.ID] = true
+					r.quietIndex = max(r.quietIndex, at)
+					left--
+				}
 				continue
 			}
 			for _, id := range ids {
 				p := &workload.Process{ID: pid, Node: node, Rand: r.rng}
 				pid++
-				if workload.CancelOrder(ctx, r.env, p, a, id) != history.OK {
-					left++
-				}
+				workload.CancelOrder(ctx, r.env, p, a, id)
 			}
 		}
 		r.resolvePending(ctx)
 		if left == 0 {
 			return
 		}
-		time.Sleep(time.Second)
+		time.Sleep(500 * time.Millisecond)
 	}
-	r.logf("some resting orders could not be canceled after the run")
+	r.logf("%d of %d traders still had live orders or could not be listed after the run", len(r.env.Traders)-len(r.settled), len(r.env.Traders))
 }
 
-func (r *run) listResting(ctx context.Context, node, apiKey string) ([]string, error) {
+// ackedIndex is the highest raft index an acknowledged operation returned.
+func (r *run) ackedIndex() uint64 {
+	var idx uint64
+	for _, op := range r.rec.Ops() {
+		if op.Type == history.OK && op.RaftIndex > idx {
+			idx = op.RaftIndex
+		}
+	}
+	return idx
+}
+
+// listLive lists a trader's live orders and triggers (status accepted) on
+// node, not before minIndex, and the highest X-Raft-Index it was answered
+// with.
+func (r *run) listLive(ctx context.Context, node, apiKey string, minIndex uint64) ([]string, uint64, error) {
 	var ids []string
+	var at uint64
 	before := ""
 	for page := 0; page < maxTradePages; page++ {
-		res, p := r.cl.Orders(ctx, node, apiKey, "accepted", before, tradePageSize, 0)
+		res, p := r.cl.Orders(ctx, node, apiKey, "accepted", before, tradePageSize, minIndex)
 		if res.Type != history.OK {
-			return nil, fmt.Errorf("orders on %s: %d %s %s", node, res.Status, res.Code, res.Error)
+			return nil, 0, fmt.Errorf("orders on %s: %d %s %s", node, res.Status, res.Code, res.Error)
 		}
+		at = max(at, res.RaftIndex)
 		for _, o := range p.Orders {
 			ids = append(ids, o.OrderID)
 		}
 		if p.NextBeforeSeq == nil || len(p.Orders) == 0 {
-			return ids, nil
+			return ids, at, nil
 		}
 		before = *p.NextBeforeSeq
 	}
-	return nil, errors.New("orders: too many pages")
+	return nil, 0, errors.New("orders: too many pages")
 }
 
 // readTraders reads every trader's complete view on every node, not
@@ -143,12 +176,13 @@ func (r *run) readTraders(ctx context.Context, final *checker.Final) {
 	}
 	final.Traders = map[string]*checker.TraderFinal{}
 	for _, a := range r.env.Traders {
-		tf := &checker.TraderFinal{Nodes: map[string]*checker.TraderView{}}
+		tf := &checker.TraderFinal{Nodes: map[string]*checker.TraderView{}, Settled: r.settled[a.ID]}
 		final.Traders[a.ID] = tf
 		for _, node := range r.env.Nodes {
 			for try := 0; try < traderReadRetries; try++ {
 				v, err := r.traderView(ctx, node, a.APIKey)
 				if err == nil {
+					r.corruptView(node, v)
 					tf.Nodes[node] = v
 					break
 				}
@@ -213,10 +247,12 @@ func (r *run) traderView(ctx context.Context, node, apiKey string) (*checker.Tra
 			return nil, fmt.Errorf("orders on %s: %d %s %s", node, res.Status, res.Code, res.Error)
 		}
 		for _, o := range p.Orders {
-			of := checker.OrderFinal{OrderID: o.OrderID, Status: o.Status}
-			if o.Reason != nil {
-				of.Reason = *o.Reason
+			n, err := strconv.ParseInt(o.Contracts, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("order %s: contracts %q: %w", o.OrderID, o.Contracts, err)
 			}
+			of := checker.OrderFinal{OrderID: o.OrderID, MarketID: o.MarketID, Type: o.Type, Buy: o.Side == "buy",
+				Contracts: n, Status: o.Status, Reason: deref(o.Reason)}
 			v.Orders = append(v.Orders, of)
 		}
 		if p.NextBeforeSeq == nil || len(p.Orders) == 0 {
@@ -224,7 +260,47 @@ func (r *run) traderView(ctx context.Context, node, apiKey string) (*checker.Tra
 		}
 		before = *p.NextBeforeSeq
 	}
+	for _, state := range []string{"armed", "resting"} {
+		ts, err := r.triggers(ctx, node, apiKey, state, mi)
+		if err != nil {
+			return nil, err
+		}
+		v.Triggers = append(v.Triggers, ts...)
+	}
 	return v, nil
+}
+
+// triggers reads every page of a trader's live triggers in state.
+func (r *run) triggers(ctx context.Context, node, apiKey, state string, minIndex uint64) ([]checker.TriggerFinal, error) {
+	var out []checker.TriggerFinal
+	before := ""
+	for page := 0; page < maxTradePages; page++ {
+		res, p := r.cl.Triggers(ctx, node, apiKey, state, before, tradePageSize, minIndex)
+		if res.Type != history.OK {
+			return nil, fmt.Errorf("triggers (%s) on %s: %d %s %s", state, node, res.Status, res.Code, res.Error)
+		}
+		for _, t := range p.Triggers {
+			n, err1 := strconv.ParseInt(t.Contracts, 10, 64)
+			lv, err2 := strconv.ParseInt(t.TriggerPriceQ8, 10, 64)
+			if err := errors.Join(err1, err2); err != nil {
+				return nil, fmt.Errorf("trigger %s: %w", t.OrderID, err)
+			}
+			out = append(out, checker.TriggerFinal{OrderID: t.OrderID, MarketID: t.MarketID, Kind: t.Kind, Buy: t.Side == "buy",
+				Contracts: n, LevelQ8: lv, ReduceOnly: t.ReduceOnly, Status: t.Status, Reason: deref(t.Reason), OCOGroup: deref(t.OCOGroup)})
+		}
+		if p.NextBeforeSeq == nil || len(p.Triggers) == 0 {
+			return out, nil
+		}
+		before = *p.NextBeforeSeq
+	}
+	return nil, errors.New("triggers: too many pages")
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func fillFinal(orderID, marketID, side, seq string, nums ...string) (checker.FillFinal, error) {

@@ -35,8 +35,8 @@ const (
 	FMint         = "mint-key"
 	FListDeposits = "list-deposits"
 	FListSessions = "list-sessions"
-	// FOrder places an order (market or limit); its idempotency key is
-	// the order id.
+	// FOrder places an order (market, limit, a trigger or a bracket; Op.Spec
+	// says which); its idempotency key is the order id.
 	FOrder = "order"
 	// FCancel cancels an order (Op.Order) under its own key.
 	FCancel = "cancel"
@@ -67,6 +67,8 @@ type Op struct {
 	// creation status (filled, resting, ...) or, for a cancel,
 	// "canceled" / "not-canceled".
 	OrderStatus string `json:"orderStatus,omitempty"`
+	// Spec is what an order placement asked for (invocations only).
+	Spec *OrderSpec `json:"spec,omitempty"`
 	// TimeoutMs is the timeout a cancel-all-after call sent (0 disarms).
 	TimeoutMs *int64 `json:"timeoutMs,omitempty"`
 	// Armed and DeadlineTsMs are what an acknowledged cancel-all-after
@@ -89,6 +91,53 @@ type Op struct {
 	Resolves int `json:"resolves,omitempty"`
 	// TimeNs is monotonic nanoseconds since the run started.
 	TimeNs int64 `json:"timeNs"`
+}
+
+// Order kinds of an OrderSpec: a plain order, a trigger of that kind, or
+// a bracket.
+const (
+	KindMarket     = "market"
+	KindLimit      = "limit"
+	KindStop       = "stop"
+	KindTakeProfit = "take_profit"
+	KindEntry      = "entry"
+	KindBracket    = "bracket"
+)
+
+// OrderSpec is what an order placement asked for, in the terms the
+// checkers judge fills and listings by.
+type OrderSpec struct {
+	Market     string `json:"market"`
+	Buy        bool   `json:"buy"`
+	Contracts  int64  `json:"contracts"`
+	ReduceOnly bool   `json:"reduceOnly,omitempty"`
+	Kind       string `json:"kind"`
+	// LevelQ8 is a trigger's level, or a bracket's entry level (0: the
+	// bracket's entry is a market order).
+	LevelQ8 int64 `json:"levelQ8,omitempty"`
+	// Legs are a bracket's stop and take-profit legs.
+	Legs []LegSpec `json:"legs,omitempty"`
+}
+
+// LegSpec is one bracket leg: a reduce-only trigger on the entry's other
+// side, with its own order id.
+type LegSpec struct {
+	ID        string `json:"id"`
+	Kind      string `json:"kind"` // KindStop or KindTakeProfit
+	LevelQ8   int64  `json:"levelQ8"`
+	Contracts int64  `json:"contracts"`
+}
+
+// IsTrigger reports whether the order waits for a price: a standalone
+// trigger, or a bracket whose entry is a trigger.
+func (s *OrderSpec) IsTrigger() bool {
+	switch s.Kind {
+	case KindStop, KindTakeProfit, KindEntry:
+		return true
+	case KindBracket:
+		return s.LevelQ8 != 0
+	}
+	return false
 }
 
 // Int64 returns a pointer to v, for Op.Msat.

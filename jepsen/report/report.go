@@ -23,6 +23,8 @@ type Summary struct {
 	Fills          int              `json:"fills"`         // fills listed at the end
 	SwitchCancels  int              `json:"switchCancels"` // orders canceled by cancel-all-after
 	Arms           int              `json:"arms"`          // acknowledged cancel-all-after arms
+	Triggers       int              `json:"triggers"`      // acknowledged trigger and bracket placements
+	TriggerFills   int              `json:"triggerFills"`  // fills of triggers and bracket legs
 	Linearizable   checker.Verdict  `json:"linearizable"`
 	DriftMsat      int64            `json:"msatDrift"`
 	HashesEqual    bool             `json:"hashesEqual"`
@@ -56,9 +58,9 @@ func (s *Summary) Line() string {
 	if s.Failed() {
 		verdict = "FAIL"
 	}
-	return fmt.Sprintf("jepsen %s: ops=%d acknowledged=%d faults=%d lost-writes=%d duplicate-applies=%d linearizable=%s msat-drift=%d hashes-equal=%t orders=%d fills=%d caa=%d longest-unavailability=%v (nodes=%d nemesis=%s time=%v report=%s)",
+	return fmt.Sprintf("jepsen %s: ops=%d acknowledged=%d faults=%d lost-writes=%d duplicate-applies=%d linearizable=%s msat-drift=%d hashes-equal=%t orders=%d fills=%d caa=%d trig=%d trigfills=%d longest-unavailability=%v (nodes=%d nemesis=%s time=%v report=%s)",
 		verdict, s.Ops, s.Acknowledged, s.Faults, s.Lost, s.Duplicates, s.Linearizable, s.DriftMsat, s.HashesEqual,
-		s.Orders, s.Fills, s.SwitchCancels, s.Unavailable.Round(time.Millisecond), s.Nodes, strings.Join(s.Nemeses, ","), s.Duration.Round(time.Second), s.Dir)
+		s.Orders, s.Fills, s.SwitchCancels, s.Triggers, s.TriggerFills, s.Unavailable.Round(time.Millisecond), s.Nodes, strings.Join(s.Nemeses, ","), s.Duration.Round(time.Second), s.Dir)
 }
 
 // Write stores the summary, the results and the final state in dir.

@@ -19,7 +19,8 @@ import (
 // retried with the same key after the faults heal, like every write.
 //
 // The dead-man switch (POST /v1/cancel-all-after) is in cancelafter.go;
-// the orders it cancels are among those this file rests.
+// the orders it cancels are among those this file rests. Triggers and
+// brackets are in triggers.go.
 
 // maxWorkloadContracts bounds an order's size (within the market's own
 // limits) so margin stays a small share of a trader's funds.
@@ -28,6 +29,7 @@ const maxWorkloadContracts = 50
 // MarketInfo is what the workload knows of a market.
 type MarketInfo struct {
 	ID           string
+	FeedID       string // the oracle feed that prices it
 	TickQ8       int64
 	MinContracts int64
 	MaxContracts int64
@@ -42,12 +44,16 @@ func LoadMarkets(ctx context.Context, c *client.Client, node string) ([]MarketIn
 	if ms == nil {
 		return nil, fmt.Errorf("markets: %d %s %s", res.Status, res.Code, res.Error)
 	}
+	return marketInfos(ms)
+}
+
+func marketInfos(ms []client.Market) ([]MarketInfo, error) {
 	var out []MarketInfo
 	for _, m := range ms {
 		if m.Status != "live" || m.LastPrice == nil {
 			continue
 		}
-		mi := MarketInfo{ID: m.MarketID}
+		mi := MarketInfo{ID: m.MarketID, FeedID: m.OracleFeedID}
 		var errs [4]error
 		mi.TickQ8, errs[0] = strconv.ParseInt(m.TickSizeQ8, 10, 64)
 		mi.MinContracts, errs[1] = strconv.ParseInt(m.MinOrderContracts, 10, 64)
@@ -134,8 +140,9 @@ func CancelResting(ctx context.Context, e *Env, p *Process, acct *Account) histo
 
 func placeOrder(ctx context.Context, e *Env, p *Process, acct *Account, body client.OrderRequest) history.Type {
 	key := idemKey(p.Rand, "order")
+	spec := orderSpec(key, body)
 	inv := e.Rec.Invoke(history.Op{Process: p.ID, Node: p.Node, F: history.FOrder, Account: acct.ID,
-		IdemKey: key, Order: key, Detail: orderDetail(body)})
+		IdemKey: key, Order: key, Detail: orderDetail(body), Spec: spec})
 	octx, cancel := opCtx(ctx)
 	defer cancel()
 	res, a := e.Client.PlaceOrder(octx, p.Node, acct.APIKey, key, body)
@@ -145,8 +152,8 @@ func placeOrder(ctx context.Context, e *Env, p *Process, acct *Account, body cli
 		done.OrderStatus = a.Status
 	}
 	e.Rec.Complete(inv, done)
-	if body.Type == "limit" && (res.Type == history.Info || (a != nil && a.Status == "resting")) {
-		acct.resting.add(key)
+	for _, id := range mayRest(p.Rand, key, spec, res.Type, done.OrderStatus) {
+		acct.resting.add(id)
 	}
 	if res.Type == history.Info {
 		e.AddPending(Pending{Op: inv, Account: acct, Body: body})
@@ -221,6 +228,23 @@ func orderDetail(b client.OrderRequest) string {
 	d := fmt.Sprintf("%s %s %s %s", b.Type, b.Side, b.Contracts, b.MarketID)
 	if b.LimitPriceQ8 != nil {
 		d += " @" + *b.LimitPriceQ8
+	}
+	if b.TriggerPriceQ8 != nil {
+		d += " trigger " + *b.TriggerPriceQ8
+	}
+	if t := b.Trigger; t != nil {
+		d += " " + t.Kind + " " + t.Level
+	}
+	if br := b.Bracket; br != nil {
+		d += " bracket " + br.EntryKind
+		for _, f := range []struct {
+			name string
+			v    *string
+		}{{"entry", br.EntryLevel}, {"stop", br.StopLevel}, {"tp", br.TakeProfitLevel}, {"stopN", br.StopContracts}, {"tpN", br.TakeProfitContracts}} {
+			if f.v != nil {
+				d += " " + f.name + "=" + *f.v
+			}
+		}
 	}
 	return d
 }

@@ -54,6 +54,9 @@ type Env struct {
 	// would hide stale reads from the linearizability checker.
 	MinIndex uint64
 
+	// prices is the newest mid per market the workload read.
+	prices priceBook
+
 	mu      sync.Mutex
 	pending []Pending
 	nextPID atomic.Int64
@@ -102,12 +105,17 @@ func Kinds() []Kind {
 		{Name: history.FRead, Weight: 55, Run: ReadBalance},
 		{Name: history.FListDeposits, Weight: 10, Run: ListDeposits},
 		{Name: history.FMint, Weight: 5, Run: MintKey},
-		{Name: "order-market", Weight: 8, Trader: true, Run: PlaceMarket},
-		{Name: "order-limit", Weight: 5, Trader: true, Run: PlaceLimit},
+		// Trader kinds weigh 25 in all, so a trader stays near its order
+		// budget (60 a minute per key, burst 20) at the default rate.
+		{Name: "order-market", Weight: 6, Trader: true, Run: PlaceMarket},
+		{Name: "order-limit", Weight: 3, Trader: true, Run: PlaceLimit},
 		{Name: history.FCancel, Weight: 4, Trader: true, Run: CancelResting},
-		// About one call every 2-3 s per trader at the default rate, against
-		// 1-3 s timeouts: many deadlines pass (see cancelafter.go).
-		{Name: history.FCancelAfter, Weight: 6, Trader: true, Run: CancelAllAfter},
+		// About one call every 4-6 s per trader at the default rate, against
+		// 1-3 s timeouts: most deadlines pass (see cancelafter.go).
+		{Name: history.FCancelAfter, Weight: 4, Trader: true, Run: CancelAllAfter},
+		{Name: "order-stop", Weight: 3, Trader: true, Run: PlaceStop},
+		{Name: "order-entry", Weight: 2, Trader: true, Run: PlaceEntry},
+		{Name: "order-bracket", Weight: 3, Trader: true, Run: PlaceBracket},
 	}
 }
 
