@@ -199,14 +199,9 @@ func (s *Server) positions(c *gin.Context) {
 }
 
 func (s *Server) fills(c *gin.Context) {
-	limit, before, ok := s.pageQuery(c)
-	if !ok {
-		return
-	}
-	acct := callerOf(c).AccountID
-	var page trade.FillsPage
-	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { page = st.Trade.Fills(acct, before, limit) })
-	c.JSON(http.StatusOK, page)
+	s.accountPage(c, func(st *fsm.State, acct string, before uint64, limit int) any {
+		return st.Trade.Fills(acct, before, limit)
+	})
 }
 
 // intOr0 is an optional integer's value, 0 when absent (every such field

@@ -27,23 +27,26 @@ func (s *Server) riskRoutes() []*Route {
 }
 
 func (s *Server) fundingFlows(c *gin.Context) {
-	limit, before, ok := s.pageQuery(c)
-	if !ok {
-		return
-	}
-	acct := callerOf(c).AccountID
-	var page trade.FundingPage
-	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { page = st.Trade.FundingFlows(acct, before, limit) })
-	c.JSON(http.StatusOK, page)
+	s.accountPage(c, func(st *fsm.State, acct string, before uint64, limit int) any {
+		return st.Trade.FundingFlows(acct, before, limit)
+	})
 }
 
 func (s *Server) liquidations(c *gin.Context) {
+	s.accountPage(c, func(st *fsm.State, acct string, before uint64, limit int) any {
+		return st.Trade.Liquidations(acct, before, limit)
+	})
+}
+
+// accountPage answers a cursor-paginated history of the caller's account,
+// read from this node's state.
+func (s *Server) accountPage(c *gin.Context, read func(st *fsm.State, acct string, before uint64, limit int) any) {
 	limit, before, ok := s.pageQuery(c)
 	if !ok {
 		return
 	}
 	acct := callerOf(c).AccountID
-	var page trade.LiquidationsPage
-	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { page = st.Trade.Liquidations(acct, before, limit) })
+	var page any
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { page = read(st, acct, before, limit) })
 	c.JSON(http.StatusOK, page)
 }

@@ -4,7 +4,9 @@
 // and market), orders (market and limit; limit orders rest with reserved
 // margin in a price index), triggers and brackets (triggers.go: market
 // orders armed in the same index, executed by the print that reaches their
-// level) and fill records.
+// level), fill records, and risk: the liquidation index, liquidations with
+// the insurance fund and auto-deleveraging (risk.go, liquidate.go) and
+// hourly funding flows (funding.go).
 //
 // Every msat a fill moves goes through the ledger, between the trader's
 // Free, Reserved and Margin(account, market) accounts, ledger.House (the

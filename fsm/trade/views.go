@@ -80,16 +80,22 @@ func (s *State) TriggersPage(accountID, state string, beforeSeq uint64, limit in
 			live = append(live, o)
 		}
 	}
-	sort.Slice(live, func(i, j int) bool { return live[i].Seq > live[j].Seq })
-	for i, o := range live {
-		if i == limit {
-			next := wire.Int(live[i-1].Seq)
-			page.NextBeforeSeq = &next
-			break
-		}
-		page.Triggers = append(page.Triggers, NewTriggerView(o))
-	}
+	page.Triggers, page.NextBeforeSeq = byLatestChange(live, NewTriggerView, limit)
 	return page
+}
+
+// byLatestChange renders up to limit orders, newest change first, and the
+// cursor of the next page (nil when none is left). Seqs are unique.
+func byLatestChange[V any](orders []*Order, view func(*Order) V, limit int) ([]V, *wire.Int) {
+	sort.Slice(orders, func(i, j int) bool { return orders[i].Seq > orders[j].Seq })
+	out := []V{}
+	for i, o := range orders {
+		if i == limit {
+			return out, wire.Ptr(int64(orders[i-1].Seq))
+		}
+		out = append(out, view(o))
+	}
+	return out, nil
 }
 
 // PositionView is SPEC's Position, plus its id and liquidation price.
@@ -364,14 +370,6 @@ func (s *State) OrdersPage(accountID string, statuses []string, beforeSeq uint64
 			orders = append(orders, o)
 		}
 	}
-	sort.Slice(orders, func(i, j int) bool { return orders[i].Seq > orders[j].Seq })
-	for i, o := range orders {
-		if i == limit {
-			next := wire.Int(orders[i-1].Seq)
-			page.NextBeforeSeq = &next
-			break
-		}
-		page.Orders = append(page.Orders, NewOrderView(o))
-	}
+	page.Orders, page.NextBeforeSeq = byLatestChange(orders, NewOrderView, limit)
 	return page
 }
