@@ -157,6 +157,15 @@ func TestCrashLiquidatesEveryLeveragedLong(t *testing.T) {
 	if adlFills == 0 {
 		t.Fatal("no adl fill")
 	}
+	reduced := 0
+	for _, s := range shorts {
+		if w.position(s, "BTC-PERP").Contracts < 2000 {
+			reduced++
+		}
+	}
+	if reduced == 0 {
+		t.Fatal("no short was deleveraged")
+	}
 	var oi int64
 	w.m.Read(func(st *State, _ uint64) { oi = st.Market.MarketsByID["BTC-PERP"].LongOIContracts })
 	if oi != 0 {
