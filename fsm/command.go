@@ -18,6 +18,7 @@ const (
 	CmdGenesis  CmdType = 3 // seed a new cluster's state once
 	CmdNoop     CmdType = 4 // carries nothing; used by tests and read barriers
 	CmdNodeGone CmdType = 5 // drop a removed member's advertised addresses
+	CmdGroup    CmdType = 6 // several commands in one entry (group commit; machine.go)
 
 	CmdSignup     CmdType = 20 // create an account and its master key
 	CmdMintKey    CmdType = 21 // mint a delegate key (session)

@@ -92,7 +92,12 @@ func (m *Machine) ApplyBatch(indexes []uint64, data [][]byte) ([]*Result, []Even
 			m.index = indexes[i]
 			continue
 		}
-		r, evs, h := m.applyOne(indexes[i], d)
+		cmd, err := DecodeCommand(d)
+		if err == nil && cmd.Type == CmdGroup {
+			results[i] = m.applyGroup(indexes[i], cmd, &events)
+			continue
+		}
+		r, evs, h := m.applyDecoded(indexes[i], cmd, err)
 		if h != nil {
 			m.haltWith(h)
 			results[i] = haltedResult(h, indexes[i])
@@ -103,6 +108,69 @@ func (m *Machine) ApplyBatch(indexes []uint64, data [][]byte) ([]*Result, []Even
 		events = append(events, evs...)
 	}
 	return results, events
+}
+
+// GroupPayload is a group entry's commands, each in its log-entry bytes.
+type GroupPayload struct {
+	Cmds [][]byte `cbor:"1,keyasint"`
+}
+
+// GroupMax bounds the commands of one group entry.
+const GroupMax = 1024
+
+// EncodeGroup returns the log-entry bytes of a group of encoded commands:
+// one raft entry that the machine applies as len(cmds) commands, in order,
+// all at the entry's index (group commit, node/group.go).
+func EncodeGroup(cmds [][]byte) ([]byte, error) {
+	c, err := NewCommand(CmdGroup, GroupPayload{Cmds: cmds})
+	if err != nil {
+		return nil, err
+	}
+	return c.Encode()
+}
+
+
+// applyGroup applies a group entry's commands in order, each exactly as if
+// it were its own entry at index: its own answer, its own refusal (a
+// refused command changes nothing, so its neighbours never see it), its
+// own events. A group inside a group, or an empty or oversized group, is
+// refused whole. If a command halts the machine, it and the rest are
+// answered 503 and the applied index stays before the group.
+func (m *Machine) applyGroup(index uint64, cmd *Command, events *[]Event) *Result {
+	var g GroupPayload
+	err := Unmarshal(cmd.Payload, &g)
+	subs := g.Cmds
+	if err != nil || len(subs) == 0 || len(subs) > GroupMax {
+		res := refusalResult(wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "a group holds 1 to %d commands", GroupMax))
+		res.Index = index
+		m.index = index
+		return res
+	}
+	out := &Result{Index: index, Group: make([]*Result, len(subs))}
+	for j, sub := range subs {
+		if h := m.halt.Load(); h != nil {
+			out.Group[j] = haltedResult(h, index)
+			continue
+		}
+		sc, err := DecodeCommand(sub)
+		if err == nil && sc.Type == CmdGroup {
+			out.Group[j] = refusalResult(wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "a group cannot hold a group"))
+			out.Group[j].Index = index
+			continue
+		}
+		r, evs, h := m.applyDecoded(index, sc, err)
+		if h != nil {
+			m.haltWith(h)
+			out.Group[j] = haltedResult(h, index)
+			continue
+		}
+		out.Group[j] = r
+		*events = append(*events, evs...)
+	}
+	if m.halt.Load() == nil {
+		m.index = index
+	}
+	return out
 }
 
 // haltedResult answers an entry the halted machine did not apply. Another
@@ -121,8 +189,9 @@ func (m *Machine) Apply(index uint64, data []byte) (*Result, []Event) {
 	return rs[0], evs
 }
 
-func (m *Machine) applyOne(index uint64, data []byte) (res *Result, events []Event, halt *Halt) {
-	cmd, err := DecodeCommand(data)
+// applyDecoded applies one command decoded from an entry (err: it was
+// not decodable, and is refused).
+func (m *Machine) applyDecoded(index uint64, cmd *Command, err error) (res *Result, events []Event, halt *Halt) {
 	if err != nil {
 		res = refusalResult(wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "undecodable command"))
 		res.Index = index

@@ -19,6 +19,9 @@ type Result struct {
 	Replay bool `cbor:"4,keyasint,omitempty"`
 	// Index is the log index the command was applied at.
 	Index uint64 `cbor:"5,keyasint,omitempty"`
+	// Group holds one answer per command of a group entry (CmdGroup), in
+	// order; the group's own Status and Body are empty. Never stored.
+	Group []*Result `cbor:"-"`
 }
 
 // OK reports whether the command was accepted.

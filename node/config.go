@@ -40,6 +40,9 @@ type Config struct {
 	TickInterval time.Duration
 	// ProposeTimeout bounds a write's wait for a leader and a commit.
 	ProposeTimeout time.Duration
+	// GroupMax bounds how many writes share one raft entry (group commit,
+	// group.go); 0 is DefaultGroupMax, 1 turns grouping off.
+	GroupMax int
 	// Faucet sizing proposed at genesis (zero keeps the defaults).
 	FaucetGrantsPerHour int
 	// SimRailDir, when set, is where the simulated rail records payouts,

@@ -35,6 +35,9 @@ type Node struct {
 
 	clock *logClock
 
+	// committer groups the leader's writes into raft entries (group.go).
+	committer *committer
+
 	// meter is the rate-budget keeper drawn at the leader (SetMeter);
 	// draws remembers admitted draws so retries are not charged twice.
 	meter atomic.Pointer[Meter]
@@ -136,6 +139,9 @@ func New(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("bootstrap: %w", err)
 		}
 	}
+	n.committer = newCommitter(n)
+	n.wg.Add(1)
+	go n.committer.run()
 	started = true
 	return n, nil
 }

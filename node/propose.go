@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/perpd/perpd/fsm"
 )
 
@@ -73,32 +71,20 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsm.Command) (*fsm.Result, e
 	if err := n.gate(ctx); err != nil {
 		return nil, err
 	}
-	stamped := *cmd
-	stamped.TsMs = n.stamp()
-	data, err := stamped.Encode()
-	if err != nil {
-		return nil, err
-	}
-	f := n.Raft.Apply(data, time.Second)
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
+	// The committer stamps it and sends it to raft, alone or grouped with
+	// the writes that arrived meanwhile (group.go).
+	q := &queued{cmd: cmd, done: make(chan queuedAnswer, 1)}
 	select {
-	case err = <-done:
+	case n.committer.in <- q:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	if err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
-			errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, raft.ErrEnqueueTimeout) {
-			return nil, fmt.Errorf("%w: %v", errNotLeader, err)
-		}
-		return nil, err
+	select {
+	case a := <-q.done:
+		return a.res, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	res, ok := f.Response().(*fsm.Result)
-	if !ok {
-		return nil, fmt.Errorf("unexpected apply response %T", f.Response())
-	}
-	return res, nil
 }
 
 // stamp is the leader's time for a new entry: log time carried forward

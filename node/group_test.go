@@ -1,0 +1,85 @@
+package node_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/perpd/perpd/cluster/clustertest"
+	"github.com/perpd/perpd/fsm"
+)
+
+// Group commit: 200 writers at once, through the leader and both
+// followers, each get their own answer at an index every replica applied,
+// with each write stored exactly once, and the writes took fewer raft
+// entries than there were writes. A retry of each, in a second wave,
+// replays its own first answer.
+func TestConcurrentWritesShareRaftEntries(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	before := c.Leader().Node.Raft.LastIndex()
+	const writers = 200
+	members := c.Live()
+	results := make([]*fsm.Result, writers)
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for i := 0; i < writers; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			res, err := tryPropose(members[i%len(members)].Node, noop(fmt.Sprintf("acct%d:group-%d", i%7, i)))
+			if err != nil {
+				errs <- err
+				return
+			}
+			results[i] = res
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	entries := c.Leader().Node.Raft.LastIndex() - before
+	if entries >= writers {
+		t.Fatalf("%d writes took %d raft entries: no grouping", writers, entries)
+	}
+	t.Logf("%d writes in %d raft entries", writers, entries)
+	var top uint64
+	for i, res := range results {
+		if res.Replay || res.Index == 0 {
+			t.Fatalf("write %d answered %+v", i, res)
+		}
+		top = max(top, res.Index)
+	}
+	for _, m := range c.Live() {
+		waitApplied(t, m.Node, top)
+		for i, res := range results {
+			key := fmt.Sprintf("acct%d:group-%d", i%7, i)
+			rec, ok := record(m.Node, key)
+			if !ok || rec.Index != res.Index || orderCount(m.Node, key) != 1 {
+				t.Fatalf("%s: write %d stored %+v (found %v, %d times), answered at %d", m.ID, i, rec, ok, orderCount(m.Node, key), res.Index)
+			}
+		}
+	}
+	// The second wave: every retry replays its first answer.
+	errs = make(chan error, writers)
+	for i := 0; i < writers; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			res, err := tryPropose(members[(i+1)%len(members)].Node, noop(fmt.Sprintf("acct%d:group-%d", i%7, i)))
+			if err != nil {
+				errs <- err
+				return
+			}
+			if !res.Replay || res.Index != results[i].Index {
+				errs <- fmt.Errorf("retry %d answered %+v, first at %d", i, res, results[i].Index)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
