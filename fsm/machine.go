@@ -129,7 +129,6 @@ func EncodeGroup(cmds [][]byte) ([]byte, error) {
 	return c.Encode()
 }
 
-
 // applyGroup applies a group entry's commands in order, each exactly as if
 // it were its own entry at index: its own answer, its own refusal (a
 // refused command changes nothing, so its neighbours never see it), its
