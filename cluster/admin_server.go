@@ -51,6 +51,7 @@ func NewAdminServer(n *node.Node) *AdminServer {
 	s.Handle("POST /admin/transfer-leadership", s.leaderOnly(s.transfer))
 	s.Handle("GET /admin/snapshot", s.snapshot)
 	s.Handle("POST /admin/restore", s.leaderOnly(s.restore))
+	s.profiling()
 	return s
 }
 
