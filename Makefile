@@ -6,7 +6,7 @@ TIME      ?= 5m
 NEMESIS   ?= all
 NODES     ?= 5
 
-.PHONY: build run test test-short devnet lint fmt jepsen bench clean
+.PHONY: build run test test-short devnet lint fmt jepsen bench bench-load clean
 
 build:
 	$(GO) build -o $(BIN) .
@@ -35,8 +35,28 @@ fmt:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./fsm/... ./node/...
 
+# A load run: a fresh 3-node devnet of the bench profile in the background
+# (ports BENCH_HTTP_BASE.. so a `make devnet` on 8080 is left alone),
+# `perpd bench` against all three, then the devnet stops, also when the
+# run fails or is interrupted. The result is in BENCH_DIR/result.json.
+BENCH_DIR       ?= ./devnet-bench
+BENCH_HTTP_BASE ?= 18080
+BENCH_TRADERS   ?= 32
+BENCH_DURATION  ?= 30s
+BENCH_MIX       ?= market=40,limit=30,cancel=15,read=15
+
+bench-load: build
+	rm -rf $(BENCH_DIR) && mkdir -p $(BENCH_DIR)
+	@./$(BIN) devnet --nodes 3 --deployment bench --dir $(BENCH_DIR) --http-base $(BENCH_HTTP_BASE) \
+		> $(BENCH_DIR)/devnet.out 2>&1 & devnet=$$!; \
+	trap 'kill $$devnet 2>/dev/null; wait $$devnet 2>/dev/null' EXIT INT TERM; \
+	./$(BIN) bench --nodes 127.0.0.1:$(BENCH_HTTP_BASE),127.0.0.1:$$(($(BENCH_HTTP_BASE)+1)),127.0.0.1:$$(($(BENCH_HTTP_BASE)+2)) \
+		--traders $(BENCH_TRADERS) --duration $(BENCH_DURATION) --mix $(BENCH_MIX) --ready-timeout 60s \
+		--out $(BENCH_DIR)/result.json \
+	|| { status=$$?; echo "bench failed; devnet output:"; tail -20 $(BENCH_DIR)/devnet.out; exit $$status; }
+
 clean:
-	rm -rf bin data devnet
+	rm -rf bin data devnet devnet-bench bench-result.json
 
 # Jepsen-style fault injection against a real cluster (jepsen/README.md).
 # Needs root and iptables for partitions. TIME, NEMESIS and NODES change it.

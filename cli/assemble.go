@@ -57,7 +57,8 @@ func Assemble(n *node.Node, log hclog.Logger) (*cluster.AdminServer, *httpapi.Se
 // WebSocket, with every domain wired in. The caller starts the node
 // (Node.Start), serves the handlers and calls Run. `serve` and the test
 // harnesses both use it, so tests run exactly what production runs.
-// opts are further HTTP options (serve's trusted proxies).
+// opts are further HTTP options (serve's trusted proxies). The deployment's
+// profile scales the rate budgets (bench).
 func Build(n *node.Node, log hclog.Logger, opts ...httpapi.Option) (*Assembly, error) {
 	rl, err := newRail(n.Config().Deployment, n.RailNodeKey(), n.Config().SimRailDir)
 	if err != nil {
@@ -73,6 +74,10 @@ func Build(n *node.Node, log hclog.Logger, opts ...httpapi.Option) (*Assembly, e
 	}
 	hub := wsapi.New(n, log.Named("ws"))
 	p.HTTPOptions = append(p.HTTPOptions, httpapi.WithWebSocket(hub))
+	// The profile's scale applies last, to whatever budgets the options set.
+	if k := profiles[n.Config().Deployment].budgetScale; k > 1 {
+		p.HTTPOptions = append(p.HTTPOptions, httpapi.WithBudgetScale(k))
+	}
 	return &Assembly{Admin: p.Admin, API: httpapi.New(n, log.Named("http"), p.HTTPOptions...), Hub: hub}, nil
 }
 

@@ -21,6 +21,10 @@ func devnetCmd() *cobra.Command {
 		Short: "Run a local N-node cluster as child processes until Ctrl-C",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Checked here, not only by each child: a bad name fails at once.
+			if _, err := deploymentProfile(cfg.Deployment); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
@@ -49,7 +53,7 @@ func devnetCmd() *cobra.Command {
 	fl.StringVar(&cfg.Dir, "dir", "./devnet", "directory for the nodes' data and logs")
 	fl.IntVar(&cfg.HTTPBase, "http-base", 8080, "HTTP port of node1; node i uses base+i-1 (raft base-1000, admin base+1000)")
 	fl.StringVar(&cfg.Host, "host", "127.0.0.1", "listen host")
-	fl.StringVar(&cfg.Deployment, "deployment", "testnet", "deployment profile of every node")
+	fl.StringVar(&cfg.Deployment, "deployment", "testnet", "deployment profile of every node: testnet, local or bench (raised rate budgets for `perpd bench`)")
 	return cmd
 }
 

@@ -45,6 +45,7 @@ func TestServeChecksItsFlagsBeforeStarting(t *testing.T) {
 		want string
 	}{
 		{"prod on the simulated rail", []string{"--deployment", "prod"}, "real payment rail"},
+		{"an unknown deployment", []string{"--deployment", "staging"}, "bench, local, testnet or prod"},
 		{"raft on every interface without TLS", []string{"--raft", "0.0.0.0:0"}, "--tls-cert"},
 		{"admin on a non-loopback address without TLS", []string{"--admin", "[::]:0"}, "--tls-cert"},
 		{"admin token on argv", []string{"--admin-token", "s3cret"}, "--admin-token-file"},
@@ -55,6 +56,9 @@ func TestServeChecksItsFlagsBeforeStarting(t *testing.T) {
 		if err := serveWith(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error naming %q", tc.name, err, tc.want)
 		}
+	}
+	if err := serveWith(t, "--deployment", "bench"); err != nil {
+		t.Fatalf("the bench profile: %v", err)
 	}
 	if err := serveWith(t, "--trusted-proxies", "10.0.0.0/8, 192.168.1.7"); err != nil {
 		t.Fatalf("valid trusted proxies: %v", err)
@@ -68,8 +72,8 @@ func TestServeNeedsTheClusterSecretToJoin(t *testing.T) {
 	}
 }
 
-func TestPayInvoiceRouteOnlyOnTestnetAndLocal(t *testing.T) {
-	for _, dep := range []string{"testnet", "local", "prod"} {
+func TestPayInvoiceRouteOnlyOffProd(t *testing.T) {
+	for _, dep := range []string{"testnet", "local", "bench", "prod"} {
 		n, err := node.New(node.Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: clustertest.FreeAddr(t), AdminAddr: "127.0.0.1:1",
 			Bootstrap: true, Deployment: dep, AdminToken: "tok", Logger: hclog.NewNullLogger()})
 		if err != nil {

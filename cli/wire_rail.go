@@ -17,19 +17,17 @@ func init() { wirings = append(wirings, wireRail) }
 const PayInvoicePath = "/admin/rail/pay-invoice"
 
 // wireRail connects the payment rail: the leader's payout driver and, on
-// testnet and local deployments only, the operator's simulated payer. The
-// payer runs on the leader (a follower relays the admin request): a
-// settlement is a leader-only command that no follower may forward.
+// deployments whose profile pays (testnet, local, bench), the operator's
+// simulated payer. The payer runs on the leader (a follower relays the
+// admin request): a settlement is a leader-only command that no follower
+// may forward.
 func wireRail(p *Parts) error {
 	p.Node.AddLeaderDriver(node.RailDriver(p.Rail))
-	if payerDeployments[p.Node.Config().Deployment] {
+	if profiles[p.Node.Config().Deployment].payer {
 		p.Admin.HandleLeader("POST "+PayInvoicePath, payInvoice(p.Node, p.Rail))
 	}
 	return nil
 }
-
-// payerDeployments may pay invoices from the admin listener.
-var payerDeployments = map[string]bool{"testnet": true, "local": true}
 
 // PayInvoiceRequest is the body of POST /admin/rail/pay-invoice.
 type PayInvoiceRequest struct {

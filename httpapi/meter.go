@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"container/list"
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -35,6 +36,27 @@ var Budgets = map[string]Budget{
 	"read":     {Name: "read", PerKeyPerMin: 600, KeyBurst: 120, PerAccountPerMin: 3000, AccountBurst: 360},
 	"order":    {Name: "order", PerKeyPerMin: 60, KeyBurst: 20, PerAccountPerMin: 180, AccountBurst: 60},
 	"withdraw": {Name: "withdraw", PerKeyPerMin: 10, KeyBurst: 5, PerAccountPerMin: 20, AccountBurst: 15},
+}
+
+// MaxBudgetScale bounds ScaleBudgets: a per-minute rate of 3000 x 10,000
+// still fits an int, and nobody needs more to stay clear of the meter.
+const MaxBudgetScale = 10_000
+
+// ScaleBudgets returns a copy of b with every rate and burst multiplied by
+// k, from 1 to MaxBudgetScale.
+func ScaleBudgets(b map[string]Budget, k int) (map[string]Budget, error) {
+	if k < 1 || k > MaxBudgetScale {
+		return nil, fmt.Errorf("budget scale %d is outside 1..%d", k, MaxBudgetScale)
+	}
+	out := make(map[string]Budget, len(b))
+	for name, v := range b {
+		v.PerKeyPerMin *= k
+		v.KeyBurst *= k
+		v.PerAccountPerMin *= k
+		v.AccountBurst *= k
+		out[name] = v
+	}
+	return out, nil
 }
 
 // BudgetNames in the order /v1/limits lists them.

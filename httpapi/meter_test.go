@@ -230,3 +230,51 @@ func TestOrderBudgetDrawnAtProposeReplaysIncluded(t *testing.T) {
 		t.Fatalf("limits after the burst: %v", o)
 	}
 }
+
+func TestScaleBudgetsCopiesAndMultiplies(t *testing.T) {
+	before := Budgets["order"]
+	scaled, err := ScaleBudgets(Budgets, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Budget{Name: "order", PerKeyPerMin: 6000, KeyBurst: 2000, PerAccountPerMin: 18000, AccountBurst: 6000}
+	if scaled["order"] != want {
+		t.Fatalf("order x100: %+v, want %+v", scaled["order"], want)
+	}
+	if len(scaled) != len(Budgets) {
+		t.Fatalf("scaled %d budgets of %d", len(scaled), len(Budgets))
+	}
+	if Budgets["order"] != before {
+		t.Fatalf("the package budgets changed: %+v", Budgets["order"])
+	}
+	if one, _ := ScaleBudgets(Budgets, 1); one["read"] != Budgets["read"] {
+		t.Fatalf("x1 changed the read budget: %+v", one["read"])
+	}
+	for _, k := range []int{0, -1, MaxBudgetScale + 1} {
+		if _, err := ScaleBudgets(Budgets, k); err == nil {
+			t.Errorf("scale %d accepted", k)
+		}
+	}
+	if _, err := ScaleBudgets(Budgets, MaxBudgetScale); err != nil {
+		t.Errorf("scale %d (the maximum) refused: %v", MaxBudgetScale, err)
+	}
+}
+
+// A server built with a budget scale meters and reports the scaled
+// budgets: a burst far past the testnet one is admitted.
+func TestBudgetScaleRaisesWhatTheServerAdmits(t *testing.T) {
+	a := newTestAPIWith(t, []Option{WithBudgetScale(100)})
+	master, _ := a.signup()
+	lim := a.do(req{method: "GET", path: "/v1/limits", key: master}).json(t)
+	read := lim["budgets"].(map[string]any)["read"].(map[string]any)
+	if read["limitPerMin"].(float64) != 60000 || read["burst"].(float64) != 12000 {
+		t.Fatalf("read budget x100: %v", read)
+	}
+	order := Budgets["order"]
+	for i := 0; i < order.KeyBurst*3; i++ {
+		r := a.do(req{method: "POST", path: "/v1/cancel-all-after", key: master, idem: nextIdem(), body: map[string]any{"timeoutMs": "0"}})
+		if r.status != 200 {
+			t.Fatalf("write %d (testnet burst %d): %d %s", i+1, order.KeyBurst, r.status, r.body)
+		}
+	}
+}

@@ -89,6 +89,20 @@ func WithWebSocket(h http.Handler) Option { return func(s *Server) { s.ws = h } 
 // WithBudgets replaces the rate budgets (all three names must be present).
 func WithBudgets(b map[string]Budget) Option { return func(s *Server) { s.budgets = b } }
 
+// WithBudgetScale multiplies every rate and burst of the budgets configured
+// so far by k (the bench deployment profile). The package's Budgets map is
+// never changed: the server gets a scaled copy. k below 1 is refused by
+// ScaleBudgets; 1 changes nothing.
+func WithBudgetScale(k int) Option {
+	return func(s *Server) {
+		scaled, err := ScaleBudgets(s.budgets, k)
+		if err != nil {
+			panic("httpapi: " + err.Error())
+		}
+		s.budgets = scaled
+	}
+}
+
 // WithTrustedProxies names the reverse proxies (IP addresses or CIDRs)
 // whose forwarding headers identify the client. Without it, forwarding
 // headers are ignored. Bad entries are refused by ValidateTrustedProxies.

@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/perpd/perpd/fsm/access"
+)
+
+// profile is what a deployment name turns on, besides its name reaching
+// the state machine's genesis (where only "prod" changes a rule).
+type profile struct {
+	// budgetScale multiplies every rate budget of the public API.
+	budgetScale int
+	// signupsPerHour is the genesis signup cap when --signups-per-hour is
+	// not given (0: the state machine's default).
+	signupsPerHour int
+	// payer: the operator may pay deposit invoices from the admin listener.
+	payer bool
+}
+
+// Bench profile sizes (docs/decisions.md, "Load generator and the bench
+// profile"). 1000x every rate budget: one bench trader on loopback sends
+// over 200 order-budget writes a second, past the 100/s of a 100x order
+// budget, so 1000x (1000/s per key) keeps every trader clear of the meter.
+// 10x the signup cap lets a cluster take many bench runs an hour; it
+// stays moderate because each signup copies the window of recent signups.
+const (
+	BenchBudgetScale    = 1000
+	BenchSignupsPerHour = 10 * access.DefaultSignupsPerHour
+)
+
+// profiles are the deployments this build serves. "prod" is not one: it
+// needs a real payment rail (errProdRail).
+var profiles = map[string]profile{
+	"testnet": {budgetScale: 1, payer: true},
+	"local":   {budgetScale: 1, payer: true},
+	"bench":   {budgetScale: BenchBudgetScale, signupsPerHour: BenchSignupsPerHour, payer: true},
+}
+
+// signupCap is the genesis signup cap serve proposes: the flag's when
+// given (non-zero), else the profile's (0 leaves the state machine's).
+func (p profile) signupCap(flag int) int {
+	if flag != 0 {
+		return flag
+	}
+	return p.signupsPerHour
+}
+
+// deploymentProfile checks a --deployment value and returns its profile.
+func deploymentProfile(name string) (profile, error) {
+	if name == "prod" {
+		return profile{}, errProdRail
+	}
+	p, ok := profiles[name]
+	if !ok {
+		names := make([]string, 0, len(profiles))
+		for n := range profiles {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return profile{}, fmt.Errorf("--deployment must be %s or prod, not %q", strings.Join(names, ", "), name)
+	}
+	return p, nil
+}
