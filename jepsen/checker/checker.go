@@ -54,6 +54,9 @@ type Final struct {
 	// Traders are the trading accounts' end states, by account id (their
 	// balances and deposits are in Accounts too).
 	Traders map[string]*TraderFinal `json:"traders,omitempty"`
+	// Ledgers are GET /admin/ledger readings per node id, taken like
+	// Samples (nil when the build has no such route).
+	Ledgers map[string][]LedgerSample `json:"ledgers,omitempty"`
 }
 
 // AccountFinal is one account's end state.

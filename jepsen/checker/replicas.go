@@ -5,20 +5,24 @@ import (
 	"sort"
 )
 
-// The nodes against each other. A fill is made by one log entry and gets
-// its seq there, so a seq listed on two nodes is the same fill on both;
-// and an order that has ended (filled, canceled, rejected) stays as it
-// ended. Any difference there is a violation, whenever the views were
-// read.
+// The nodes against each other. A fill, a liquidation or a funding flow
+// is made by one log entry and gets its seq there, so a seq listed on two
+// nodes is the same record on both; and an order that has ended (filled,
+// canceled, rejected) stays as it ended. Any difference there is a
+// violation, whenever the views were read.
 //
 // Whole views are compared only for a settled trader: the harness saw it
 // with no live order or trigger at some index I, every view was read at
 // or past I, and no placement of the trader has an unknown outcome (one
 // could still be applied later). From I on nothing of the trader can
-// change (no order to fill, cancel or fire; no grant; no funding in this
-// increment), so every node must list the same fills, orders, triggers,
-// positions and balances. A trader that is not settled and whose views
-// differ is reported as unknown.
+// change: no order to fill, cancel or fire; no grant; no liquidation or
+// auto-deleveraging, because the harness pinned every feed and waited for
+// a print at the pinned price (which liquidates whatever it makes due)
+// before I; and no funding, because the harness does not call a trader
+// settled when an hourly boundary may fall between I and its last read.
+// So every node must list the same fills, liquidations, funding flows,
+// orders, triggers, positions and balances. A trader that is not settled
+// and whose views differ is reported as unknown.
 
 // maxReplicaDiffs bounds the differences reported per pair of nodes.
 const maxReplicaDiffs = 5
@@ -28,7 +32,25 @@ func checkReplicas(res *Result, a string, tf *TraderFinal, settled bool) {
 	nodes := sortedMapKeys(tf.Nodes)
 	fills, fillAt := map[string]FillFinal{}, map[string]string{}
 	ended, endedAt := map[string]OrderFinal{}, map[string]string{}
+	liqs, liqAt := map[string]LiquidationFinal{}, map[string]string{}
+	flows, flowAt := map[string]FundingFinal{}, map[string]string{}
 	for _, node := range nodes {
+		for _, l := range tf.Nodes[node].Liquidations {
+			if m, ok := liqs[l.Seq]; !ok {
+				liqs[l.Seq], liqAt[l.Seq] = l, node
+			} else if m != l {
+				res.Verdict = Violation
+				res.addf("%s: liquidation seq %s is %+v on %s but %+v on %s", a, l.Seq, m, liqAt[l.Seq], l, node)
+			}
+		}
+		for _, g := range tf.Nodes[node].Funding {
+			if m, ok := flows[g.Seq]; !ok {
+				flows[g.Seq], flowAt[g.Seq] = g, node
+			} else if m != g {
+				res.Verdict = Violation
+				res.addf("%s: funding flow seq %s is %+v on %s but %+v on %s", a, g.Seq, m, flowAt[g.Seq], g, node)
+			}
+		}
 		for _, f := range tf.Nodes[node].Fills {
 			g, ok := fills[f.Seq]
 			if !ok {
@@ -91,6 +113,10 @@ func diffViews(x, y *TraderView) []string {
 		keyed(y.Positions, func(p PositionFinal) string { return p.MarketID }))
 	diffSets(add, "fill seq", keyed(x.Fills, func(f FillFinal) string { return f.Seq }),
 		keyed(y.Fills, func(f FillFinal) string { return f.Seq }))
+	diffSets(add, "liquidation seq", keyed(x.Liquidations, func(l LiquidationFinal) string { return l.Seq }),
+		keyed(y.Liquidations, func(l LiquidationFinal) string { return l.Seq }))
+	diffSets(add, "funding flow seq", keyed(x.Funding, func(g FundingFinal) string { return g.Seq }),
+		keyed(y.Funding, func(g FundingFinal) string { return g.Seq }))
 	diffSets(add, "order", keyed(x.Orders, func(o OrderFinal) string { return o.OrderID }),
 		keyed(y.Orders, func(o OrderFinal) string { return o.OrderID }))
 	diffSets(add, "trigger", keyed(x.Triggers, func(t TriggerFinal) string { return t.OrderID }),

@@ -32,6 +32,10 @@ type TraderView struct {
 	Orders       []OrderFinal    `json:"orders"`
 	// Triggers is the triggers page (live triggers, armed and resting).
 	Triggers []TriggerFinal `json:"triggers"`
+	// Liquidations and Funding are every page of GET /v1/liquidations and
+	// GET /v1/funding (risk.go).
+	Liquidations []LiquidationFinal `json:"liquidations"`
+	Funding      []FundingFinal     `json:"funding"`
 }
 
 // PositionFinal is one open position; Contracts is signed (short < 0).
@@ -51,12 +55,20 @@ type FillFinal struct {
 	FeeMsat         int64  `json:"feeMsat"`
 	RealizedPnlMsat int64  `json:"realizedPnlMsat"`
 	DeficitMsat     int64  `json:"deficitMsat"`
+	// FundingSettledMsat is always 0 (funding settles at each boundary,
+	// docs/decisions.md "Risk (issue 11)" 8); risk.go holds it to that.
+	FundingSettledMsat int64 `json:"fundingSettledMsat,omitempty"`
+	// AfterContracts (signed) and AfterMarginMsat are the position the
+	// fill left (its positionAfter; 0 and 0 when flat).
+	AfterContracts  int64  `json:"afterContracts"`
+	AfterMarginMsat int64  `json:"afterMarginMsat"`
 	Seq             string `json:"seq"`
 }
 
 // NetMsat is what the fill moved into the trader's equity (free +
 // reserved + margin): the realized PnL, of which a deficit is the part
-// the margin could not pay (the house absorbs it), less the fee.
+// the margin could not pay (the house absorbs it), less the fee. An ADL
+// fill has no fee and its PnL is already cut.
 func (f FillFinal) NetMsat() int64 { return f.RealizedPnlMsat + f.DeficitMsat - f.FeeMsat }
 
 // OrderFinal is one listed order. Reason is why the engine closed it
@@ -108,12 +120,24 @@ type TradingReport struct {
 	LegFills     int `json:"legFills"`
 	OCOCancels   int `json:"ocoCancels"`
 	Blocked      int `json:"blocked"`
+	// Liquidations counts liquidations (first complete node per trader),
+	// PartialLiquidations the partial ones, Deficits those with a deficit;
+	// ADLFills the fills auto-deleveraging made; FundingFlows the funding
+	// flows; OverLiquidated the liquidations that closed more than was
+	// open or nothing.
+	Liquidations        int `json:"liquidations"`
+	PartialLiquidations int `json:"partialLiquidations"`
+	Deficits            int `json:"deficits"`
+	ADLFills            int `json:"adlFills"`
+	FundingFlows        int `json:"fundingFlows"`
+	OverLiquidated      int `json:"overLiquidated"`
 	// DriftMsat sums, over traders, the applied grants plus what the
 	// fills moved, minus the equity observed (first complete node).
 	DriftMsat int64 `json:"driftMsat"`
-	// VenueNetMsat is what the fills moved into the venue's books (house
-	// and fee revenue): minus the traders' sum, so the two always add up
-	// to the deposits, as the ledger's own conservation check requires.
+	// VenueNetMsat is what fills, liquidations and funding moved into the
+	// venue's books (house, fee revenue, insurance fund): minus the
+	// traders' sum, so the two always add up to the deposits, as the
+	// ledger's own conservation check requires.
 	VenueNetMsat int64 `json:"venueNetMsat"`
 }
 
@@ -122,10 +146,13 @@ type TradingReport struct {
 // than one (a retried key makes one order, one fill; a trigger executes
 // once); an order canceled by an acknowledged cancel never fills; no fill
 // or order exists that the run did not place, or whose placement
-// certainly failed; each listed order's status agrees with its fills;
-// positions equal the signed sum of their fills; and each trader's equity
-// (free + reserved + margin) equals its listed deposits plus what its
-// fills moved (conservation). Orders the cancel-all-after switch canceled
+// certainly failed (auto-deleveraging fills excepted: they answer to the
+// liquidation they name); each listed order's status agrees with its
+// fills; positions equal the signed sum of their fills less what
+// liquidations closed, and margins what the records leave; and each
+// trader's equity (free + reserved + margin) equals its listed deposits
+// plus what its fills, liquidations and funding flows moved
+// (conservation; risk.go derives it). Orders the cancel-all-after switch canceled
 // (reason cancel_all_after) are accepted, held to "never fills" on every
 // node, and judged against the switch's calls as cancelafter.go explains.
 // Triggers and brackets are judged as triggers.go explains, and the nodes
@@ -184,9 +211,10 @@ func Trading(ops []history.Op, final *Final) (Result, TradingReport) {
 		first := true
 		for _, node := range sortedMapKeys(tf.Nodes) {
 			v := tf.Nodes[node]
-			if len(v.Fills) >= FillsKept {
+			if len(v.Fills) >= FillsKept || len(v.Liquidations) >= LiquidationsKept || len(v.Funding) >= FundingFlowsKept {
 				res.Verdict = worse(res.Verdict, Unknown)
-				res.addf("%s on %s: %d fills listed, the node keeps only the newest %d: not checked", a, node, len(v.Fills), FillsKept)
+				res.addf("%s on %s: %d fills, %d liquidations, %d funding flows listed, the node keeps only the newest %d of each: not checked",
+					a, node, len(v.Fills), len(v.Liquidations), len(v.Funding), FillsKept)
 				continue
 			}
 			net := checkView(&res, &rep, a, node, v, placed, canceled)
@@ -206,7 +234,7 @@ func Trading(ops []history.Op, final *Final) (Result, TradingReport) {
 				}
 				if listed+net != equity {
 					res.Verdict = Violation
-					res.addf("%s on %s: equity %d msat (free+reserved+margin) but deposits %d and fills %+d msat make %d",
+					res.addf("%s on %s: equity %d msat (free+reserved+margin) but deposits %d and fills, liquidations and funding %+d msat make %d",
 						a, node, equity, listed, net, listed+net)
 				}
 			}
@@ -222,6 +250,7 @@ func Trading(ops []history.Op, final *Final) (Result, TradingReport) {
 			first = false
 		}
 	}
+	checkADL(&res, final, traders)
 	return res, rep
 }
 
@@ -255,7 +284,20 @@ func clientCanceled(cancels []Write, placed map[string]placement) (map[string]in
 // countView adds one node's view to the report's counters.
 func countView(rep *TradingReport, v *TraderView, placed map[string]placement) {
 	rep.Fills += len(v.Fills)
+	rep.Liquidations += len(v.Liquidations)
+	rep.FundingFlows += len(v.Funding)
+	for _, l := range v.Liquidations {
+		if l.Partial {
+			rep.PartialLiquidations++
+		}
+		if l.DeficitMsat > 0 {
+			rep.Deficits++
+		}
+	}
 	for _, f := range v.Fills {
+		if _, adl := isADL(f.OrderID); adl {
+			rep.ADLFills++
+		}
 		pl, ok := placed[f.OrderID]
 		switch {
 		case !ok:
@@ -279,7 +321,8 @@ func countView(rep *TradingReport, v *TraderView, placed map[string]placement) {
 }
 
 // checkView checks one node's view of trader a and returns the net msat
-// its fills moved into the trader's equity.
+// its fills, liquidations and funding flows moved into the trader's
+// equity.
 func checkView(res *Result, rep *TradingReport, a, node string, v *TraderView, placed map[string]placement, canceled map[string]string) int64 {
 	bad := func(counter *int, format string, args ...any) {
 		res.Verdict = Violation
@@ -289,25 +332,17 @@ func checkView(res *Result, rep *TradingReport, a, node string, v *TraderView, p
 		res.addf("%s on %s: "+format, append([]any{a, node}, args...)...)
 	}
 	fills := map[string]int{}
-	seqs := map[string]int{}
-	pos := map[string]int64{}
 	var net int64
 	for _, f := range v.Fills {
 		fills[f.OrderID]++
-		if seqs[f.Seq]++; seqs[f.Seq] == 2 {
-			bad(nil, "fill seq %s listed more than once", f.Seq)
-		}
-		n := f.Closed + f.Opened
-		if !f.Buy {
-			n = -n
-		}
-		pos[f.MarketID] += n
 		net += f.NetMsat()
 	}
 	for _, id := range sortedMapKeys(fills) {
 		n := fills[id]
 		pl, ok := placed[id]
+		_, adl := isADL(id)
 		switch {
+		case adl: // auto-deleveraging: checkRisk and checkADL
 		case !ok:
 			bad(nil, "fill of order %s, which this run never placed", id)
 		case pl.w.Outcome == NotApplied:
@@ -350,21 +385,8 @@ func checkView(res *Result, rep *TradingReport, a, node string, v *TraderView, p
 		}
 	}
 	checkSpecs(bad, v, placed)
-	held := map[string]int64{}
-	for _, p := range v.Positions {
-		held[p.MarketID] += p.Contracts
-	}
-	for m := range pos {
-		if _, ok := held[m]; !ok {
-			held[m] = 0
-		}
-	}
-	for _, m := range sortedMapKeys(held) {
-		if held[m] != pos[m] {
-			bad(nil, "position in %s is %d contracts but its fills sum to %d", m, held[m], pos[m])
-		}
-	}
-	return net
+	checkLiquidationCancels(bad, v)
+	return net + checkRisk(bad, rep, v)
 }
 
 // sortedMapKeys returns m's keys in order (map order must not leak into

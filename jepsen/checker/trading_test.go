@@ -47,15 +47,16 @@ func newTradingFixture() *tradingFixture {
 	return f
 }
 
-// view: fills o1 (+10, fee 100) and o3 (-4 closing, PnL -50, fee 40);
-// position +6 with 1000 msat margin; equity = grant - 190.
+// view: fills o1 (+10, fee 100, leaving 1500 msat of margin) and o3 (-4
+// closing, PnL -50, fee 40, leaving 1000); position +6 with 1000 msat
+// margin; equity = grant - 190.
 func view() *TraderView {
 	return &TraderView{
 		FreeMsat: grant - 190 - 1000, ReservedMsat: 0,
 		Positions: []PositionFinal{{MarketID: "BTC-PERP", Contracts: 6, MarginMsat: 1000}},
 		Fills: []FillFinal{
-			{OrderID: "o3", MarketID: "BTC-PERP", Buy: false, Closed: 4, FeeMsat: 40, RealizedPnlMsat: -50, Seq: "9"},
-			{OrderID: "o1", MarketID: "BTC-PERP", Buy: true, Opened: 10, FeeMsat: 100, Seq: "5"},
+			{OrderID: "o3", MarketID: "BTC-PERP", Buy: false, Closed: 4, FeeMsat: 40, RealizedPnlMsat: -50, AfterContracts: 6, AfterMarginMsat: 1000, Seq: "9"},
+			{OrderID: "o1", MarketID: "BTC-PERP", Buy: true, Opened: 10, FeeMsat: 100, AfterContracts: 10, AfterMarginMsat: 1500, Seq: "5"},
 		},
 		Orders: []OrderFinal{{OrderID: "o3", Status: "filled"}, {OrderID: "o2", Status: "canceled"}, {OrderID: "o1", Status: "filled"}},
 	}
@@ -104,7 +105,7 @@ func TestTradingCatchesPlantedBugs(t *testing.T) {
 		}, "listed more than once", nil},
 		{"position is not the sum of fills", func(f *tradingFixture) {
 			f.final.Traders["t"].Nodes["n1"].Positions[0].Contracts = 7
-		}, "fills sum to 6", nil},
+		}, "fills and liquidations sum to 6", nil},
 		{"money created", func(f *tradingFixture) {
 			f.final.Traders["t"].Nodes["n1"].FreeMsat += 1
 		}, "equity", nil},

@@ -29,7 +29,8 @@ func (f *tradingFixture) place(id int, key string, spec *history.OrderSpec, typ 
 //     went with it, entry_canceled).
 //
 // Fills: b1 +5 (fee 50), b1.tp -3 (PnL +300, fee 30), s1 -2 (PnL -100,
-// fee 20): 100 msat more equity, and the position is 6 again.
+// fee 20): 100 msat more equity, and the position is 6 again (margin
+// 1400, 1200, then 1000 after each).
 func newTriggerFixture() *tradingFixture {
 	f := newTradingFixture()
 	f.place(20, "b1", &history.OrderSpec{Market: "BTC-PERP", Buy: true, Contracts: 5, Kind: history.KindBracket,
@@ -45,9 +46,9 @@ func newTriggerFixture() *tradingFixture {
 	for _, v := range f.final.Traders["t"].Nodes {
 		v.FreeMsat += 100
 		v.Fills = append([]FillFinal{
-			{OrderID: "s1", MarketID: "BTC-PERP", Closed: 2, FeeMsat: 20, RealizedPnlMsat: -100, Seq: "30"},
-			{OrderID: "b1.tp", MarketID: "BTC-PERP", Closed: 3, FeeMsat: 30, RealizedPnlMsat: 300, Seq: "25"},
-			{OrderID: "b1", MarketID: "BTC-PERP", Buy: true, Opened: 5, FeeMsat: 50, Seq: "20"},
+			{OrderID: "s1", MarketID: "BTC-PERP", Closed: 2, FeeMsat: 20, RealizedPnlMsat: -100, AfterContracts: 6, AfterMarginMsat: 1000, Seq: "30"},
+			{OrderID: "b1.tp", MarketID: "BTC-PERP", Closed: 3, FeeMsat: 30, RealizedPnlMsat: 300, AfterContracts: 8, AfterMarginMsat: 1200, Seq: "25"},
+			{OrderID: "b1", MarketID: "BTC-PERP", Buy: true, Opened: 5, FeeMsat: 50, AfterContracts: 11, AfterMarginMsat: 1400, Seq: "20"},
 		}, v.Fills...)
 		v.Orders = append(v.Orders,
 			OrderFinal{OrderID: "b1", MarketID: "BTC-PERP", Type: "market", Buy: true, Contracts: 5, Status: "filled"},
@@ -217,6 +218,7 @@ func TestTriggersClaimNothingUnproven(t *testing.T) {
 			f.write(26, history.FCancel, "c1b", "b1", history.OK, history.Op{OrderStatus: "canceled"})
 			eachNode(f, func(v *TraderView) {
 				v.Fills = append(v.Fills[:1:1], v.Fills[2:]...) // b1.tp never executed
+				v.Fills[0].AfterContracts = 9                   // s1 closed 2 of 11
 				v.FreeMsat -= 270
 				v.Positions[0].Contracts += 3
 				setOrderIn(v, "b1.tp", "canceled", "")
@@ -224,11 +226,13 @@ func TestTriggersClaimNothingUnproven(t *testing.T) {
 			})
 		}, Valid},
 		{"replicas read at different points, not settled", func(f *tradingFixture) {
-			// n2 was read before s1 fired there: s1 live, no fill yet.
+			// n2 was read before s1 fired there: s1 live, no fill yet,
+			// and b1.tp's 1200 msat of margin still held.
 			v := f.final.Traders["t"].Nodes["n2"]
 			v.Fills = v.Fills[1:]
 			v.Positions[0].Contracts += 2
-			v.FreeMsat += 120
+			v.Positions[0].MarginMsat = 1200
+			v.FreeMsat += 120 - 200
 			setOrderIn(v, "s1", "accepted", "")
 			v.Triggers = append(v.Triggers, TriggerFinal{OrderID: "s1", MarketID: "BTC-PERP", Kind: history.KindStop,
 				Contracts: 2, LevelQ8: 80, ReduceOnly: true, Status: "armed"})

@@ -43,6 +43,7 @@ type OrderRequest struct {
 	Type           string        `json:"type"`
 	Contracts      string        `json:"contracts"`
 	ReduceOnly     bool          `json:"reduceOnly"`
+	Leverage       *string       `json:"leverage,omitempty"`
 	LimitPriceQ8   *string       `json:"limitPriceQ8,omitempty"`
 	TriggerPriceQ8 *string       `json:"triggerPriceQ8,omitempty"`
 	Trigger        *OrderTrigger `json:"trigger,omitempty"`
@@ -170,7 +171,18 @@ type Fill struct {
 	FeeMsat         string `json:"feeMsat"`
 	RealizedPnlMsat string `json:"realizedPnlMsat"`
 	DeficitMsat     string `json:"deficitMsat"`
-	Seq             string `json:"seq"`
+	// FundingSettledMsat is always 0 (funding settles at boundaries).
+	FundingSettledMsat string `json:"fundingSettledMsat"`
+	// PositionAfter is the position the fill left (null: flat).
+	PositionAfter *PositionAfter `json:"positionAfter"`
+	Seq           string         `json:"seq"`
+}
+
+// PositionAfter is a fill's positionAfter.
+type PositionAfter struct {
+	Side       string `json:"side"`
+	Contracts  string `json:"contracts"`
+	MarginMsat string `json:"marginMsat"`
 }
 
 // FillsPage is the body of GET /v1/fills.
@@ -183,6 +195,65 @@ type FillsPage struct {
 func (c *Client) Fills(ctx context.Context, addr, apiKey, beforeSeq string, limit int, minIndex uint64) (Result, *FillsPage) {
 	var p FillsPage
 	return c.page(ctx, addr, apiKey, "/v1/fills", beforeSeq, limit, minIndex, &p), &p
+}
+
+// Liquidation is one record of GET /v1/liquidations (SPEC's
+// Liquidation; the fields the checkers use). RemainderMsat is set for full
+// liquidations only.
+type Liquidation struct {
+	PositionID           string  `json:"positionId"`
+	MarketID             string  `json:"marketId"`
+	Side                 string  `json:"side"`
+	ClosedContracts      string  `json:"closedContracts"`
+	Partial              bool    `json:"partial"`
+	ExecPriceQ8          string  `json:"execPriceQ8"`
+	RealizedPnlMsat      string  `json:"realizedPnlMsat"`
+	FundingSettledMsat   string  `json:"fundingSettledMsat"`
+	PenaltyMsat          string  `json:"penaltyMsat"`
+	RemainderMsat        *string `json:"remainderMsat"`
+	DeficitMsat          string  `json:"deficitMsat"`
+	InsuranceCoveredMsat string  `json:"insuranceCoveredMsat"`
+	ADLTriggered         bool    `json:"adlTriggered"`
+	RemainingContracts   string  `json:"remainingContracts"`
+	RemainingMarginMsat  string  `json:"remainingMarginMsat"`
+	Seq                  string  `json:"seq"`
+}
+
+// LiquidationsPage is the body of GET /v1/liquidations.
+type LiquidationsPage struct {
+	Liquidations  []Liquidation `json:"liquidations"`
+	NextBeforeSeq *string       `json:"nextBeforeSeq"`
+}
+
+// Liquidations reads one page of liquidations, newest first, not before
+// minIndex.
+func (c *Client) Liquidations(ctx context.Context, addr, apiKey, beforeSeq string, limit int, minIndex uint64) (Result, *LiquidationsPage) {
+	var p LiquidationsPage
+	return c.page(ctx, addr, apiKey, "/v1/liquidations", beforeSeq, limit, minIndex, &p), &p
+}
+
+// FundingFlow is one record of GET /v1/funding (SPEC's Funding flow).
+type FundingFlow struct {
+	Seq          string `json:"seq"`
+	BoundaryTsMs string `json:"boundaryTsMs"`
+	MarketID     string `json:"marketId"`
+	RateQ9       string `json:"rateQ9"`
+	FlowMsat     string `json:"flowMsat"`
+	PaidMsat     string `json:"paidMsat"`
+	PositionID   string `json:"positionId"`
+}
+
+// FundingPage is the body of GET /v1/funding.
+type FundingPage struct {
+	Funding       []FundingFlow `json:"funding"`
+	NextBeforeSeq *string       `json:"nextBeforeSeq"`
+}
+
+// Funding reads one page of funding flows, newest first, not before
+// minIndex.
+func (c *Client) Funding(ctx context.Context, addr, apiKey, beforeSeq string, limit int, minIndex uint64) (Result, *FundingPage) {
+	var p FundingPage
+	return c.page(ctx, addr, apiKey, "/v1/funding", beforeSeq, limit, minIndex, &p), &p
 }
 
 // Order is one record of GET /v1/orders.

@@ -367,6 +367,16 @@ func (c *Cluster) OracleScript(ctx context.Context, n *Node, feedID string, poin
 	return c.admin.AdminOracleScript(ctx, n.Admin, c.cfg.Token, feedID, points)
 }
 
+// OraclePin holds feedID at midQ8 through n's admin listener.
+func (c *Cluster) OraclePin(ctx context.Context, n *Node, feedID string, midQ8 int64) error {
+	return c.admin.AdminOraclePin(ctx, n.Admin, c.cfg.Token, feedID, midQ8)
+}
+
+// Ledger reads n's books and conservation check (GET /admin/ledger).
+func (c *Cluster) Ledger(ctx context.Context, n *Node) (*client.Ledger, error) {
+	return c.admin.AdminLedger(ctx, n.Admin, c.cfg.Token)
+}
+
 // ErrNoLeader means no running node claims to lead.
 var ErrNoLeader = errors.New("no leader")
 

@@ -92,10 +92,12 @@ func doubleApply(ctx context.Context, e *workload.Env, p *workload.Process, acct
 // replicaDoubleFill makes the last node list one fill of each trader twice
 // (a trigger's or a leg's when there is one), as a replica that applied
 // that fill a second time would: a second fill of the same order under a
-// fresh seq, opening the same contracts again, with the position and the
-// free balance moved to match, so that the node's own view stays
-// consistent (positions = fills, equity = deposits + fills). Only the
-// other nodes and the order's single placement give it away.
+// fresh seq, for the same contracts again (closing what it meets of the
+// position, opening the rest), with the position and the free balance
+// moved to match, so that the node's own view stays consistent (positions
+// = fills and liquidations, each fill's positionAfter, equity = deposits
+// + fills). Only the other nodes and the order's single placement give it
+// away.
 func replicaDoubleFill(node string, nodes []string, v *checker.TraderView) {
 	if node != nodes[len(nodes)-1] || len(v.Fills) == 0 {
 		return
@@ -116,19 +118,42 @@ func replicaDoubleFill(node string, nodes []string, v *checker.TraderView) {
 		n, _ := strconv.ParseUint(g.Seq, 10, 64)
 		top = max(top, n)
 	}
-	n := f.Closed + f.Opened
-	again := checker.FillFinal{OrderID: f.OrderID, MarketID: f.MarketID, Buy: f.Buy, Opened: n, FeeMsat: f.FeeMsat,
-		Seq: strconv.FormatUint(top+1, 10)}
-	v.Fills = append([]checker.FillFinal{again}, v.Fills...)
-	v.FreeMsat -= f.FeeMsat
-	if !f.Buy {
-		n = -n
+	for _, l := range v.Liquidations {
+		n, _ := strconv.ParseUint(l.Seq, 10, 64)
+		top = max(top, n)
 	}
+	for _, g := range v.Funding {
+		n, _ := strconv.ParseUint(g.Seq, 10, 64)
+		top = max(top, n)
+	}
+	at := -1
 	for i := range v.Positions {
 		if v.Positions[i].MarketID == f.MarketID {
-			v.Positions[i].Contracts += n
-			return
+			at = i
 		}
 	}
-	v.Positions = append(v.Positions, checker.PositionFinal{MarketID: f.MarketID, Contracts: n})
+	if at < 0 {
+		v.Positions = append(v.Positions, checker.PositionFinal{MarketID: f.MarketID})
+		at = len(v.Positions) - 1
+	}
+	p := &v.Positions[at]
+	n, d := f.Closed+f.Opened, f.Closed+f.Opened
+	if !f.Buy {
+		d = -d
+	}
+	closed := int64(0)
+	if p.Contracts != 0 && (p.Contracts > 0) != f.Buy {
+		closed = min(n, max(p.Contracts, -p.Contracts))
+	}
+	p.Contracts += d
+	again := checker.FillFinal{OrderID: f.OrderID, MarketID: f.MarketID, Buy: f.Buy, Closed: closed, Opened: n - closed,
+		FeeMsat: f.FeeMsat, AfterContracts: p.Contracts, AfterMarginMsat: p.MarginMsat, Seq: strconv.FormatUint(top+1, 10)}
+	if p.Contracts == 0 {
+		// Flat: the margin goes back to free with the position.
+		v.FreeMsat += p.MarginMsat
+		again.AfterMarginMsat = 0
+		v.Positions = append(v.Positions[:at], v.Positions[at+1:]...)
+	}
+	v.Fills = append([]checker.FillFinal{again}, v.Fills...)
+	v.FreeMsat -= f.FeeMsat
 }

@@ -68,6 +68,10 @@ type run struct {
 	// (cancelResting); the final reads are made at or past it.
 	settled    map[string]bool
 	quietIndex uint64
+	// paths are the scripted feeds' planned paths (prices.go), frozen
+	// the markets' pinned prices for the final reads.
+	paths  map[string]*pricePlan
+	frozen map[string]int64
 
 	mu  sync.Mutex // guards sum.Problems, appended to from worker goroutines
 	sum report.Summary
@@ -229,11 +233,25 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	cancel()
 	r.restartAll(ctx)
 	probeTook, probeOK := r.probeWrites(ctx)
+	readsFrom := time.Now()
+	frozen := len(r.env.Traders) > 0 && r.freezePrices(ctx)
 	r.resolvePending(ctx)
 	r.cancelResting(ctx)
+	if len(r.env.Traders) > 0 {
+		if at := uint64(0); frozen {
+			if at = r.awaitFrozen(ctx); at == 0 {
+				r.unsettle(nil, "no node served the pinned prices: a liquidation may still change a trader during the final reads")
+			}
+			r.quietIndex = max(r.quietIndex, at)
+		} else {
+			r.unsettle(nil, "the prices could not be pinned for the final reads: a liquidation may change a trader while they are read")
+		}
+	}
 	final := r.readFinal(ctx)
 	r.readTraders(ctx, final)
+	r.checkFrozen(ctx, final, readsFrom)
 	final.Samples = r.sampleStates(ctx)
+	final.Ledgers = r.sampleLedgers(ctx)
 
 	r.cluster.StopAll()
 	if r.fw != nil {
@@ -309,6 +327,17 @@ func (r *run) runPhase(ctx context.Context, nemeses []nemesis.Nemesis) {
 		defer r.recoverInto("nemesis")
 		sched.Run(ctx)
 	}()
+	if len(r.paths) > 0 && len(r.env.Traders) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer r.recoverInto("price crashes")
+			n := r.crashPrices(ctx)
+			r.mu.Lock()
+			r.sum.Crashes = n
+			r.mu.Unlock()
+		}()
+	}
 	go func() {
 		defer wg.Done()
 		defer r.recoverInto("workload")
@@ -487,7 +516,7 @@ func (r *run) sampleStates(ctx context.Context) map[string][]checker.StateSample
 func (r *run) check(final *checker.Final, start, end int64, probeTook time.Duration, probeOK bool) {
 	ops := r.rec.Ops()
 	for _, op := range ops {
-		if op.Process == history.NemesisProcess {
+		if op.Process == history.NemesisProcess || op.Process == history.PriceProcess {
 			continue
 		}
 		switch op.Type {
@@ -505,6 +534,17 @@ func (r *run) check(final *checker.Final, start, end int64, probeTook time.Durat
 	live, lrep := checker.Liveness(ops, start, end, r.opts.LivenessBound)
 	probe := checker.Probe(probeTook, probeOK, r.opts.LivenessBound)
 	r.sum.Results = append(r.sum.Results, lin, lost, money, trading, live, probe)
+	r.sum.Ledger = checker.Skipped
+	if final.Ledgers != nil {
+		var ids []string
+		for _, n := range r.cluster.Nodes {
+			ids = append(ids, n.ID)
+		}
+		led, ledRep := checker.Ledger(ops, final.Ledgers, ids, final)
+		r.sum.Results = append(r.sum.Results, led)
+		r.sum.Ledger, r.sum.InsuranceMsat = led.Verdict, ledRep.InsuranceMsat
+	}
+	r.sum.Liquidations, r.sum.ADLFills, r.sum.FundingFlows = trep.Liquidations, trep.ADLFills, trep.FundingFlows
 	r.sum.Linearizable = lin.Verdict
 	// Lost and doubled fills count as lost and duplicated writes.
 	r.sum.Lost = counts.Lost + trep.LostFills
@@ -536,4 +576,110 @@ func without(xs []string, x string) []string {
 		}
 	}
 	return out
+}
+
+// unsettle takes back every trader's settled mark (why goes to the report):
+// their views are then compared only where a record is listed twice.
+func (r *run) unsettle(final *checker.Final, why string) {
+	r.logf("no trader counts as settled: %s", why)
+	r.degraded("replicas not compared whole: " + why)
+	r.settled = map[string]bool{}
+	if final != nil {
+		for _, tf := range final.Traders {
+			tf.Settled = false
+		}
+	}
+}
+
+// checkFrozen makes sure nothing could have moved a settled trader while
+// the final views were read (prices.go): every node still serves the
+// pinned prices, and no hourly funding boundary fell near the reads.
+func (r *run) checkFrozen(ctx context.Context, final *checker.Final, from time.Time) {
+	if len(final.Traders) == 0 {
+		return
+	}
+	if boundaryNear(from, time.Now()) {
+		r.unsettle(final, "an hourly funding boundary fell near the final reads")
+		return
+	}
+	if len(r.frozen) == 0 {
+		return
+	}
+	for _, node := range r.env.Nodes {
+		ok, why := false, ""
+		for try := 0; try < finalReadAttempts && !ok; try++ {
+			if ok, why = r.servesFrozen(ctx, node); !ok {
+				time.Sleep(300 * time.Millisecond)
+			}
+		}
+		if !ok {
+			r.unsettle(final, "after the final reads "+why)
+			return
+		}
+	}
+}
+
+// sampleLedgers reads every node's books (GET /admin/ledger) until all
+// nodes were seen at the same applied index a few times, like
+// sampleStates. A build without the route gives nil.
+func (r *run) sampleLedgers(ctx context.Context) map[string][]checker.LedgerSample {
+	out := map[string][]checker.LedgerSample{}
+	deadline := time.Now().Add(settleTimeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		for _, n := range r.cluster.Nodes {
+			l, err := r.cluster.Ledger(ctx, n)
+			if err != nil {
+				if strings.Contains(err.Error(), ": 404") && len(out) == 0 {
+					r.degraded("the build under test has no GET /admin/ledger: the venue's books are not checked")
+					return nil
+				}
+				continue
+			}
+			s, err := ledgerSample(l)
+			if err != nil {
+				r.problem("ledger on %s: %v", n.ID, err)
+				continue
+			}
+			out[n.ID] = append(out[n.ID], s)
+		}
+		if commonIndexes(out, len(r.cluster.Nodes)) >= 3 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return out
+}
+
+func ledgerSample(l *client.Ledger) (checker.LedgerSample, error) {
+	v, err := ints("ledger", l.HouseMsat, l.InsuranceMsat, l.FeeRevenueMsat, l.PendingWithdrawalsMsat, l.FaucetMsat,
+		l.TradersMsat, l.CreditedMsat, l.PaidMsat)
+	if err != nil {
+		return checker.LedgerSample{}, err
+	}
+	s := checker.LedgerSample{Applied: l.Applied(), HouseMsat: v[0], InsuranceMsat: v[1], FeeRevenueMsat: v[2],
+		PendingWithdrawalsMsat: v[3], FaucetMsat: v[4], TradersMsat: v[5], CreditedMsat: v[6], PaidMsat: v[7], OK: l.Conservation.OK}
+	if l.Conservation.Error != nil {
+		s.Error = *l.Conservation.Error
+	}
+	return s, nil
+}
+
+// commonIndexes counts the applied indexes all nodes were sampled at.
+func commonIndexes(samples map[string][]checker.LedgerSample, nodes int) int {
+	seen := map[uint64]map[string]bool{}
+	for node, ss := range samples {
+		for _, s := range ss {
+			if seen[s.Applied] == nil {
+				seen[s.Applied] = map[string]bool{}
+			}
+			seen[s.Applied][node] = true
+		}
+	}
+	n := 0
+	for _, at := range seen {
+		if len(at) == nodes {
+			n++
+		}
+	}
+	return n
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/perpd/perpd/jepsen/checker"
+	"github.com/perpd/perpd/jepsen/client"
 	"github.com/perpd/perpd/jepsen/history"
 	"github.com/perpd/perpd/jepsen/workload"
 )
@@ -225,8 +226,7 @@ func (r *run) traderView(ctx context.Context, node, apiKey string) (*checker.Tra
 			return nil, fmt.Errorf("fills on %s: %d %s %s", node, res.Status, res.Code, res.Error)
 		}
 		for _, f := range p.Fills {
-			ff, err := fillFinal(f.OrderID, f.MarketID, f.Side, f.Seq,
-				f.ClosedContracts, f.OpenedContracts, f.FeeMsat, f.RealizedPnlMsat, f.DeficitMsat)
+			ff, err := fillFinal(f)
 			if err != nil {
 				return nil, err
 			}
@@ -267,7 +267,98 @@ func (r *run) traderView(ctx context.Context, node, apiKey string) (*checker.Tra
 		}
 		v.Triggers = append(v.Triggers, ts...)
 	}
+	if err := r.riskRecords(ctx, node, apiKey, mi, v); err != nil {
+		return nil, err
+	}
 	return v, nil
+}
+
+// riskRecords reads every page of a trader's liquidations and funding
+// flows into v. A build without the routes (404 on the first page) has
+// none to list.
+func (r *run) riskRecords(ctx context.Context, node, apiKey string, minIndex uint64, v *checker.TraderView) error {
+	before := ""
+	for page := 0; ; page++ {
+		if page == maxTradePages {
+			return errors.New("liquidations: too many pages")
+		}
+		res, p := r.cl.Liquidations(ctx, node, apiKey, before, tradePageSize, minIndex)
+		if res.Type != history.OK {
+			if page == 0 && res.Status == 404 && res.Code == "not_found" {
+				break
+			}
+			return fmt.Errorf("liquidations on %s: %d %s %s", node, res.Status, res.Code, res.Error)
+		}
+		for _, l := range p.Liquidations {
+			lf, err := liquidationFinal(l)
+			if err != nil {
+				return err
+			}
+			v.Liquidations = append(v.Liquidations, lf)
+		}
+		if p.NextBeforeSeq == nil || len(p.Liquidations) == 0 {
+			break
+		}
+		before = *p.NextBeforeSeq
+	}
+	before = ""
+	for page := 0; ; page++ {
+		if page == maxTradePages {
+			return errors.New("funding: too many pages")
+		}
+		res, p := r.cl.Funding(ctx, node, apiKey, before, tradePageSize, minIndex)
+		if res.Type != history.OK {
+			if page == 0 && res.Status == 404 && res.Code == "not_found" {
+				return nil
+			}
+			return fmt.Errorf("funding on %s: %d %s %s", node, res.Status, res.Code, res.Error)
+		}
+		for _, g := range p.Funding {
+			n, err := ints("funding flow "+g.Seq, g.BoundaryTsMs, g.RateQ9, g.FlowMsat, g.PaidMsat)
+			if err != nil {
+				return err
+			}
+			v.Funding = append(v.Funding, checker.FundingFinal{MarketID: g.MarketID, BoundaryTsMs: n[0], RateQ9: n[1],
+				FlowMsat: n[2], PaidMsat: n[3], PositionID: g.PositionID, Seq: g.Seq})
+		}
+		if p.NextBeforeSeq == nil || len(p.Funding) == 0 {
+			return nil
+		}
+		before = *p.NextBeforeSeq
+	}
+}
+
+// ints parses decimal strings in order; what names the record in errors.
+func ints(what string, xs ...string) ([]int64, error) {
+	out := make([]int64, len(xs))
+	for i, x := range xs {
+		v, err := strconv.ParseInt(x, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q: %w", what, x, err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func liquidationFinal(l client.Liquidation) (checker.LiquidationFinal, error) {
+	v, err := ints("liquidation "+l.Seq, l.ClosedContracts, l.ExecPriceQ8, l.RealizedPnlMsat, l.FundingSettledMsat, l.PenaltyMsat,
+		l.DeficitMsat, l.InsuranceCoveredMsat, l.RemainingContracts, l.RemainingMarginMsat)
+	if err != nil {
+		return checker.LiquidationFinal{}, err
+	}
+	lf := checker.LiquidationFinal{PositionID: l.PositionID, MarketID: l.MarketID, Long: l.Side == "long", Closed: v[0],
+		Partial: l.Partial, ExecQ8: v[1], RealizedPnlMsat: v[2], FundingSettledMsat: v[3], PenaltyMsat: v[4],
+		DeficitMsat: v[5], InsuranceCoveredMsat: v[6], ADLTriggered: l.ADLTriggered, RemainingContracts: v[7],
+		RemainingMarginMsat: v[8], Seq: l.Seq}
+	if l.RemainderMsat != nil {
+		rm, err := ints("liquidation "+l.Seq, *l.RemainderMsat)
+		if err != nil {
+			return checker.LiquidationFinal{}, err
+		}
+		lf.HasRemainder, lf.RemainderMsat = true, rm[0]
+	}
+	return lf, nil
 }
 
 // triggers reads every page of a trader's live triggers in state.
@@ -303,15 +394,27 @@ func deref(s *string) string {
 	return *s
 }
 
-func fillFinal(orderID, marketID, side, seq string, nums ...string) (checker.FillFinal, error) {
-	var v [5]int64
-	for i, s := range nums {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return checker.FillFinal{}, fmt.Errorf("fill %s of order %s: %q: %w", seq, orderID, s, err)
-		}
-		v[i] = n
+func fillFinal(f client.Fill) (checker.FillFinal, error) {
+	what := "fill " + f.Seq + " of order " + f.OrderID
+	settled := f.FundingSettledMsat
+	if settled == "" {
+		settled = "0"
 	}
-	return checker.FillFinal{OrderID: orderID, MarketID: marketID, Buy: side == "buy", Seq: seq,
-		Closed: v[0], Opened: v[1], FeeMsat: v[2], RealizedPnlMsat: v[3], DeficitMsat: v[4]}, nil
+	v, err := ints(what, f.ClosedContracts, f.OpenedContracts, f.FeeMsat, f.RealizedPnlMsat, f.DeficitMsat, settled)
+	if err != nil {
+		return checker.FillFinal{}, err
+	}
+	ff := checker.FillFinal{OrderID: f.OrderID, MarketID: f.MarketID, Buy: f.Side == "buy", Seq: f.Seq,
+		Closed: v[0], Opened: v[1], FeeMsat: v[2], RealizedPnlMsat: v[3], DeficitMsat: v[4], FundingSettledMsat: v[5]}
+	if a := f.PositionAfter; a != nil {
+		after, err := ints(what+" positionAfter", a.Contracts, a.MarginMsat)
+		if err != nil {
+			return checker.FillFinal{}, err
+		}
+		ff.AfterContracts, ff.AfterMarginMsat = after[0], after[1]
+		if a.Side == "short" {
+			ff.AfterContracts = -ff.AfterContracts
+		}
+	}
+	return ff, nil
 }

@@ -27,6 +27,12 @@ const (
 // NemesisProcess is the process id of fault injections.
 const NemesisProcess = -1
 
+// PriceProcess is the process id of the harness's price moves through the
+// admin surface (crashes and spikes pinned on a feed, and the script that
+// takes the feed back to its path): operations on the venue, not on an
+// account, recorded for the report and left out of the client counts.
+const PriceProcess = -2
+
 // Function names the harness records. Workloads add their own.
 const (
 	FSignup       = "signup"
@@ -43,6 +49,14 @@ const (
 	// FCancelAfter arms (Op.TimeoutMs > 0), refreshes or disarms (0) the
 	// account's cancel-all-after switch.
 	FCancelAfter = "cancel-all-after"
+	// FPriceCrash pins a feed (Op.Detail: feed, price, move) below its
+	// mid, FPriceSpike above it; FPriceRestore scripts the feed back onto
+	// its path; FPriceFreeze pins every feed where it is once the clients
+	// stopped (PriceProcess).
+	FPriceCrash   = "price-crash"
+	FPriceSpike   = "price-spike"
+	FPriceRestore = "price-restore"
+	FPriceFreeze  = "price-freeze"
 )
 
 // Op is one event of the history.
@@ -111,7 +125,9 @@ type OrderSpec struct {
 	Buy        bool   `json:"buy"`
 	Contracts  int64  `json:"contracts"`
 	ReduceOnly bool   `json:"reduceOnly,omitempty"`
-	Kind       string `json:"kind"`
+	// Leverage is the leverage asked for (0: the market's most).
+	Leverage int64  `json:"leverage,omitempty"`
+	Kind     string `json:"kind"`
 	// LevelQ8 is a trigger's level, or a bracket's entry level (0: the
 	// bracket's entry is a market order).
 	LevelQ8 int64 `json:"levelQ8,omitempty"`

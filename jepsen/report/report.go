@@ -25,6 +25,12 @@ type Summary struct {
 	Arms           int              `json:"arms"`          // acknowledged cancel-all-after arms
 	Triggers       int              `json:"triggers"`      // acknowledged trigger and bracket placements
 	TriggerFills   int              `json:"triggerFills"`  // fills of triggers and bracket legs
+	Liquidations   int              `json:"liquidations"`  // liquidations listed at the end
+	ADLFills       int              `json:"adlFills"`      // fills auto-deleveraging made
+	FundingFlows   int              `json:"fundingFlows"`  // funding flows listed at the end
+	Crashes        int              `json:"crashes"`       // price crashes and spikes pinned
+	Ledger         checker.Verdict  `json:"ledger"`        // the venue's books on every node
+	InsuranceMsat  int64            `json:"insuranceMsat"` // the insurance fund at the end
 	Linearizable   checker.Verdict  `json:"linearizable"`
 	DriftMsat      int64            `json:"msatDrift"`
 	HashesEqual    bool             `json:"hashesEqual"`
@@ -58,9 +64,14 @@ func (s *Summary) Line() string {
 	if s.Failed() {
 		verdict = "FAIL"
 	}
-	return fmt.Sprintf("jepsen %s: ops=%d acknowledged=%d faults=%d lost-writes=%d duplicate-applies=%d linearizable=%s msat-drift=%d hashes-equal=%t orders=%d fills=%d caa=%d trig=%d trigfills=%d longest-unavailability=%v (nodes=%d nemesis=%s time=%v report=%s)",
+	ledger := s.Ledger
+	if ledger == "" {
+		ledger = checker.Skipped
+	}
+	return fmt.Sprintf("jepsen %s: ops=%d acknowledged=%d faults=%d lost-writes=%d duplicate-applies=%d linearizable=%s msat-drift=%d hashes-equal=%t orders=%d fills=%d caa=%d trig=%d trigfills=%d crashes=%d liq=%d adl=%d fund=%d ledger=%s longest-unavailability=%v (nodes=%d nemesis=%s time=%v report=%s)",
 		verdict, s.Ops, s.Acknowledged, s.Faults, s.Lost, s.Duplicates, s.Linearizable, s.DriftMsat, s.HashesEqual,
-		s.Orders, s.Fills, s.SwitchCancels, s.Triggers, s.TriggerFills, s.Unavailable.Round(time.Millisecond), s.Nodes, strings.Join(s.Nemeses, ","), s.Duration.Round(time.Second), s.Dir)
+		s.Orders, s.Fills, s.SwitchCancels, s.Triggers, s.TriggerFills, s.Crashes, s.Liquidations, s.ADLFills, s.FundingFlows, ledger,
+		s.Unavailable.Round(time.Millisecond), s.Nodes, strings.Join(s.Nemeses, ","), s.Duration.Round(time.Second), s.Dir)
 }
 
 // Write stores the summary, the results and the final state in dir.

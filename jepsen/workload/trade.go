@@ -26,6 +26,26 @@ import (
 // limits) so margin stays a small share of a trader's funds.
 const maxWorkloadContracts = 50
 
+// Leverage: one order in defaultLeverageOneIn sends none (the market's
+// most, 100x by default); the others ask for one of leverages. Positions
+// at 2x-5x ride out the scripted moves and the crashes, those at 10x-25x
+// go in a crash, those at 50x-100x in an ordinary move (maintenance is
+// 0.5%), so liquidations, partial and full, happen in every run.
+const defaultLeverageOneIn = 5
+
+var leverages = []int64{2, 3, 5, 10, 20, 25, 50, 75, 100}
+
+// withLeverage sets a leverage on body (none on reduce-only orders, which
+// open nothing).
+func withLeverage(rng *rand.Rand, body client.OrderRequest) client.OrderRequest {
+	if body.ReduceOnly || rng.Intn(defaultLeverageOneIn) == 0 {
+		return body
+	}
+	v := strconv.FormatInt(leverages[rng.Intn(len(leverages))], 10)
+	body.Leverage = &v
+	return body
+}
+
 // MarketInfo is what the workload knows of a market.
 type MarketInfo struct {
 	ID           string
@@ -139,6 +159,7 @@ func CancelResting(ctx context.Context, e *Env, p *Process, acct *Account) histo
 }
 
 func placeOrder(ctx context.Context, e *Env, p *Process, acct *Account, body client.OrderRequest) history.Type {
+	body = withLeverage(p.Rand, body)
 	key := idemKey(p.Rand, "order")
 	spec := orderSpec(key, body)
 	inv := e.Rec.Invoke(history.Op{Process: p.ID, Node: p.Node, F: history.FOrder, Account: acct.ID,
@@ -226,6 +247,9 @@ func size(rng *rand.Rand, m MarketInfo) string {
 
 func orderDetail(b client.OrderRequest) string {
 	d := fmt.Sprintf("%s %s %s %s", b.Type, b.Side, b.Contracts, b.MarketID)
+	if b.Leverage != nil {
+		d += " " + *b.Leverage + "x"
+	}
 	if b.LimitPriceQ8 != nil {
 		d += " @" + *b.LimitPriceQ8
 	}

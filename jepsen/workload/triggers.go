@@ -197,7 +197,8 @@ func orderSpec(id string, b client.OrderRequest) *history.OrderSpec {
 	if err != nil {
 		return nil
 	}
-	spec := &history.OrderSpec{Market: b.MarketID, Buy: b.Side == "buy", Contracts: contracts, ReduceOnly: b.ReduceOnly, Kind: b.Type}
+	spec := &history.OrderSpec{Market: b.MarketID, Buy: b.Side == "buy", Contracts: contracts, ReduceOnly: b.ReduceOnly, Kind: b.Type,
+		Leverage: num(b.Leverage)}
 	switch {
 	case b.Type == "stop_market":
 		spec.Kind, spec.LevelQ8 = history.KindStop, num(b.TriggerPriceQ8)
