@@ -2,7 +2,7 @@ package trade
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 
 	"github.com/tidwall/btree"
 
@@ -115,15 +115,8 @@ func (s *State) cancelResting(env *Env, accountID, reason string) {
 	if !ok || a.Resting == 0 {
 		return
 	}
-	nos := make([]uint64, 0, a.Resting)
-	for _, no := range a.OrderNos {
-		if o, ok := s.Orders[no]; ok && o.Status == StatusAccepted {
-			nos = append(nos, no)
-		}
-	}
-	// Map order must not leak into seqs: cancel in placement order.
-	sort.Slice(nos, func(i, j int) bool { return nos[i] < nos[j] })
-	for _, no := range nos {
+	// In placement order (Live is sorted); a copy, as cancels edit it.
+	for _, no := range slices.Clone(a.Live) {
 		if o := s.Orders[no]; o.Status == StatusAccepted {
 			s.finish(env, o, StatusCanceled, reason)
 		}

@@ -267,12 +267,11 @@ func mustMath(v int64, err error) int64 {
 func (s *State) cancelInMarket(env *Env, accountID, marketID, reason string) {
 	a := s.Accounts[accountID]
 	var nos []uint64
-	for _, no := range a.OrderNos {
-		if o := s.Orders[no]; o.Status == StatusAccepted && o.MarketID == marketID {
+	for _, no := range a.Live {
+		if s.Orders[no].MarketID == marketID {
 			nos = append(nos, no)
 		}
 	}
-	sort.Slice(nos, func(i, j int) bool { return nos[i] < nos[j] })
 	for _, no := range nos {
 		if o := s.Orders[no]; o.Status == StatusAccepted {
 			s.finish(env, o, StatusCanceled, reason)

@@ -320,7 +320,7 @@ func (s *State) rest(env *Env, o *Order, pos Position, midQ8, free int64) (Creat
 	transfer(env.Ledger, ledger.Free(o.AccountID), ledger.Reserved(o.AccountID), reserve)
 	o.ReservedMsat = reserve
 	o.Status = StatusAccepted
-	s.account(o.AccountID).Resting++
+	s.goLive(o)
 	s.index(book, o, midQ8)
 	s.changed(env, o)
 	return Created{OrderID: o.OrderID, Status: StatusResting}, nil
@@ -332,6 +332,14 @@ func (s *State) index(book *Book, o *Order, midQ8 int64) {
 		panic(fmt.Sprintf("trade: index order %d: %v", o.No, err))
 	}
 	o.LevelQ8 = level
+}
+
+// goLive counts a newly live order (a resting limit or a trigger) on its
+// account: numbers only grow, so the lists stay sorted.
+func (s *State) goLive(o *Order) {
+	a := s.account(o.AccountID)
+	a.Resting++
+	a.Live = append(a.Live, o.No)
 }
 
 func (s *State) newOrder(o *Order) {
@@ -370,8 +378,11 @@ func (s *State) close(o *Order, status, reason string) {
 	if o.Status == StatusAccepted {
 		a.Resting--
 	}
-	if o.Kind != "" && o.Status == StatusAccepted {
-		a.Triggers = removeNo(a.Triggers, o.No)
+	if o.Status == StatusAccepted {
+		a.Live = removeNo(a.Live, o.No)
+		if o.Kind != "" {
+			a.Triggers = removeNo(a.Triggers, o.No)
+		}
 	}
 	o.Status, o.Reason = status, reason
 	if o.Kind != "" {

@@ -2,6 +2,7 @@ package trade
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -89,6 +90,10 @@ type Account struct {
 	// FundingFlows and Liquidations are oldest first, bounded.
 	FundingFlows []*FundingFlow `cbor:"8,keyasint,omitempty"`
 	Liquidations []*Liquidation `cbor:"9,keyasint,omitempty"`
+	// Live lists the live orders' numbers (resting limits and live
+	// triggers), ascending, so that cancelling them never walks the
+	// closed history.
+	Live []uint64 `cbor:"10,keyasint,omitempty"`
 }
 
 // Book is one market's resting limit orders and armed triggers, indexed by
@@ -190,6 +195,15 @@ func (s *State) FillNil() {
 	for _, a := range s.Accounts {
 		if a.OrderNos == nil {
 			a.OrderNos = map[string]uint64{}
+		}
+		if a.Live == nil && a.Resting > 0 {
+			// A state from before the list existed: derive it.
+			for _, no := range a.OrderNos {
+				if o := s.Orders[no]; o != nil && o.Status == StatusAccepted {
+					a.Live = append(a.Live, no)
+				}
+			}
+			slices.Sort(a.Live)
 		}
 		if a.Positions == nil {
 			a.Positions = map[string]*Position{}
@@ -303,6 +317,9 @@ func (s *State) CheckInvariants(l *ledger.Ledger, m *market.State, withOI bool, 
 		}
 		if a.Resting != resting[id] {
 			return fmt.Errorf("account %s: resting count %d, orders %d", id, a.Resting, resting[id])
+		}
+		if len(a.Live) != resting[id] {
+			return fmt.Errorf("account %s: %d live orders listed, %d live", id, len(a.Live), resting[id])
 		}
 		if len(a.Triggers) != triggers[id] {
 			return fmt.Errorf("account %s: %d triggers listed, %d live", id, len(a.Triggers), triggers[id])

@@ -298,8 +298,8 @@ func (s *State) placeBracket(env *Env, m *market.MarketState, pr market.Print, p
 func (s *State) newTrigger(o *Order) {
 	s.newOrder(o)
 	o.Status, o.TrigState = StatusAccepted, TrigResting
+	s.goLive(o)
 	a := s.account(o.AccountID)
-	a.Resting++
 	a.Triggers = append(a.Triggers, o.No) // numbers only grow: stays sorted
 }
 
