@@ -51,6 +51,10 @@ func (m *Machine) Halted() *Halt { return m.halt.Load() }
 // haltWith records the first halt; later ones keep the first reason.
 func (m *Machine) haltWith(h *Halt) { m.halt.CompareAndSwap(nil, h) }
 
+// HaltWith halts the machine for a reason found outside it: a shadow copy
+// of the same state (node/shadow.go) broke an invariant at a snapshot.
+func (m *Machine) HaltWith(h *Halt) { m.haltWith(h) }
+
 // NewMachine returns a machine holding the empty state.
 func NewMachine(opts Options) *Machine {
 	return &Machine{st: NewState(), opts: opts}

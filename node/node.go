@@ -126,6 +126,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.fsm.shadow = &shadow{logs: logs, snaps: snaps}
 	r, err := raft.NewRaft(rc, n.fsm, logs, store, metaSnapshots{snaps}, trans)
 	if err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)

@@ -21,6 +21,9 @@ type raftFSM struct {
 	// halted is called once when the machine halts.
 	halted   func(*fsm.Halt)
 	haltOnce sync.Once
+
+	// shadow encodes snapshots off the apply path (shadow.go).
+	shadow *shadow
 }
 
 func newRaftFSM(m *fsm.Machine, publish func([]fsm.Event)) *raftFSM {
@@ -82,7 +85,16 @@ func (f *raftFSM) changed() <-chan struct{} {
 	return f.applied
 }
 
+// Snapshot records the applied index and returns at once: the state is
+// encoded by Persist, from the shadow (shadow.go), beside apply. Without a
+// shadow (no log store wired, as in some tests) it encodes the live state.
 func (f *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
+	if h := f.m.Halted(); h != nil {
+		return nil, h
+	}
+	if f.shadow != nil {
+		return &lazySnapshot{f: f, index: f.m.Applied()}, nil
+	}
 	b, err := f.m.Snapshot()
 	if err != nil {
 		f.checkHalt() // a failed ledger check halts the machine
@@ -108,6 +120,9 @@ func (f *raftFSM) Restore(rc io.ReadCloser) error {
 	}
 	if err != nil {
 		return err
+	}
+	if f.shadow != nil {
+		f.shadow.reset() // rebuilt from the store at the next snapshot
 	}
 	f.notify()
 	return nil

@@ -1,0 +1,152 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/perpd/perpd/fsm"
+)
+
+// Snapshots that never stall apply. Encoding the live state takes its read
+// lock, so apply would wait for the whole encoding (seconds at a million
+// accounts). Instead the node keeps a shadow: a second state machine that
+// follows the same log, lazily. raft's Snapshot() only records the applied
+// index (O(1), on the apply goroutine); Persist, on raft's snapshot
+// goroutine, replays the committed entries from the log store into the
+// shadow up to that index and encodes the shadow there, while the live
+// machine keeps applying. The machine is deterministic, so the shadow at
+// index i is the live state at index i, byte for byte.
+//
+// The shadow starts from the newest snapshot in the store (or an empty
+// machine when there is none; the log then still holds every entry), and
+// is dropped whenever raft restores the live machine from a snapshot (an
+// install from the leader, an operator's restore): the next snapshot
+// rebuilds it from the store. It costs a second copy of the state in
+// memory and replaying each entry once more, off the apply path.
+type shadow struct {
+	logs  raft.LogStore
+	snaps raft.SnapshotStore
+
+	mu sync.Mutex
+	m  *fsm.Machine
+}
+
+// reset drops the shadow (the live machine was restored from a snapshot).
+func (s *shadow) reset() {
+	s.mu.Lock()
+	s.m = nil
+	s.mu.Unlock()
+}
+
+// snapshotAt returns the encoded state at index.
+func (s *shadow) snapshotAt(index uint64) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil || s.m.Applied() > index || s.m.Halted() != nil {
+		m, err := s.fromStore(index)
+		if err != nil {
+			return nil, err
+		}
+		s.m = m
+	}
+	if err := s.catchUp(index); err != nil {
+		s.m = nil // a partial replay is not trusted next time
+		return nil, err
+	}
+	return s.m.Snapshot()
+}
+
+// fromStore builds a shadow from the newest stored snapshot at or below
+// index, or an empty machine.
+func (s *shadow) fromStore(index uint64) (*fsm.Machine, error) {
+	m := fsm.NewMachine(fsm.Options{})
+	list, err := s.snaps.List()
+	if err != nil {
+		return nil, err
+	}
+	for _, meta := range list { // newest first
+		if meta.Index > index {
+			continue
+		}
+		_, rc, err := s.snaps.Open(meta.ID)
+		if err != nil {
+			return nil, err
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return nil, err
+		}
+		if err := m.RestoreAt(b, meta.Index); err != nil {
+			return nil, err
+		}
+		break
+	}
+	return m, nil
+}
+
+// catchUp applies the committed log entries after the shadow's index up to
+// index, in batches like raft hands them to the live machine.
+func (s *shadow) catchUp(index uint64) error {
+	const batch = 256
+	next := s.m.Applied() + 1
+	for next <= index {
+		n := min(index-next+1, batch)
+		idx := make([]uint64, 0, n)
+		data := make([][]byte, 0, n)
+		for i := next; i < next+n; i++ {
+			var l raft.Log
+			if err := s.logs.GetLog(i, &l); err != nil {
+				return fmt.Errorf("shadow: log entry %d: %w", i, err)
+			}
+			idx = append(idx, i)
+			if l.Type == raft.LogCommand {
+				data = append(data, l.Data)
+			} else {
+				data = append(data, nil)
+			}
+		}
+		s.m.ApplyBatch(idx, data)
+		if h := s.m.Halted(); h != nil {
+			return h
+		}
+		next += n
+	}
+	return nil
+}
+
+// lazySnapshot is raft's FSMSnapshot of the state at index: nothing is
+// encoded until Persist, which runs beside apply.
+type lazySnapshot struct {
+	f     *raftFSM
+	index uint64
+}
+
+func (s *lazySnapshot) Persist(sink raft.SnapshotSink) error {
+	b, err := s.f.shadow.snapshotAt(s.index)
+	if err != nil {
+		// No snapshot this time (raft tries again at its next interval):
+		// encoding the live machine instead would give a state at a later
+		// index than raft records. A halt of the shadow (a broken ledger,
+		// a panicking entry) is the live machine's too: it is the same
+		// state, so the live replica stops rather than serve it.
+		var h *fsm.Halt
+		if errors.As(err, &h) {
+			s.f.m.HaltWith(h)
+			s.f.checkHalt()
+		}
+		_ = sink.Cancel()
+		return fmt.Errorf("snapshot at %d: %w", s.index, err)
+	}
+	if _, err := sink.Write(b); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s *lazySnapshot) Release() {}
