@@ -196,7 +196,7 @@ func (n *Node) Status() (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	idx, hash, err := n.machine.StateHash()
+	idx, hash, err := n.StateHash()
 	if err != nil {
 		return nil, err
 	}
@@ -214,5 +214,17 @@ func (n *Node) Status() (*Status, error) {
 	}, nil
 }
 
-// StateHash returns the applied index and state hash, read atomically.
-func (n *Node) StateHash() (uint64, string, error) { return n.machine.StateHash() }
+// StateHash returns an applied index and the state hash there. It is
+// computed on the snapshot shadow (shadow.go), which replays the log up to
+// the index, so the live machine keeps applying while the state is
+// encoded; if the shadow cannot reach the index (a halted replica), the
+// live state is hashed under its read lock as before.
+func (n *Node) StateHash() (uint64, string, error) {
+	if sh := n.fsm.shadow; sh != nil {
+		idx := n.machine.Applied()
+		if h, err := sh.hashAt(idx); err == nil {
+			return idx, h, nil
+		}
+	}
+	return n.machine.StateHash()
+}

@@ -46,18 +46,39 @@ func (s *shadow) reset() {
 func (s *shadow) snapshotAt(index uint64) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.reach(index); err != nil {
+		return nil, err
+	}
+	return s.m.Snapshot()
+}
+
+// hashAt returns the state hash at index, computed on the shadow (so the
+// live machine is not held while the state is encoded).
+func (s *shadow) hashAt(index uint64) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.reach(index); err != nil {
+		return "", err
+	}
+	_, h, err := s.m.StateHash()
+	return h, err
+}
+
+// reach brings the shadow to index: from the store when it has none, is
+// past index or halted, then by replaying the log.
+func (s *shadow) reach(index uint64) error {
 	if s.m == nil || s.m.Applied() > index || s.m.Halted() != nil {
 		m, err := s.fromStore(index)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.m = m
 	}
 	if err := s.catchUp(index); err != nil {
 		s.m = nil // a partial replay is not trusted next time
-		return nil, err
+		return err
 	}
-	return s.m.Snapshot()
+	return nil
 }
 
 // fromStore builds a shadow from the newest stored snapshot at or below

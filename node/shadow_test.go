@@ -171,3 +171,22 @@ func BenchmarkSnapshotStall(b *testing.B) {
 		}
 	})
 }
+
+// The shadow's hash at an index is the hash of the state at that index.
+func TestShadowHashIsTheStateHashAtItsIndex(t *testing.T) {
+	logs, states := shadowLog(t, 80)
+	sh := &shadow{logs: logs, snaps: raft.NewInmemSnapshotStore()}
+	for _, at := range []uint64{40, 80} {
+		h, err := sh.hashAt(at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := fsm.NewMachine(fsm.Options{})
+		if err := ref.RestoreAt(states[at], at); err != nil {
+			t.Fatal(err)
+		}
+		if _, want, _ := ref.StateHash(); h != want {
+			t.Fatalf("hash at %d: %s, want %s", at, h, want)
+		}
+	}
+}
