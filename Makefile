@@ -6,7 +6,7 @@ TIME      ?= 5m
 NEMESIS   ?= all
 NODES     ?= 5
 
-.PHONY: build run test test-short devnet lint fmt jepsen bench bench-load clean
+.PHONY: build run test test-short devnet lint fmt jepsen bench bench-load bench-compare bench-ws clean
 
 build:
 	$(GO) build -o $(BIN) .
@@ -55,8 +55,24 @@ bench-load: build
 		--out $(BENCH_DIR)/result.json \
 	|| { status=$$?; echo "bench failed; devnet output:"; tail -20 $(BENCH_DIR)/devnet.out; exit $$status; }
 
+# perpd against etcd (Debian etcd-server, installed when missing and run
+# as root), 3 nodes each on loopback, one after the other, with the same
+# load tool (`perpd bench http`) and concurrency: both rates, both p99s and
+# their ratio in one line, all of it in bench-compare.json. CONCURRENCY,
+# DURATION, WARMUP and TARGET (leader or all) are read from the environment
+# (bench/compare-etcd.sh). Never part of `make test`.
+bench-compare: build
+	PERPD=./$(BIN) ./bench/compare-etcd.sh
+
+# 1,000 WebSocket clients on a 3-node bench devnet, subscribed to prices,
+# stats and (a quarter of them) traders' accounts while the traders place
+# orders: fan-out frames/s and how late they arrive, against a 3-client
+# baseline; result in bench-ws.json (bench/ws-fanout.sh for the knobs).
+bench-ws: build
+	PERPD=./$(BIN) ./bench/ws-fanout.sh
+
 clean:
-	rm -rf bin data devnet devnet-bench bench-result.json
+	rm -rf bin data devnet devnet-bench bench-result.json bench-compare.json bench-ws.json
 
 # Jepsen-style fault injection against a real cluster (jepsen/README.md).
 # Needs root and iptables for partitions. TIME, NEMESIS and NODES change it.

@@ -54,6 +54,8 @@ counted and its Retry-After honoured by the trader that got it.`,
 	fl.DurationVar(&f.readyTimeout, "ready-timeout", loadgen.DefaultReadyTimeout, "how long to wait for every node's /healthz to be ok")
 	fl.DurationVar(&f.setupTimeout, "setup-timeout", loadgen.DefaultSetupTimeout, "bound on the signup and faucet phase, 429 waits included")
 	fl.DurationVar(&f.requestTimeout, "request-timeout", loadgen.DefaultRequestTimeout, "bound on one HTTP round trip")
+	// The generic HTTP load (the etcd comparison) and the WebSocket fan-out.
+	cmd.AddCommand(benchHTTPCmd(), benchWSCmd())
 	return cmd
 }
 

@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# Replicated writes of perpd against etcd on the same machine, with the same
+# load tool (`perpd bench http`), the same concurrency and the same duration.
+#
+#   etcd:  a 3-member etcd cluster on loopback; POST /v3/kv/put through its
+#          JSON gateway (grpc-gateway on the client port), a unique key per
+#          request.
+#   perpd: a 3-node `perpd devnet --deployment bench`; POST /v1/orders, a
+#          one-contract BTC-PERP market order alternating buy and sell, one
+#          funded account per worker, a fresh idempotency-key per request.
+#
+# TARGET=leader (the default) sends every request to the leader of each
+# cluster, found through etcd's /v3/maintenance/status and perpd's admin
+# status; TARGET=all spreads the workers over the three members, so two
+# thirds of the writes are forwarded by a follower (both systems forward).
+#
+# The clusters run one after the other (etcd first, then perpd), so neither
+# pays for the other's idle work. Each gets WARMUP unmeasured, then DURATION
+# measured. It prints both rates, both p99s and the ratios perpd/etcd in one
+# line, writes everything to OUT, and stops and deletes everything it
+# started on exit, failure or Ctrl-C.
+#
+# Environment (defaults):
+#   CONCURRENCY=64 DURATION=30s WARMUP=5s TARGET=leader
+#   PERPD=<built from this checkout into the temp dir>   perpd binary
+#   ETCD=etcd                                            etcd binary (Debian: etcd-server, 3.4)
+#   ETCD_PORT_BASE=32379  member i: client BASE+2(i-1), peer BASE+2(i-1)+1
+#   PERPD_HTTP_BASE=38080 node i: http BASE+i-1 (raft BASE-1000.., admin BASE+1000..)
+#   OUT=bench-compare.json   KEEP=0 (1: keep the temp dir with data and logs)
+#   TMPDIR                   where the data directories go (both on the same disk)
+set -euo pipefail
+
+CONCURRENCY=${CONCURRENCY:-64}
+DURATION=${DURATION:-30s}
+WARMUP=${WARMUP:-5s}
+TARGET=${TARGET:-leader}
+ETCD=${ETCD:-etcd}
+ETCD_PORT_BASE=${ETCD_PORT_BASE:-32379}
+PERPD_HTTP_BASE=${PERPD_HTTP_BASE:-38080}
+OUT=${OUT:-bench-compare.json}
+KEEP=${KEEP:-0}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+case "$TARGET" in leader | all) ;; *)
+	echo "compare: TARGET must be leader or all, not $TARGET" >&2
+	exit 2
+	;;
+esac
+
+say() { printf '%s\n' "compare: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+command -v curl >/dev/null || die "curl is needed (etcd health checks)"
+
+# etcd: install the Debian package when missing, only as root.
+if ! command -v "$ETCD" >/dev/null; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		say "etcd not found; installing the Debian package etcd-server"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y etcd-server >/dev/null ||
+			{ apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y etcd-server >/dev/null; } ||
+			die "apt-get install etcd-server failed"
+	else
+		die "etcd not found. Install it first (Debian/Ubuntu: sudo apt-get install etcd-server, which gives etcd 3.4), " \
+			"or set ETCD=/path/to/etcd. This script installs packages only when run as root."
+	fi
+fi
+etcd_version=$("$ETCD" --version 2>/dev/null | sed -n 's/^etcd Version: //p')
+case "$etcd_version" in
+3.4.* | 3.5.*) ;;
+*) say "warning: etcd $etcd_version; /v3/kv/put is the gateway path of 3.4 and 3.5" ;;
+esac
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/perpd-compare.XXXXXX")
+pids=() child=""
+stop_all() {
+	local p
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	pids=()
+}
+# run runs a command in the background and waits for it: bash runs a trap
+# only between commands, and `wait` is one it interrupts, so a Ctrl-C or a
+# TERM stops the run at once and the trap stops the command.
+run() {
+	local rc=0
+	"$@" &
+	child=$!
+	wait "$child" || rc=$?
+	child=""
+	return "$rc"
+}
+cleanup() {
+	if [ -n "$child" ]; then
+		kill "$child" 2>/dev/null || true
+		wait "$child" 2>/dev/null || true
+	fi
+	stop_all
+	if [ "$KEEP" = 1 ]; then say "kept $tmp"; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [ -z "${PERPD:-}" ]; then
+	say "building perpd"
+	(cd "$here" && go build -o "$tmp/perpd" .)
+	PERPD=$tmp/perpd
+fi
+[ -x "$PERPD" ] || die "PERPD=$PERPD is not an executable"
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+cores=$(nproc)
+say "$cores cores, load average $load_before; $CONCURRENCY clients, warmup $WARMUP, measured $DURATION; temp dir $tmp"
+
+# --- etcd ---------------------------------------------------------------
+cluster="" urls=""
+for i in 1 2 3; do
+	c=$((ETCD_PORT_BASE + 2 * (i - 1))) p=$((ETCD_PORT_BASE + 2 * (i - 1) + 1))
+	cluster+="${cluster:+,}e$i=http://127.0.0.1:$p"
+	urls+="${urls:+,}http://127.0.0.1:$c/v3/kv/put"
+done
+for i in 1 2 3; do
+	c=$((ETCD_PORT_BASE + 2 * (i - 1))) p=$((ETCD_PORT_BASE + 2 * (i - 1) + 1))
+	"$ETCD" --name "e$i" --data-dir "$tmp/etcd$i" \
+		--listen-client-urls "http://127.0.0.1:$c" --advertise-client-urls "http://127.0.0.1:$c" \
+		--listen-peer-urls "http://127.0.0.1:$p" --initial-advertise-peer-urls "http://127.0.0.1:$p" \
+		--initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token "perpd-compare-$$" \
+		>"$tmp/etcd$i.log" 2>&1 &
+	pids+=($!)
+done
+for i in 1 2 3; do
+	c=$((ETCD_PORT_BASE + 2 * (i - 1)))
+	for _ in $(seq 1 150); do
+		curl -fsS -m 1 "http://127.0.0.1:$c/health" 2>/dev/null | grep -q '"health":"true"' && break
+		sleep 0.2
+	done
+	curl -fsS -m 1 "http://127.0.0.1:$c/health" 2>/dev/null | grep -q '"health":"true"' ||
+		{ tail -20 "$tmp/etcd$i.log" >&2; die "etcd member e$i is not healthy after 30 s"; }
+done
+say "etcd $etcd_version: 3 members healthy"
+if [ "$TARGET" = leader ]; then
+	# Every member names the leader's id; the leader is the one whose own
+	# id it is.
+	urls=""
+	for i in 1 2 3; do
+		c=$((ETCD_PORT_BASE + 2 * (i - 1)))
+		st=$(curl -fsS -m 2 -X POST -d '{}' "http://127.0.0.1:$c/v3/maintenance/status")
+		me=$(printf '%s' "$st" | sed -n 's/.*"member_id":"\([0-9]*\)".*/\1/p')
+		leader=$(printf '%s' "$st" | sed -n 's/.*"leader":"\([0-9]*\)".*/\1/p')
+		[ -n "$me" ] && [ "$me" = "$leader" ] && urls="http://127.0.0.1:$c/v3/kv/put"
+	done
+	[ -n "$urls" ] || die "no etcd member says it leads"
+fi
+say "etcd load on $urls"
+
+run "$PERPD" bench http --label etcd --url "$urls" --concurrency "$CONCURRENCY" --warmup "$WARMUP" --duration "$DURATION" \
+	--body '{"key":"{{b64:bench/{{run}}/{{worker}}/{{seq}}}}","value":"{{b64:value-{{seq}}}}"}' \
+	--out "$tmp/etcd.json" || die "the etcd run failed"
+stop_all
+
+# --- perpd --------------------------------------------------------------
+"$PERPD" devnet --nodes 3 --deployment bench --dir "$tmp/perpd" --http-base "$PERPD_HTTP_BASE" >"$tmp/devnet.out" 2>&1 &
+pids+=($!)
+urls=""
+for i in 0 1 2; do urls+="${urls:+,}http://127.0.0.1:$((PERPD_HTTP_BASE + i))/v1/orders"; done
+if [ "$TARGET" = leader ]; then
+	# The devnet prints the operator's admin status command once it is up;
+	# its answer names the leader's HTTP address.
+	for _ in $(seq 1 300); do grep -q '^try: perpd admin status' "$tmp/devnet.out" && break; sleep 0.2; done
+	admin=$(sed -n 's/^try: perpd admin status --human //p' "$tmp/devnet.out")
+	[ -n "$admin" ] || { tail -20 "$tmp/devnet.out" >&2; die "the perpd devnet did not come up in 60 s"; }
+	leader=""
+	for _ in $(seq 1 150); do
+		# shellcheck disable=SC2086 # the devnet's own flags, split as printed
+		leader=$("$PERPD" admin status $admin 2>/dev/null | sed -n '/"leader": {/,/}/s/.*"http": "\([^"]*\)".*/\1/p')
+		[ -n "$leader" ] && break
+		sleep 0.2
+	done
+	[ -n "$leader" ] || die "the perpd devnet names no leader after 30 s"
+	urls="http://$leader/v1/orders"
+fi
+say "perpd load on $urls"
+run "$PERPD" bench http --label perpd --url "$urls" --concurrency "$CONCURRENCY" --warmup "$WARMUP" --duration "$DURATION" \
+	--perpd-signup --ready-timeout 60s \
+	--header 'x-api-key: {{key}}' --header 'idempotency-key: {{uuid}}' \
+	--body '{"marketId":"BTC-PERP","side":"{{alt:buy|sell}}","type":"market","contracts":"1","reduceOnly":false,"leverage":"10"}' \
+	--out "$tmp/perpd.json" || { tail -20 "$tmp/devnet.out" >&2; die "the perpd run failed"; }
+stop_all
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# --- summary ------------------------------------------------------------
+# The first okPerSec/p99Ms/count/ok of a result are its measured requests.
+field() { sed -n "s/^ *\"$2\": \([0-9.e+-]*\),\{0,1\}$/\1/p" "$1" | head -1; }
+er=$(field "$tmp/etcd.json" okPerSec) ep=$(field "$tmp/etcd.json" p99Ms)
+pr=$(field "$tmp/perpd.json" okPerSec) pp=$(field "$tmp/perpd.json" p99Ms)
+ec=$(field "$tmp/etcd.json" count) eo=$(field "$tmp/etcd.json" ok)
+pc=$(field "$tmp/perpd.json" count) po=$(field "$tmp/perpd.json" ok)
+rate_ratio=$(awk -v a="$pr" -v b="$er" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+p99_ratio=$(awk -v a="$pp" -v b="$ep" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+{
+	printf '{\n  "cores": %s,\n  "loadAverageBefore": "%s",\n  "loadAverageAfter": "%s",\n' "$cores" "$load_before" "$load_after"
+	printf '  "etcdVersion": "%s",\n  "target": "%s",\n  "concurrency": %s,\n  "warmup": "%s",\n  "duration": "%s",\n' \
+		"$etcd_version" "$TARGET" "$CONCURRENCY" "$WARMUP" "$DURATION"
+	printf '  "ratio": {"okPerSec": %s, "p99": %s},\n' "$rate_ratio" "$p99_ratio"
+	printf '  "etcd": %s,\n  "perpd": %s\n}\n' "$(cat "$tmp/etcd.json")" "$(cat "$tmp/perpd.json")"
+} >"$OUT"
+where="to the leader"
+[ "$TARGET" = all ] && where="spread over the 3 nodes"
+printf 'compare: etcd %s puts/s p99 %s ms (%s of %s ok) | perpd %s orders/s p99 %s ms (%s of %s ok) | perpd/etcd: rate %sx, p99 %sx (%s clients %s, %s measured, 3 nodes each, %s cores, load %s -> %s)\n' \
+	"$er" "$ep" "$eo" "$ec" "$pr" "$pp" "$po" "$pc" "$rate_ratio" "$p99_ratio" "$CONCURRENCY" "$where" "$DURATION" "$cores" "$load_before" "$load_after"
+say "result in $OUT"
