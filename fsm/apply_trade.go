@@ -74,11 +74,6 @@ func applyPlaceOrder(c *Ctx) (int, any, *wire.Refusal) {
 	if ref != nil {
 		return 0, nil, ref
 	}
-	if created.Status == trade.StatusFilled {
-		// Open interest and skew moved: the stats channel shows it now,
-		// not at the next print.
-		c.emitStats(p.MarketID)
-	}
 	c.St.Access.Touch(c.Cmd.KeyID, c.Now())
 	return http.StatusCreated, created, nil
 }

@@ -24,7 +24,7 @@ type EventKind struct {
 // it against the kinds the state machine emits.
 var EventKinds = []EventKind{
 	{channelPrices, "price", reflect.TypeOf(fsm.PriceEvent{}), "One oracle print of the feed."},
-	{channelStats, "stats", reflect.TypeOf(fsm.StatsEvent{}), "The market's live figures, on every print of its feed (after the fills it caused), every parameter change and every order that fills at placement."},
+	{channelStats, "stats", reflect.TypeOf(fsm.StatsEvent{}), "The market's live figures, on every print of its feed (after the fills it caused) and every parameter change; open interest moved by orders shows at the next print."},
 	{channelStats, "funding", reflect.TypeOf(fsm.FundingBoundaryView{}), "A funding boundary was recorded (hourly)."},
 	{channelAccount, "deposit", reflect.TypeOf(fsm.DepositView{}), "A deposit was credited (faucet grants included)."},
 	{channelAccount, "withdrawal", reflect.TypeOf(funds.WithdrawalView{}), "A withdrawal was requested or changed state; seq is the record's latest change."},
