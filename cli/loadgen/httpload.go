@@ -329,36 +329,13 @@ func signUpWorkers(ctx context.Context, hc *http.Client, cfg *HTTPConfig, res *H
 	}
 	start := time.Now()
 	defer func() { res.Setup = summarizeAll(rec, time.Since(start)) }()
-	if !traders[0].setup(ctx, deadline) {
-		return nil, fmt.Errorf("the first worker could not sign up and take a faucet grant on %s", traders[0].base)
+	tier, err := setupAll(ctx, traders, deadline, cfg.AllowAnyTier, "worker")
+	res.Tier = tier
+	if err != nil {
+		return nil, err
 	}
-	lim, ok := traders[0].limits(ctx, deadline)
-	if !ok {
-		return nil, fmt.Errorf("GET /v1/limits failed on %s", traders[0].base)
-	}
-	res.Tier = lim.Tier
-	if lim.Tier == TierProd {
-		return nil, ErrProd
-	}
-	if lim.Tier != TierBench && !cfg.AllowAnyTier {
-		return nil, ErrNotBench
-	}
-	ready := make([]bool, len(traders))
-	ready[0] = true
-	var wg sync.WaitGroup
-	for i := 1; i < len(traders); i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ready[i] = traders[i].setup(ctx, deadline)
-		}()
-	}
-	wg.Wait()
 	keys := make([]string, len(traders))
 	for i, t := range traders {
-		if !ready[i] && ctx.Err() == nil {
-			return nil, fmt.Errorf("worker %d could not sign up and take a faucet grant on %s", i, t.base)
-		}
 		keys[i] = t.key
 	}
 	return keys, nil
@@ -409,4 +386,41 @@ func (r *HTTPResult) WriteTable(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// setupAll signs the traders up and funds them: the first alone, to learn
+// the target's tier (refusing prod, and any tier but bench unless
+// allowAny), then the rest at once. It returns the tier; a trader that
+// could not be set up is an error (unless ctx ended).
+func setupAll(ctx context.Context, traders []*trader, deadline time.Time, allowAny bool, what string) (string, error) {
+	if !traders[0].setup(ctx, deadline) {
+		return "", fmt.Errorf("the first %s could not sign up and take a faucet grant on %s", what, traders[0].base)
+	}
+	lim, ok := traders[0].limits(ctx, deadline)
+	if !ok {
+		return "", fmt.Errorf("GET /v1/limits failed on %s", traders[0].base)
+	}
+	if lim.Tier == TierProd {
+		return lim.Tier, ErrProd
+	}
+	if lim.Tier != TierBench && !allowAny {
+		return lim.Tier, ErrNotBench
+	}
+	ready := make([]bool, len(traders))
+	ready[0] = true
+	var wg sync.WaitGroup
+	for i := 1; i < len(traders); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ready[i] = traders[i].setup(ctx, deadline)
+		}()
+	}
+	wg.Wait()
+	for i, r := range ready {
+		if !r && ctx.Err() == nil {
+			return lim.Tier, fmt.Errorf("%s %d could not sign up and take a faucet grant on %s", what, i, traders[i].base)
+		}
+	}
+	return lim.Tier, nil
 }

@@ -268,35 +268,10 @@ func wsTraders(ctx context.Context, hc *http.Client, cfg *WSConfig, orders *reco
 	for i := range traders {
 		traders[i] = newTrader(i, cfg.Nodes[i%len(cfg.Nodes)], 1, setupCl, nil)
 	}
-	if !traders[0].setup(ctx, deadline) {
-		return nil, fmt.Errorf("the first trader could not sign up and take a faucet grant on %s", traders[0].base)
-	}
-	lim, ok := traders[0].limits(ctx, deadline)
-	if !ok {
-		return nil, fmt.Errorf("GET /v1/limits failed on %s", traders[0].base)
-	}
-	res.Tier = lim.Tier
-	if lim.Tier == TierProd {
-		return nil, ErrProd
-	}
-	if lim.Tier != TierBench && !cfg.AllowAnyTier {
-		return nil, ErrNotBench
-	}
-	ready := make([]bool, len(traders))
-	ready[0] = true
-	var wg sync.WaitGroup
-	for i := 1; i < len(traders); i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ready[i] = traders[i].setup(ctx, deadline)
-		}()
-	}
-	wg.Wait()
-	for i, r := range ready {
-		if !r && ctx.Err() == nil {
-			return nil, fmt.Errorf("trader %d could not sign up and take a faucet grant on %s", i, traders[i].base)
-		}
+	tier, err := setupAll(ctx, traders, deadline, cfg.AllowAnyTier, "trader")
+	res.Tier = tier
+	if err != nil {
+		return nil, err
 	}
 	// From here on their calls are the measured orders.
 	ordersCl := &client{http: hc, rec: orders, timeout: cfg.RequestTimeout}
