@@ -3,7 +3,9 @@ package trade
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
+	"math/bits"
 
 	"github.com/perpd/perpd/fsm/market"
 )
@@ -98,6 +100,11 @@ func NotionalMsat(p *market.Params, n, priceQ8 int64) (int64, error) {
 	if n < 0 || priceQ8 <= 0 {
 		return 0, fmt.Errorf("%w: %d contracts at %d", ErrMath, n, priceQ8)
 	}
+	if p.ContractType == market.Inverse {
+		if v, ok := mulDivCeil64(uint64(n), inverseScale, uint64(priceQ8)); ok {
+			return v, nil
+		}
+	}
 	num, den := valueExact(p, n, priceQ8)
 	return toInt64(divCeil(num, den))
 }
@@ -149,7 +156,32 @@ func rateOf(amountMsat, rateQ9 int64) (int64, error) {
 	if amountMsat < 0 || rateQ9 < 0 {
 		return 0, fmt.Errorf("%w: %d x %d", ErrMath, amountMsat, rateQ9)
 	}
+	if v, ok := mulDivCeil64(uint64(amountMsat), uint64(rateQ9), uint64(q9)); ok {
+		return v, nil
+	}
 	return toInt64(divCeil(mul(bi(amountMsat), bi(rateQ9)), bigQ9))
+}
+
+// mulDivCeil64 is ceil(a*b/d) in 128-bit arithmetic, without allocating:
+// the hot path of notional and fee. ok is false when the quotient would
+// not fit an int64 (the caller then takes math/big, which reports it); it
+// gives exactly what the math/big path gives (tested against it).
+func mulDivCeil64(a, b, d uint64) (int64, bool) {
+	if d == 0 {
+		return 0, false
+	}
+	hi, lo := bits.Mul64(a, b)
+	if hi >= d {
+		return 0, false // the quotient needs more than 64 bits
+	}
+	q, r := bits.Div64(hi, lo, d)
+	if r != 0 {
+		q++
+	}
+	if q == 0 && r != 0 || q > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(q), true
 }
 
 // ErrLeverage refuses a margin rate that allows more than maxLeverage.

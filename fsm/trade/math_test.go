@@ -3,6 +3,7 @@ package trade
 import (
 	"errors"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"testing"
 
@@ -261,4 +262,31 @@ func TestImpactMsatIsTheImpactShareOfNotionalAtMid(t *testing.T) {
 	eq(t, "impact", got, err, 50_000_000)
 	got, err = ImpactMsat(p, 1, usd(3), 1) // 33,333,333,333.3 * 1e-9, rounded down
 	eq(t, "impact rounds down", got, err, 33)
+}
+
+// The 128-bit fast path of notional and fee answers exactly what the
+// math/big path does, over random and edge inputs.
+func TestMulDivCeil64MatchesBig(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	check := func(a, b, d uint64) {
+		t.Helper()
+		got, ok := mulDivCeil64(a, b, d)
+		num := new(big.Int).Mul(new(big.Int).SetUint64(a), new(big.Int).SetUint64(b))
+		want := divCeil(num, new(big.Int).SetUint64(d))
+		if ok != want.IsInt64() || (ok && got != want.Int64()) {
+			t.Fatalf("ceil(%d*%d/%d): fast %d ok %v, big %s", a, b, d, got, ok, want)
+		}
+	}
+	edges := []uint64{0, 1, 2, 3, 99, 1e8, 1e9, 1e19, 1<<63 - 1, 1 << 63, 1<<64 - 1}
+	for _, a := range edges {
+		for _, b := range edges {
+			for _, d := range edges[1:] {
+				check(a, b, d)
+			}
+		}
+	}
+	for i := 0; i < 200_000; i++ {
+		a, b, d := rng.Uint64()>>rng.IntN(64), rng.Uint64()>>rng.IntN(64), rng.Uint64()>>rng.IntN(64)|1
+		check(a, b, d)
+	}
 }
