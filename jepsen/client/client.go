@@ -10,8 +10,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/perpd/perpd/jepsen/history"
@@ -104,16 +106,24 @@ func (c *Client) Do(ctx context.Context, req Request) Result {
 	for k, v := range req.Header {
 		hr.Header.Set(k, v)
 	}
+	// Go's transport retries a request that carries an Idempotency-Key
+	// header after a network error on a reused connection: the attempt
+	// that reached the node may end in an error of the retry's dial. Only
+	// a request no attempt ever wrote can be called never sent.
+	var wrote atomic.Bool
+	hr = hr.WithContext(httptrace.WithClientTrace(hr.Context(), &httptrace.ClientTrace{
+		WroteHeaders: func() { wrote.Store(true) },
+	}))
 	resp, err := c.HTTP.Do(hr)
 	if err != nil {
-		return Result{Type: transportOutcome(err, req.IsWrite), Error: err.Error()}
+		return Result{Type: transportOutcome(err, req.IsWrite, wrote.Load()), Error: err.Error()}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	res := Result{Status: resp.StatusCode, Body: b}
 	res.RaftIndex, _ = strconv.ParseUint(resp.Header.Get("X-Raft-Index"), 10, 64)
 	if err != nil {
-		res.Type, res.Error = transportOutcome(err, req.IsWrite), err.Error()
+		res.Type, res.Error = transportOutcome(err, req.IsWrite, true), err.Error()
 		return res
 	}
 	if resp.StatusCode/100 == 2 {
@@ -141,8 +151,11 @@ func statusOutcome(status int, isWrite bool) history.Type {
 	return history.Fail
 }
 
-func transportOutcome(err error, isWrite bool) history.Type {
-	if !isWrite || neverSent(err) {
+// transportOutcome classifies a request that got no answer: a read, or a
+// write no attempt of which was written to a connection (a refused
+// dial), failed; any other write may have been applied.
+func transportOutcome(err error, isWrite, written bool) history.Type {
+	if !isWrite || (!written && neverSent(err)) {
 		return history.Fail
 	}
 	return history.Info

@@ -1,7 +1,9 @@
 package client
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -67,5 +69,47 @@ func TestARefusedConnectionIsACertainFailureEvenForWrites(t *testing.T) {
 	res := New(time.Second).Do(context.Background(), Request{Method: http.MethodPost, Addr: addr, Path: "/v1/faucet", IsWrite: true})
 	if res.Type != history.Fail {
 		t.Fatalf("refused connection: %s, want fail (%s)", res.Type, res.Error)
+	}
+}
+
+// A write with an idempotency-key that reached the node on a kept-alive
+// connection, whose node then died before answering, is retried by Go's
+// transport; the retry's refused dial must not make the write a certain
+// failure: it may have been applied (a faucet grant "from nowhere" in a
+// Jepsen run before this was fixed).
+func TestAWriteThatReachedADyingNodeIsIndeterminate(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		br := bufio.NewReader(conn)
+		// The first request is answered, keeping the connection alive.
+		if req, err := http.ReadRequest(br); err == nil {
+			_, _ = io.Copy(io.Discard, req.Body)
+			_, _ = conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: application/json\r\n\r\n{}"))
+		}
+		// The second arrives whole, then the node dies: no answer, and
+		// nobody listens any more.
+		if req, err := http.ReadRequest(br); err == nil {
+			_, _ = io.Copy(io.Discard, req.Body)
+		}
+		ln.Close()
+		conn.Close()
+	}()
+	c := New(2 * time.Second)
+	hdr := map[string]string{"idempotency-key": "k1"}
+	if res := c.Do(context.Background(), Request{Method: http.MethodPost, Addr: addr, Path: "/v1/faucet", Header: hdr, Body: struct{}{}, IsWrite: true}); res.Type != history.OK {
+		t.Fatalf("first write: %s %s", res.Type, res.Error)
+	}
+	hdr["idempotency-key"] = "k2"
+	res := c.Do(context.Background(), Request{Method: http.MethodPost, Addr: addr, Path: "/v1/faucet", Header: hdr, Body: struct{}{}, IsWrite: true})
+	if res.Type != history.Info {
+		t.Fatalf("a write the dying node received: %s (%s), want info", res.Type, res.Error)
 	}
 }
