@@ -154,16 +154,9 @@ func RunHTTP(ctx context.Context, cfg HTTPConfig) (*HTTPResult, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	progress := func(format string, a ...any) {
-		if cfg.Progress != nil {
-			fmt.Fprintf(cfg.Progress, format+"\n", a...)
-		}
-	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 2 * cfg.Concurrency
-	tr.MaxIdleConnsPerHost = cfg.Concurrency
-	hc := &http.Client{Transport: tr}
-	defer tr.CloseIdleConnections()
+	progress := progressTo(cfg.Progress)
+	hc := pooledClient(cfg.Concurrency)
+	defer hc.CloseIdleConnections()
 	res := &HTTPResult{Label: cfg.Label, Config: HTTPResultConfig{URLs: cfg.URLs, Method: cfg.Method, Concurrency: cfg.Concurrency,
 		WarmupMs: cfg.Warmup.Milliseconds(), DurationMs: cfg.Duration.Milliseconds(), PerpdSignup: cfg.PerpdSignup}}
 	keys := make([]string, cfg.Concurrency)

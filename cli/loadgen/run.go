@@ -116,16 +116,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	progress := func(format string, a ...any) {
-		if cfg.Progress != nil {
-			fmt.Fprintf(cfg.Progress, format+"\n", a...)
-		}
-	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 2 * cfg.Traders
-	tr.MaxIdleConnsPerHost = cfg.Traders
-	hc := &http.Client{Transport: tr}
-	defer tr.CloseIdleConnections()
+	progress := progressTo(cfg.Progress)
+	hc := pooledClient(cfg.Traders)
+	defer hc.CloseIdleConnections()
 	if err := preflight(ctx, hc, cfg.Nodes, cfg.ReadyTimeout); err != nil {
 		return nil, err
 	}
@@ -290,4 +283,23 @@ func getJSON(ctx context.Context, hc *http.Client, u string, out any) error {
 		return fmt.Errorf("status %d", res.StatusCode)
 	}
 	return derr
+}
+
+// progressTo writes a progress line to w, or nothing when w is nil.
+func progressTo(w io.Writer) func(format string, a ...any) {
+	return func(format string, a ...any) {
+		if w != nil {
+			fmt.Fprintf(w, format+"\n", a...)
+		}
+	}
+}
+
+// pooledClient is an HTTP client that keeps up to conns idle connections
+// per node (and twice that in all), so a run's workers reuse connections
+// instead of dialling each request.
+func pooledClient(conns int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 2 * conns
+	tr.MaxIdleConnsPerHost = conns
+	return &http.Client{Transport: tr}
 }

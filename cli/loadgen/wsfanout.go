@@ -166,15 +166,9 @@ func RunWS(ctx context.Context, cfg WSConfig) (*WSResult, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	progress := func(format string, a ...any) {
-		if cfg.Progress != nil {
-			fmt.Fprintf(cfg.Progress, format+"\n", a...)
-		}
-	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = max(cfg.Traders, 2)
-	hc := &http.Client{Transport: tr}
-	defer tr.CloseIdleConnections()
+	progress := progressTo(cfg.Progress)
+	hc := pooledClient(max(cfg.Traders, 2))
+	defer hc.CloseIdleConnections()
 	if err := preflight(ctx, hc, cfg.Nodes, cfg.ReadyTimeout); err != nil {
 		return nil, err
 	}
