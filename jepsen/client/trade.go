@@ -16,6 +16,7 @@ type Market struct {
 	TickSizeQ8        string `json:"tickSizeQ8"`
 	MinOrderContracts string `json:"minOrderContracts"`
 	MaxOrderContracts string `json:"maxOrderContracts"`
+	NextFundingTsMs   string `json:"nextFundingTsMs"`
 	LastPrice         *struct {
 		MidQ8 string `json:"midQ8"`
 	} `json:"lastPrice"`

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"maps"
 	mrand "math/rand"
 	"sort"
 	"strconv"
@@ -251,17 +252,14 @@ func sortedFeeds(paths map[string]*pricePlan) []string {
 // prints after it at the same price liquidate nothing more. After the
 // reads every node must still serve the pinned prices (else a late price
 // command moved them, and no trader counts as settled). Funding could
-// still move margins at an hourly boundary: when one falls near the
-// final reads (funding.go's boundaries are UTC hours of log time, which
-// follows the nodes' clocks), no trader counts as settled either.
+// still move margins at an hourly boundary: every node's next funding
+// boundary is read before and after the final reads, and when any node
+// applied one in between (or the nodes disagree), no trader counts as
+// settled either. A clock check would be coarser: log time trails the
+// clocks, so a window around every hour would be lost to it.
 
 const (
 	freezeWait = 30 * time.Second
-	// boundarySlack widens the final reads' window when looking for an
-	// hourly funding boundary in it (log time trails the clock after a
-	// leader change by at most a few seconds).
-	boundarySlack = 2 * time.Minute
-	fundingPeriod = time.Hour
 )
 
 // freezePrices pins every scripted feed; it reports whether all were
@@ -337,13 +335,37 @@ func (r *run) awaitFrozen(ctx context.Context) uint64 {
 	return 0
 }
 
-// boundaryNear reports whether an hourly funding boundary falls within
-// [from - boundarySlack, to + boundarySlack].
-func boundaryNear(from, to time.Time) bool {
-	lo := from.Add(-boundarySlack)
-	b := lo.Truncate(fundingPeriod)
-	if b.Before(lo) {
-		b = b.Add(fundingPeriod)
+// fundingClocks reads every node's next funding boundary per market. The
+// nodes must agree: a node that already applied a boundary another has
+// not would see margins moved by funding. It reports why not when a node
+// cannot be read or the nodes disagree.
+func (r *run) fundingClocks(ctx context.Context) (map[string]string, string) {
+	var first map[string]string
+	for _, node := range r.env.Nodes {
+		var got map[string]string
+		why := ""
+		for try := 0; try < finalReadAttempts && got == nil; try++ {
+			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			res, ms := r.cl.Markets(rctx, node)
+			cancel()
+			if ms == nil {
+				why = fmt.Sprintf("markets on %s: %d %s", node, res.Status, res.Error)
+				time.Sleep(300 * time.Millisecond)
+				continue
+			}
+			got = map[string]string{}
+			for _, m := range ms {
+				got[m.MarketID] = m.NextFundingTsMs
+			}
+		}
+		if got == nil {
+			return nil, why
+		}
+		if first == nil {
+			first = got
+		} else if !maps.Equal(first, got) {
+			return nil, fmt.Sprintf("the nodes disagree on the next funding boundary (%v on %s, %v on %s)", first, r.env.Nodes[0], got, node)
+		}
 	}
-	return !b.After(to.Add(boundarySlack))
+	return first, ""
 }

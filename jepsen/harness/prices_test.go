@@ -1,8 +1,18 @@
 package harness
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/perpd/perpd/jepsen/checker"
+	"github.com/perpd/perpd/jepsen/workload"
 
 	"github.com/perpd/perpd/jepsen/client"
 )
@@ -22,29 +32,52 @@ func TestRestorePathHeadsBackToThePlan(t *testing.T) {
 	}
 }
 
-func TestBoundaryNear(t *testing.T) {
-	at := func(s string) time.Time {
-		v, err := time.Parse(time.RFC3339, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
+// fakeMarkets serves GET /v1/markets with one market whose next funding
+// boundary is *next.
+func fakeMarkets(t *testing.T, next *atomic.Int64) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, `[{"marketId":"BTC-PERP","nextFundingTsMs":"%d"}]`, next.Load())
+	}))
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
+}
+
+// Settled traders stay settled across an hour unless a node actually
+// applied a funding boundary during the final reads. (The old check went
+// by the clock and unsettled every run whose reads fell within two
+// minutes of an hour, which failed the planted-bug test in CI.)
+func TestFundingBoundaryUnsettlesOnlyWhenApplied(t *testing.T) {
+	var a, b atomic.Int64
+	a.Store(1_800_000_000_000)
+	b.Store(1_800_000_000_000)
+	newRun := func() (*run, *checker.Final) {
+		r := &run{cl: client.New(time.Second), opts: Options{Log: io.Discard},
+			env: &workload.Env{Nodes: []string{fakeMarkets(t, &a), fakeMarkets(t, &b)}}}
+		r.settled = map[string]bool{"acc_1": true}
+		final := &checker.Final{Traders: map[string]*checker.TraderFinal{"acc_1": {Settled: true}}}
+		return r, final
 	}
-	cases := []struct {
-		from, to string
-		near     bool
-	}{
-		{"2026-01-01T10:20:00Z", "2026-01-01T10:25:00Z", false},
-		{"2026-01-01T10:55:00Z", "2026-01-01T10:57:00Z", false},
-		{"2026-01-01T10:55:00Z", "2026-01-01T10:58:30Z", true}, // 11:00 within 2 min after
-		{"2026-01-01T11:01:30Z", "2026-01-01T11:05:00Z", true}, // 11:00 within 2 min before
-		{"2026-01-01T11:02:00Z", "2026-01-01T11:05:00Z", true}, // exactly 2 min: counted
-		{"2026-01-01T11:02:01Z", "2026-01-01T11:05:00Z", false},
-		{"2026-01-01T10:30:00Z", "2026-01-01T11:30:00Z", true},
+
+	r, final := newRun()
+	before, why := r.fundingClocks(context.Background())
+	if before == nil {
+		t.Fatal(why)
 	}
-	for _, c := range cases {
-		if got := boundaryNear(at(c.from), at(c.to)); got != c.near {
-			t.Errorf("boundaryNear(%s, %s) = %t, want %t", c.from, c.to, got, c.near)
-		}
+	r.checkFrozen(context.Background(), final, before)
+	if !final.Traders["acc_1"].Settled {
+		t.Fatal("a trader was unsettled though no node moved its funding clock")
+	}
+
+	r, final = newRun()
+	before, _ = r.fundingClocks(context.Background())
+	b.Add(3_600_000) // node b applies the boundary during the reads
+	r.checkFrozen(context.Background(), final, before)
+	if final.Traders["acc_1"].Settled || len(r.settled) != 0 {
+		t.Fatal("a funding boundary applied during the final reads left the trader settled")
+	}
+
+	// Nodes that disagree before the reads: nothing to compare against.
+	if clocks, why := r.fundingClocks(context.Background()); clocks != nil || !strings.Contains(why, "disagree") {
+		t.Fatalf("disagreeing nodes gave %v (%s)", clocks, why)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	mrand "math/rand"
 	"os"
 	"path/filepath"
@@ -233,7 +234,6 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	cancel()
 	r.restartAll(ctx)
 	probeTook, probeOK := r.probeWrites(ctx)
-	readsFrom := time.Now()
 	frozen := len(r.env.Traders) > 0 && r.freezePrices(ctx)
 	r.resolvePending(ctx)
 	r.cancelResting(ctx)
@@ -247,9 +247,13 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 			r.unsettle(nil, "the prices could not be pinned for the final reads: a liquidation may change a trader while they are read")
 		}
 	}
+	clocks, why := r.fundingClocks(ctx)
+	if clocks == nil && len(r.env.Traders) > 0 {
+		r.unsettle(nil, "before the final reads "+why)
+	}
 	final := r.readFinal(ctx)
 	r.readTraders(ctx, final)
-	r.checkFrozen(ctx, final, readsFrom)
+	r.checkFrozen(ctx, final, clocks)
 	final.Samples = r.sampleStates(ctx)
 	final.Ledgers = r.sampleLedgers(ctx)
 
@@ -593,13 +597,19 @@ func (r *run) unsettle(final *checker.Final, why string) {
 
 // checkFrozen makes sure nothing could have moved a settled trader while
 // the final views were read (prices.go): every node still serves the
-// pinned prices, and no hourly funding boundary fell near the reads.
-func (r *run) checkFrozen(ctx context.Context, final *checker.Final, from time.Time) {
-	if len(final.Traders) == 0 {
+// pinned prices, and no node applied an hourly funding boundary since
+// before the reads (before holds the next boundaries read then).
+func (r *run) checkFrozen(ctx context.Context, final *checker.Final, before map[string]string) {
+	if len(final.Traders) == 0 || len(r.settled) == 0 {
 		return
 	}
-	if boundaryNear(from, time.Now()) {
-		r.unsettle(final, "an hourly funding boundary fell near the final reads")
+	after, why := r.fundingClocks(ctx)
+	if after == nil {
+		r.unsettle(final, "after the final reads "+why)
+		return
+	}
+	if !maps.Equal(before, after) {
+		r.unsettle(final, fmt.Sprintf("a funding boundary was applied during the final reads (next boundary %v before, %v after)", before, after))
 		return
 	}
 	if len(r.frozen) == 0 {
