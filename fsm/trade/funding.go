@@ -69,7 +69,7 @@ func (s *State) OnFunding(env *Env, ev market.FundingEvent) {
 			pos.MarginMsat -= paid
 			f.FlowMsat, f.PaidMsat = -owed, -paid
 		} else {
-			due := divFloor(mul(bi(notional), bi(-rate)), bigQ9).Int64()
+			due := mustMath(floorw(mulw(w(notional), w(-rate)), w(q9)).toInt64())
 			transfer(env.Ledger, ledger.House, margin, due)
 			pos.MarginMsat += due
 			f.FlowMsat, f.PaidMsat = due, due

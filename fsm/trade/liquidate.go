@@ -196,13 +196,13 @@ func (s *State) liquidate(env *Env, m *market.MarketState, pr market.Print, acco
 func (s *State) partialLiquidation(p *market.Params, pos Position, midQ8 int64, quote func(int64) Quote) (q, pnl, penalty int64, ok bool) {
 	n := pos.Contracts
 	vNum, vDen := valueExact(p, n, midQ8)
-	vn := new(big.Rat).SetFrac(vNum, vDen)
-	upnl := new(big.Rat).SetFrac(mul(bi(int64(pos.Side)), pnlNumerator(p, n, pos.EntryQ8, midQ8)), pnlDenominator(p, pos.EntryQ8, midQ8))
+	vn := new(big.Rat).SetFrac(vNum.big(), vDen.big())
+	upnl := new(big.Rat).SetFrac(mulw(w(int64(pos.Side)), pnlNumerator(p, n, pos.EntryQ8, midQ8)).big(), pnlDenominator(p, pos.EntryQ8, midQ8).big())
 	equity := new(big.Rat).Add(new(big.Rat).SetInt64(pos.MarginMsat), upnl)
 	if equity.Sign() <= 0 {
 		return 0, 0, 0, false
 	}
-	mm := new(big.Rat).SetFrac(bi(p.MMRateQ9), bigQ9)
+	mm := big.NewRat(p.MMRateQ9, q9)
 	target := new(big.Rat).Mul(mm, big.NewRat(LiquidationTargetMultiple, 1))
 	perContract := new(big.Rat).Sub(target, new(big.Rat).Quo(mm, big.NewRat(LiquidationPenaltyDivisor, 1)))
 	if perContract.Sign() <= 0 {
@@ -212,7 +212,7 @@ func (s *State) partialLiquidation(p *market.Params, pos Position, midQ8 int64, 
 	need := new(big.Rat).Sub(new(big.Rat).Mul(target, vn), equity)
 	ratio := new(big.Rat).Quo(need, new(big.Rat).Mul(perContract, vn))
 	ratio.Mul(ratio, new(big.Rat).SetInt64(n))
-	first := divCeil(ratio.Num(), ratio.Denom()).Int64()
+	first := ceilRat(ratio)
 	for q = max(first, 1); q <= first+2; q++ {
 		if q >= n || n-q < p.MinOrderContracts {
 			return 0, 0, 0, false
@@ -233,19 +233,28 @@ func (s *State) partialLiquidation(p *market.Params, pos Position, midQ8 int64, 
 
 // pnlNumerator and pnlDenominator give a long's exact unrealised PnL of n
 // contracts from entry to mid as a fraction (see PnLMsat).
-func pnlNumerator(p *market.Params, n, entryQ8, midQ8 int64) *big.Int {
-	diff := bi(midQ8 - entryQ8)
+func pnlNumerator(p *market.Params, n, entryQ8, midQ8 int64) wide {
+	diff := subw(w(midQ8), w(entryQ8))
 	if p.ContractType == market.Inverse {
-		return mul(bi(n), bigInverse, diff)
+		return mulw(w(n), wu(inverseScale), diff)
 	}
-	return mul(bi(n), diff, bi(*p.QuantoMultiplierMsat))
+	return mulw(w(n), diff, w(*p.QuantoMultiplierMsat))
 }
 
-func pnlDenominator(p *market.Params, entryQ8, midQ8 int64) *big.Int {
+func pnlDenominator(p *market.Params, entryQ8, midQ8 int64) wide {
 	if p.ContractType == market.Inverse {
-		return mul(bi(entryQ8), bi(midQ8))
+		return mulw(w(entryQ8), w(midQ8))
 	}
-	return bigQ8
+	return w(q8)
+}
+
+// ceilRat is r rounded up, as an int64 (a contract count: it fits).
+func ceilRat(r *big.Rat) int64 {
+	q, m := new(big.Int).DivMod(r.Num(), r.Denom(), new(big.Int))
+	if m.Sign() != 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	return q.Int64()
 }
 
 // liquidationPenalty is the closed notional at execQ8 times
@@ -257,7 +266,7 @@ func liquidationPenalty(p *market.Params, q, execQ8 int64) int64 {
 
 func mustMath(v int64, err error) int64 {
 	if err != nil {
-		panic(fmt.Sprintf("trade: liquidation arithmetic: %v", err))
+		panic(fmt.Sprintf("trade: arithmetic out of its bounds: %v", err))
 	}
 	return v
 }
@@ -336,7 +345,7 @@ func (s *State) adlClose(env *Env, m *market.MarketState, pr market.Print, accou
 	pos := s.Position(accountID, mkt)
 	released := pos.MarginMsat
 	if q < pos.Contracts {
-		released = divFloor(mul(bi(pos.MarginMsat), bi(q)), bi(pos.Contracts)).Int64()
+		released = mustMath(floorw(mulw(w(pos.MarginMsat), w(q)), w(pos.Contracts)).toInt64())
 	}
 	margin := ledger.Margin(accountID, mkt)
 	transfer(env.Ledger, ledger.House, margin, profit-cut)

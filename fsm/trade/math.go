@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/big"
 	"math/bits"
 
 	"github.com/perpd/perpd/fsm/market"
@@ -51,47 +50,16 @@ const (
 // (a non-positive price): the caller refuses the order as validation.
 var ErrMath = errors.New("trade: value out of range")
 
-var (
-	bigInverse = new(big.Int).SetUint64(inverseScale)
-	bigQ8      = big.NewInt(q8)
-	bigQ9      = big.NewInt(q9)
-)
-
-func bi(v int64) *big.Int { return big.NewInt(v) }
-
-func mul(xs ...*big.Int) *big.Int {
-	p := big.NewInt(1)
-	for _, x := range xs {
-		p.Mul(p, x)
-	}
-	return p
-}
-
-// divFloor is num/den rounded toward minus infinity; divCeil toward plus
-// infinity. den must be positive (big.Int.Div is Euclidean, which is the
-// floor for a positive divisor).
-func divFloor(num, den *big.Int) *big.Int { return new(big.Int).Div(num, den) }
-
-func divCeil(num, den *big.Int) *big.Int {
-	neg := new(big.Int).Neg(num)
-	q := new(big.Int).Div(neg, den)
-	return q.Neg(q)
-}
-
-func toInt64(x *big.Int) (int64, error) {
-	if !x.IsInt64() {
-		return 0, fmt.Errorf("%w: %s", ErrMath, x)
-	}
-	return x.Int64(), nil
-}
+// Every formula below runs on wide (wide.go), 256-bit integers on the
+// stack, with one rounding at its final division as its comment states.
 
 // valueExact returns the value of n contracts at priceQ8 in msat as the
 // fraction num/den: inverse n*1e19/P, quanto n*P*mult/1e8.
-func valueExact(p *market.Params, n, priceQ8 int64) (num, den *big.Int) {
+func valueExact(p *market.Params, n, priceQ8 int64) (num, den wide) {
 	if p.ContractType == market.Inverse {
-		return mul(bi(n), bigInverse), bi(priceQ8)
+		return mulw(w(n), wu(inverseScale)), w(priceQ8)
 	}
-	return mul(bi(n), bi(priceQ8), bi(*p.QuantoMultiplierMsat)), bigQ8
+	return mulw(w(n), w(priceQ8), w(*p.QuantoMultiplierMsat)), w(q8)
 }
 
 // NotionalMsat is the value of n contracts at priceQ8, rounded up: it is
@@ -106,7 +74,7 @@ func NotionalMsat(p *market.Params, n, priceQ8 int64) (int64, error) {
 		}
 	}
 	num, den := valueExact(p, n, priceQ8)
-	return toInt64(divCeil(num, den))
+	return ceilw(num, den).toInt64()
 }
 
 // PnLMsat is the realised PnL of closing n contracts of a position on side
@@ -120,11 +88,11 @@ func PnLMsat(p *market.Params, side Side, n, entryQ8, exitQ8 int64) (int64, erro
 	if n < 0 || entryQ8 <= 0 || exitQ8 <= 0 {
 		return 0, fmt.Errorf("%w: %d contracts %d -> %d", ErrMath, n, entryQ8, exitQ8)
 	}
-	diff := bi(int64(side) * (exitQ8 - entryQ8))
+	diff := mulw(w(int64(side)), subw(w(exitQ8), w(entryQ8)))
 	if p.ContractType == market.Inverse {
-		return toInt64(divFloor(mul(bi(n), bigInverse, diff), mul(bi(entryQ8), bi(exitQ8))))
+		return floorw(mulw(w(n), wu(inverseScale), diff), mulw(w(entryQ8), w(exitQ8))).toInt64()
 	}
-	return toInt64(divFloor(mul(bi(n), diff, bi(*p.QuantoMultiplierMsat)), bigQ8))
+	return floorw(mulw(w(n), diff, w(*p.QuantoMultiplierMsat)), w(q8)).toInt64()
 }
 
 // EntryAfterAdd is the average entry of a position of n1 contracts at p1
@@ -137,18 +105,18 @@ func EntryAfterAdd(p *market.Params, side Side, n1, p1, n2, p2 int64) (int64, er
 	if n1 < 0 || n2 < 0 || n1+n2 <= 0 || p1 <= 0 || p2 <= 0 {
 		return 0, fmt.Errorf("%w: add %d@%d to %d@%d", ErrMath, n2, p2, n1, p1)
 	}
-	var num, den *big.Int
+	var num, den wide
 	if p.ContractType == market.Inverse {
-		num = mul(bi(n1+n2), bi(p1), bi(p2))
-		den = new(big.Int).Add(mul(bi(n1), bi(p2)), mul(bi(n2), bi(p1)))
+		num = mulw(addw(w(n1), w(n2)), w(p1), w(p2))
+		den = addw(mulw(w(n1), w(p2)), mulw(w(n2), w(p1)))
 	} else {
-		num = new(big.Int).Add(mul(bi(n1), bi(p1)), mul(bi(n2), bi(p2)))
-		den = bi(n1 + n2)
+		num = addw(mulw(w(n1), w(p1)), mulw(w(n2), w(p2)))
+		den = addw(w(n1), w(n2))
 	}
 	if side == Long {
-		return toInt64(divCeil(num, den))
+		return ceilw(num, den).toInt64()
 	}
-	return toInt64(divFloor(num, den))
+	return floorw(num, den).toInt64()
 }
 
 // rateOf is ceil(amountMsat * rateQ9 / 1e9) for non-negative inputs.
@@ -159,7 +127,7 @@ func rateOf(amountMsat, rateQ9 int64) (int64, error) {
 	if v, ok := mulDivCeil64(uint64(amountMsat), uint64(rateQ9), uint64(q9)); ok {
 		return v, nil
 	}
-	return toInt64(divCeil(mul(bi(amountMsat), bi(rateQ9)), bigQ9))
+	return ceilw(mulw(w(amountMsat), w(rateQ9)), w(q9)).toInt64()
 }
 
 // mulDivCeil64 is ceil(a*b/d) in 128-bit arithmetic, without allocating:
@@ -232,11 +200,11 @@ func ImpactQ9(side Side, q, netBefore, capContracts int64) (int64, error) {
 	if q <= 0 || capContracts <= 0 {
 		return 0, fmt.Errorf("%w: impact of %d contracts, cap %d", ErrMath, q, capContracts)
 	}
-	num := new(big.Int).Add(mul(bi(2), bi(int64(side)), bi(netBefore)), bi(q))
-	if num.Sign() <= 0 {
+	num := addw(mulw(w(2), w(int64(side)), w(netBefore)), w(q))
+	if num.sign() <= 0 && !num.bad {
 		return 0, nil
 	}
-	return toInt64(divCeil(mul(bi(ImpactAtCapQ9), num), mul(bi(2), bi(capContracts))))
+	return ceilw(mulw(w(ImpactAtCapQ9), num), mulw(w(2), w(capContracts))).toInt64()
 }
 
 // ExecPriceQ8 is the fill price of a trade on side at the oracle mid with
@@ -247,14 +215,14 @@ func ExecPriceQ8(side Side, midQ8, spreadQ9, tickQ8 int64) (int64, error) {
 	if midQ8 <= 0 || spreadQ9 < 0 || spreadQ9 >= q9 || tickQ8 <= 0 {
 		return 0, fmt.Errorf("%w: mid %d spread %d tick %d", ErrMath, midQ8, spreadQ9, tickQ8)
 	}
-	tick := bi(tickQ8)
+	tick := w(tickQ8)
 	if side == Long {
 		// ceil(mid*(1e9+s)/(1e9*tick)) * tick: one rounding, up.
-		n := divCeil(mul(bi(midQ8), bi(q9+spreadQ9)), mul(bigQ9, tick))
-		return toInt64(n.Mul(n, tick))
+		n := ceilw(mulw(w(midQ8), w(q9+spreadQ9)), mulw(w(q9), tick))
+		return mulw(n, tick).toInt64()
 	}
-	n := divFloor(mul(bi(midQ8), bi(q9-spreadQ9)), mul(bigQ9, tick))
-	v, err := toInt64(n.Mul(n, tick))
+	n := floorw(mulw(w(midQ8), w(q9-spreadQ9)), mulw(w(q9), tick))
+	v, err := mulw(n, tick).toInt64()
 	if err == nil && v <= 0 {
 		err = fmt.Errorf("%w: sell at mid %d rounds to no price", ErrMath, midQ8)
 	}
@@ -270,7 +238,7 @@ func WithinSlippage(side Side, execQ8, midQ8, maxSlippageQ9 int64) bool {
 	if worse <= 0 {
 		return true
 	}
-	return mul(bi(worse), bigQ9).Cmp(mul(bi(maxSlippageQ9), bi(midQ8))) <= 0
+	return cmpw(mulw(w(worse), w(q9)), mulw(w(maxSlippageQ9), w(midQ8))) <= 0
 }
 
 // ImpactMsat is the part of a trade's cost that the impact adds: the
@@ -281,5 +249,5 @@ func ImpactMsat(p *market.Params, q, midQ8, impactQ9 int64) (int64, error) {
 		return 0, nil
 	}
 	num, den := valueExact(p, q, midQ8)
-	return toInt64(divFloor(mul(num, bi(impactQ9)), mul(den, bigQ9)))
+	return floorw(mulw(num, w(impactQ9)), mulw(den, w(q9))).toInt64()
 }

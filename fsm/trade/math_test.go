@@ -140,7 +140,7 @@ func TestHarmonicMeanKeepsInversePnL(t *testing.T) {
 	// The mean itself is a q8 number: rounding it up by less than 1e-8
 	// dollars costs the long at most n*1e19/(entry*(entry-1)) msat (here 36),
 	// never the venue.
-	bound := divCeil(mul(bi(20000), bigInverse), mul(bi(entry), bi(entry-1))).Int64()
+	bound := refDivCeil(refMul(refBi(20000), bigInverse), refMul(refBi(entry), refBi(entry-1))).Int64()
 	if d := a + b - whole; d < 0 || d > bound+2 {
 		t.Fatalf("averaged pnl %d vs parts %d: off by %d, bound %d", whole, a+b, d, bound)
 	}
@@ -272,7 +272,7 @@ func TestMulDivCeil64MatchesBig(t *testing.T) {
 		t.Helper()
 		got, ok := mulDivCeil64(a, b, d)
 		num := new(big.Int).Mul(new(big.Int).SetUint64(a), new(big.Int).SetUint64(b))
-		want := divCeil(num, new(big.Int).SetUint64(d))
+		want := refDivCeil(num, new(big.Int).SetUint64(d))
 		if ok != want.IsInt64() || (ok && got != want.Int64()) {
 			t.Fatalf("ceil(%d*%d/%d): fast %d ok %v, big %s", a, b, d, got, ok, want)
 		}

@@ -156,7 +156,7 @@ func PlanFillLeveraged(m *market.MarketState, pos Position, side Side, q, levera
 		}
 		released := pos.MarginMsat
 		if pl.Closed < pos.Contracts {
-			released = divFloor(mul(bi(pos.MarginMsat), bi(pl.Closed)), bi(pos.Contracts)).Int64()
+			released = mustMath(floorw(mulw(w(pos.MarginMsat), w(pl.Closed)), w(pos.Contracts)).toInt64())
 		}
 		pl.ReleasedMarginMsat = released
 		keep -= released

@@ -2,7 +2,6 @@ package trade
 
 import (
 	"fmt"
-	"math/big"
 
 	"github.com/perpd/perpd/fsm/market"
 )
@@ -28,29 +27,29 @@ import (
 //
 // with n contracts, E the entry (q8), M the margin (msat), k the quanto
 // multiplier (msat per contract per dollar) and mm the maintenance rate (q9).
-func liqThreshold(p *market.Params, pos Position) (num, den *big.Int, ok bool) {
-	n, e, m, mm := bi(pos.Contracts), bi(pos.EntryQ8), bi(pos.MarginMsat), bi(p.MMRateQ9)
+func liqThreshold(p *market.Params, pos Position) (num, den wide, ok bool) {
+	n, e, m, mm, bq9 := w(pos.Contracts), w(pos.EntryQ8), w(pos.MarginMsat), w(p.MMRateQ9), w(q9)
 	if p.ContractType == market.Inverse {
-		nv := mul(n, bigInverse) // n*1e19
+		nv := mulw(n, wu(inverseScale)) // n*1e19
 		if pos.Side == Long {
-			return mul(nv, e, new(big.Int).Add(bigQ9, mm)), mul(bigQ9, new(big.Int).Add(mul(m, e), nv)), true
+			return mulw(nv, e, addw(bq9, mm)), mulw(bq9, addw(mulw(m, e), nv)), true
 		}
-		d := new(big.Int).Sub(nv, mul(m, e))
-		if d.Sign() <= 0 {
-			return nil, nil, false
+		d := subw(nv, mulw(m, e))
+		if d.sign() <= 0 {
+			return wide{}, wide{}, false
 		}
-		return mul(nv, e, new(big.Int).Sub(bigQ9, mm)), mul(bigQ9, d), true
+		return mulw(nv, e, subw(bq9, mm)), mulw(bq9, d), true
 	}
-	k := bi(*p.QuantoMultiplierMsat)
-	nek, mq8 := mul(n, e, k), mul(m, bigQ8)
+	k := w(*p.QuantoMultiplierMsat)
+	nek, mq8 := mulw(n, e, k), mulw(m, w(q8))
 	if pos.Side == Long {
-		d := new(big.Int).Sub(nek, mq8)
-		if d.Sign() <= 0 {
-			return nil, nil, false
+		d := subw(nek, mq8)
+		if d.sign() <= 0 {
+			return wide{}, wide{}, false
 		}
-		return mul(bigQ9, d), mul(n, k, new(big.Int).Sub(bigQ9, mm)), true
+		return mulw(bq9, d), mulw(n, k, subw(bq9, mm)), true
 	}
-	return mul(bigQ9, new(big.Int).Add(nek, mq8)), mul(n, k, new(big.Int).Add(bigQ9, mm)), true
+	return mulw(bq9, addw(nek, mq8)), mulw(n, k, addw(bq9, mm)), true
 }
 
 // LiqLevel is pos's level in the liquidation index and the way the mid
@@ -63,20 +62,20 @@ func LiqLevel(p *market.Params, pos Position) (levelQ8 int64, dir market.Directi
 		return 0, 0, false
 	}
 	if pos.Side == Long {
-		l := divFloor(num, den)
-		if l.Sign() <= 0 {
+		l := floorw(num, den)
+		if l.sign() <= 0 && !l.bad {
 			return 0, 0, false
 		}
-		if !l.IsInt64() || l.Int64() > market.PriceQ8Max {
-			return market.PriceQ8Max, market.Falling, true
+		if v, err := l.toInt64(); err == nil && v <= market.PriceQ8Max {
+			return v, market.Falling, true
 		}
-		return l.Int64(), market.Falling, true
+		return market.PriceQ8Max, market.Falling, true
 	}
-	l := divCeil(num, den)
-	if !l.IsInt64() || l.Int64() > market.PriceQ8Max {
+	v, err := ceilw(num, den).toInt64()
+	if err != nil || v > market.PriceQ8Max {
 		return 0, 0, false
 	}
-	return max(l.Int64(), 1), market.Rising, true
+	return max(v, 1), market.Rising, true
 }
 
 // UnderMaintenance reports whether pos is liquidatable at midQ8: margin +
@@ -87,7 +86,7 @@ func UnderMaintenance(p *market.Params, pos Position, midQ8 int64) bool {
 	if !ok {
 		return false
 	}
-	c := mul(bi(midQ8), den).Cmp(num)
+	c := cmpw(mulw(w(midQ8), den), num)
 	if pos.Side == Long {
 		return c <= 0
 	}
