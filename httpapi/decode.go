@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"github.com/perpd/perpd/fsm/wire"
 )
@@ -115,41 +117,194 @@ func decodeStruct(raw json.RawMessage, v reflect.Value, path string) error {
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
 		return fieldErr(path, "must be a JSON object")
 	}
-	known := wireFields(v.Type())
-	if err := unknownField(fields, known, path); err != nil {
-		return err
-	}
-	for _, wf := range known {
-		sf, name := wf.Field, wf.Name
-		fpath := name
-		if path != "body" {
-			fpath = path + "." + name
+	plan := planOf(v.Type())
+	if len(fields) > 0 {
+		for name := range fields {
+			if _, ok := plan.byName[name]; !ok {
+				return unknownField(fields, plan.byName, path)
+			}
 		}
-		fraw, present := fields[name]
-		if !present || bytes.Equal(bytes.TrimSpace(fraw), []byte("null")) {
-			if sf.Tag.Get("req") == "true" {
+	}
+	for i := range plan.fields {
+		fp := &plan.fields[i]
+		fpath := fp.Name
+		if path != "body" {
+			fpath = path + "." + fp.Name
+		}
+		fraw, present := fields[fp.Name]
+		if !present || isNull(fraw) {
+			if fp.required {
 				return fieldErr(fpath, "is required")
 			}
 			continue
 		}
-		fv := v.Field(wf.Index)
+		fv := v.Field(fp.Index)
 		target := fv
-		if fv.Kind() == reflect.Pointer {
-			target = reflect.New(fv.Type().Elem()).Elem()
+		if fp.Pointer {
+			target = reflect.New(fp.Type).Elem()
 		}
-		if err := decodeValue(fraw, target, fpath); err != nil {
+		if err := fp.decode(fraw, target, fpath); err != nil {
 			return err
 		}
-		if err := checkTags(sf, target, fpath); err != nil {
+		if err := fp.check(target, fpath); err != nil {
 			return err
 		}
-		if fv.Kind() == reflect.Pointer {
-			p := reflect.New(fv.Type().Elem())
-			p.Elem().Set(target)
-			fv.Set(p)
+		if fp.Pointer {
+			fv.Set(target.Addr())
 		}
 	}
 	return nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	return bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+}
+
+// structPlan is what decodeStruct needs of a request type, worked out once
+// per type from its tags (planOf caches it): reading tags and parsing
+// their numbers on every request cost more than the JSON itself.
+type structPlan struct {
+	fields []fieldPlan
+	byName map[string]struct{}
+}
+
+type fieldPlan struct {
+	wireField
+	required       bool
+	enum           []string
+	hasMin, hasMax bool
+	min, max       int64
+	maxLen         int // -1: none
+	scalar         scalarKind
+}
+
+// scalarKind picks a fast path for the commonest field types; the rest
+// go through encoding/json.
+type scalarKind int
+
+const (
+	otherKind scalarKind = iota
+	stringKind
+	boolKind
+	wireIntKind
+)
+
+var plans sync.Map // reflect.Type -> *structPlan
+
+func planOf(t reflect.Type) *structPlan {
+	if p, ok := plans.Load(t); ok {
+		return p.(*structPlan)
+	}
+	p := &structPlan{byName: map[string]struct{}{}}
+	for _, wf := range wireFields(t) {
+		fp := fieldPlan{wireField: wf, required: wf.Field.Tag.Get("req") == "true", maxLen: -1}
+		if enum := wf.Field.Tag.Get("enum"); enum != "" {
+			fp.enum = strings.Split(enum, ",")
+		}
+		if m := wf.Field.Tag.Get("min"); m != "" {
+			fp.hasMin = true
+			fp.min, _ = strconv.ParseInt(m, 10, 64)
+		}
+		if m := wf.Field.Tag.Get("max"); m != "" {
+			fp.hasMax = true
+			fp.max, _ = strconv.ParseInt(m, 10, 64)
+		}
+		if m := wf.Field.Tag.Get("maxLen"); m != "" {
+			fp.maxLen, _ = strconv.Atoi(m)
+		}
+		switch {
+		case wf.Type == intType:
+			fp.scalar = wireIntKind
+		case wf.Type.Kind() == reflect.String && wf.Type.PkgPath() == "":
+			fp.scalar = stringKind
+		case wf.Type.Kind() == reflect.Bool && wf.Type.PkgPath() == "":
+			fp.scalar = boolKind
+		}
+		p.fields = append(p.fields, fp)
+		p.byName[wf.Name] = struct{}{}
+	}
+	actual, _ := plans.LoadOrStore(t, p)
+	return actual.(*structPlan)
+}
+
+// decode reads one present, non-null field. Plain strings (no escapes,
+// valid UTF-8) and the literals true and false are read directly; anything
+// else takes decodeValue, so the answers are encoding/json's.
+func (fp *fieldPlan) decode(raw json.RawMessage, v reflect.Value, path string) error {
+	raw = bytes.TrimSpace(raw)
+	switch fp.scalar {
+	case stringKind:
+		if s, ok := plainString(raw); ok {
+			v.SetString(s)
+			return nil
+		}
+	case boolKind:
+		switch string(raw) {
+		case "true":
+			v.SetBool(true)
+			return nil
+		case "false":
+			v.SetBool(false)
+			return nil
+		}
+	}
+	return decodeValue(raw, v, path)
+}
+
+// plainString is the content of a JSON string literal that needs no
+// unescaping: quoted, no backslash, no control character, valid UTF-8.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	in := raw[1 : len(raw)-1]
+	for _, c := range in {
+		if c == '\\' || c == '"' || c < 0x20 {
+			return "", false
+		}
+	}
+	if !utf8.Valid(in) {
+		return "", false
+	}
+	return string(in), true
+}
+
+// check applies the field's enum, min, max and maxLen tags to its value.
+func (fp *fieldPlan) check(v reflect.Value, path string) error {
+	if fp.enum != nil {
+		switch v.Kind() {
+		case reflect.String:
+			if err := fp.checkEnum(v.String(), path); err != nil {
+				return err
+			}
+		case reflect.Slice:
+			for i := 0; i < v.Len(); i++ {
+				if err := fp.checkEnum(v.Index(i).String(), path+"["+strconv.Itoa(i)+"]"); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if (fp.hasMin || fp.hasMax) && isInt(v) {
+		n := v.Int()
+		if fp.hasMin && n < fp.min {
+			return fieldErr(path, "must be at least %d", fp.min)
+		}
+		if fp.hasMax && n > fp.max {
+			return fieldErr(path, "must be at most %d", fp.max)
+		}
+	}
+	if fp.maxLen >= 0 && (v.Kind() == reflect.String || v.Kind() == reflect.Slice) && v.Len() > fp.maxLen {
+		return fieldErr(path, "is longer than %d", fp.maxLen)
+	}
+	return nil
+}
+
+func (fp *fieldPlan) checkEnum(s, path string) error {
+	if slices.Contains(fp.enum, s) {
+		return nil
+	}
+	return fieldErr(path, "must be one of %s", strings.Join(fp.enum, ", "))
 }
 
 // unknownField refuses a field the request type does not have: a client
@@ -157,17 +312,10 @@ func decodeStruct(raw json.RawMessage, v reflect.Value, path string) error {
 // not applied, not have its order placed without it (the OpenAPI document
 // closes every request object, additionalProperties false). The first
 // unknown name in sorted order is reported, so the answer is stable.
-func unknownField(fields map[string]json.RawMessage, known []wireField, path string) error {
+func unknownField(fields map[string]json.RawMessage, known map[string]struct{}, path string) error {
 	var unknown []string
 	for name := range fields {
-		found := false
-		for _, wf := range known {
-			if wf.Name == name {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if _, ok := known[name]; !ok {
 			unknown = append(unknown, name)
 		}
 	}
@@ -179,52 +327,6 @@ func unknownField(fields map[string]json.RawMessage, known []wireField, path str
 		return fieldErr(unknown[0], "is not a field of this request")
 	}
 	return fieldErr(path+"."+unknown[0], "is not a field of this request")
-}
-
-func checkTags(sf reflect.StructField, v reflect.Value, path string) error {
-	if enum := sf.Tag.Get("enum"); enum != "" {
-		allowed := strings.Split(enum, ",")
-		check := func(s string, p string) error {
-			for _, a := range allowed {
-				if s == a {
-					return nil
-				}
-			}
-			return fieldErr(p, "must be one of %s", strings.Join(allowed, ", "))
-		}
-		switch v.Kind() {
-		case reflect.String:
-			if err := check(v.String(), path); err != nil {
-				return err
-			}
-		case reflect.Slice:
-			for i := 0; i < v.Len(); i++ {
-				if err := check(v.Index(i).String(), path+"["+strconv.Itoa(i)+"]"); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	if isInt(v) {
-		n := v.Int()
-		if m := sf.Tag.Get("min"); m != "" {
-			if lo, _ := strconv.ParseInt(m, 10, 64); n < lo {
-				return fieldErr(path, "must be at least %s", m)
-			}
-		}
-		if m := sf.Tag.Get("max"); m != "" {
-			if hi, _ := strconv.ParseInt(m, 10, 64); n > hi {
-				return fieldErr(path, "must be at most %s", m)
-			}
-		}
-	}
-	if m := sf.Tag.Get("maxLen"); m != "" {
-		limit, _ := strconv.Atoi(m)
-		if (v.Kind() == reflect.String || v.Kind() == reflect.Slice) && v.Len() > limit {
-			return fieldErr(path, "is longer than %d", limit)
-		}
-	}
-	return nil
 }
 
 func isInt(v reflect.Value) bool {

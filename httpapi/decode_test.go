@@ -118,3 +118,36 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodeOrderRequest decodes the body of a market order with
+// leverage, the hottest request of the venue.
+func BenchmarkDecodeOrderRequest(b *testing.B) {
+	body := []byte(`{"marketId":"BTC-PERP","side":"buy","type":"market","contracts":"1","reduceOnly":false,"leverage":"10"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		var req OrderRequest
+		if err := decodeJSON(body, &req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// The plain-string fast path reads what encoding/json reads, and leaves
+// escapes, control characters and invalid UTF-8 to it.
+func TestPlainStringAgreesWithEncodingJSON(t *testing.T) {
+	for _, lit := range []string{`"BTC-PERP"`, `""`, `"caf\u00e9"`, `"a\"b"`, `"tab\there"`, "\"caf\xc3\xa9\"",
+		"\"bad\xff\"", "\"ctl\x01\"", `"back\\slash"`, `"\ud83d\ude00"`} {
+		var want string
+		werr := json.Unmarshal([]byte(lit), &want)
+		var p struct {
+			S string `json:"s"`
+		}
+		err := decodeJSON([]byte(`{"s":`+lit+`}`), &p)
+		if (err != nil) != (werr != nil) || (err == nil && p.S != want) {
+			t.Errorf("%q: decoded %q (%v), encoding/json %q (%v)", lit, p.S, err, want, werr)
+		}
+		if got, ok := plainString([]byte(lit)); ok && got != want {
+			t.Errorf("%q: fast path %q, want %q", lit, got, want)
+		}
+	}
+}
