@@ -41,6 +41,7 @@ const relayTimeout = 3 * time.Minute
 func NewAdminServer(n *node.Node) *AdminServer {
 	s := &AdminServer{n: n, mux: http.NewServeMux()}
 	s.mux.Handle(node.ForwardPath, n.ForwardHandler())
+	s.mux.Handle(node.ForwardBatchPath, n.ForwardBatchHandler())
 	s.mux.Handle(node.ReadIndexPath, n.ReadIndexHandler())
 	s.mux.Handle(node.MeterPath, n.MeterHandler())
 	s.mux.Handle(JoinPath, n.InternalPost(s.leaderOnly(s.join)))

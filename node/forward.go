@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -86,46 +87,97 @@ func (n *Node) PeerURL(adminAddr, path string) string {
 // presents this node's certificate when the cluster runs TLS.
 func (n *Node) PeerClient() *http.Client { return n.forwarder.client }
 
+// forward sends cmd to the leader at adminAddr through the batcher and
+// waits for its answer (or ctx).
 func (n *Node) forward(ctx context.Context, adminAddr string, cmd *fsm.Command) (*fsm.Result, error) {
 	body, err := fsm.Marshal(cmd)
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.PeerURL(adminAddr, ForwardPath), bytes.NewReader(body))
+	p := &pendingForward{ctx: ctx, addr: adminAddr, item: forwardItem{Cmd: body}, done: make(chan forwardAnswer, 1)}
+	if d := drawOf(ctx); d != nil {
+		c := *d
+		c.verdict = nil
+		p.item.Draw = &c
+	}
+	select {
+	case n.forwards.in <- p:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case a := <-p.done:
+		return forwardOutcome(ctx, a)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// forwardOne is one forward on its own call to ForwardPath.
+func (n *Node) forwardOne(ctx context.Context, adminAddr string, it forwardItem) forwardAnswer {
+	fail := func(err error) forwardAnswer {
+		return forwardAnswer{Status: http.StatusServiceUnavailable, Error: err.Error()}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.PeerURL(adminAddr, ForwardPath), bytes.NewReader(it.Cmd))
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	n.SetPeerAuth(req)
 	req.Header.Set("Content-Type", "application/cbor")
-	if err := setDrawHeader(ctx, req); err != nil {
-		return nil, err
+	if it.Draw != nil {
+		b, err := json.Marshal(it.Draw)
+		if err != nil {
+			return fail(err)
+		}
+		req.Header.Set(DrawHeader, string(b))
 	}
 	resp, err := n.forwarder.client.Do(req)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardBytes))
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
-	if err := readVerdict(ctx, resp); err != nil {
-		return nil, err
+	a := forwardAnswer{Status: resp.StatusCode}
+	if raw := resp.Header.Get(VerdictHeader); raw != "" {
+		var v Verdict
+		if err := json.Unmarshal([]byte(raw), &v); err != nil {
+			return fail(fmt.Errorf("leader's verdict: %w", err))
+		}
+		a.Verdict = &v
 	}
-	switch resp.StatusCode {
+	if a.Status == http.StatusOK {
+		a.Result = b
+	} else {
+		a.Error = strings.TrimSpace(string(b))
+	}
+	return a
+}
+
+// forwardOutcome turns the leader's answer to a forward into the result
+// or error Propose expects, recording the verdict in ctx's Draw.
+func forwardOutcome(ctx context.Context, a forwardAnswer) (*fsm.Result, error) {
+	d := drawOf(ctx)
+	if d != nil && a.Verdict != nil {
+		v := *a.Verdict
+		d.verdict = &v
+	}
+	switch a.Status {
 	case http.StatusOK:
 	case http.StatusTooManyRequests:
-		if d := drawOf(ctx); d != nil && d.verdict != nil && !d.verdict.OK {
+		if d != nil && d.verdict != nil && !d.verdict.OK {
 			return nil, &RateLimitedError{Budget: d.Budget, Verdict: *d.verdict}
 		}
-		return nil, fmt.Errorf("leader answered 429 without a verdict: %s", strings.TrimSpace(string(b)))
+		return nil, fmt.Errorf("leader answered 429 without a verdict: %s", a.Error)
 	case http.StatusUnauthorized, http.StatusForbidden:
-		return nil, fmt.Errorf("%w: %d: %s", errForwardRefused, resp.StatusCode, strings.TrimSpace(string(b)))
+		return nil, fmt.Errorf("%w: %d: %s", errForwardRefused, a.Status, a.Error)
 	default:
-		return nil, fmt.Errorf("leader answered %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
+		return nil, fmt.Errorf("leader answered %d: %s", a.Status, a.Error)
 	}
 	var res fsm.Result
-	if err := fsm.Unmarshal(b, &res); err != nil {
+	if err := fsm.Unmarshal(a.Result, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -165,45 +217,68 @@ func (n *Node) ForwardHandler() http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		cmd, err := fsm.DecodeCommand(b)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		if !Forwardable(cmd.Type) {
-			http.Error(w, fmt.Sprintf("command type %d may not be forwarded: %v", cmd.Type, ErrLeaderOnly), http.StatusForbidden)
-			return
-		}
 		d, err := drawFromHeader(r)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), n.cfg.ProposeTimeout)
-		defer cancel()
-		if d != nil {
-			ctx = WithDraw(ctx, d)
-		}
-		res, err := n.applyLocal(ctx, cmd)
-		writeVerdict(w, d)
-		if err != nil {
-			var limited *RateLimitedError
-			status := http.StatusServiceUnavailable
-			switch {
-			case errors.Is(err, errNotLeader):
-				status = http.StatusMisdirectedRequest
-			case errors.As(err, &limited):
-				status = http.StatusTooManyRequests
+		a := n.serveForward(r.Context(), b, d)
+		if a.Verdict != nil {
+			if vb, err := json.Marshal(a.Verdict); err == nil {
+				w.Header().Set(VerdictHeader, string(vb))
 			}
-			http.Error(w, err.Error(), status)
-			return
 		}
-		out, err := fsm.Marshal(res)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
+		if a.Status != http.StatusOK {
+			http.Error(w, a.Error, a.Status)
 			return
 		}
 		w.Header().Set("Content-Type", "application/cbor")
-		_, _ = w.Write(out)
+		_, _ = w.Write(a.Result)
 	})
+}
+
+// serveForward applies one forwarded command (encoded) with its draw, as
+// the leader: the answer a single forward gets, for ForwardPath and for
+// each item of a ForwardBatchPath call alike.
+func (n *Node) serveForward(ctx context.Context, raw []byte, d *Draw) forwardAnswer {
+	cmd, err := fsm.DecodeCommand(raw)
+	if err != nil {
+		return forwardAnswer{Status: http.StatusBadRequest, Error: err.Error()}
+	}
+	if !Forwardable(cmd.Type) {
+		return forwardAnswer{Status: http.StatusForbidden, Error: fmt.Sprintf("command type %d may not be forwarded: %v", cmd.Type, ErrLeaderOnly)}
+	}
+	if d != nil {
+		if err := checkDraw(d); err != nil {
+			return forwardAnswer{Status: http.StatusBadRequest, Error: err.Error()}
+		}
+		d.verdict = nil // only this leader's meter gives one
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ProposeTimeout)
+	defer cancel()
+	if d != nil {
+		ctx = WithDraw(ctx, d)
+	}
+	res, err := n.applyLocal(ctx, cmd)
+	var a forwardAnswer
+	if v, ok := d.Verdict(); ok {
+		a.Verdict = &v
+	}
+	if err != nil {
+		var limited *RateLimitedError
+		a.Status, a.Error = http.StatusServiceUnavailable, err.Error()
+		switch {
+		case errors.Is(err, errNotLeader):
+			a.Status = http.StatusMisdirectedRequest
+		case errors.As(err, &limited):
+			a.Status = http.StatusTooManyRequests
+		}
+		return a
+	}
+	out, err := fsm.Marshal(res)
+	if err != nil {
+		return forwardAnswer{Status: http.StatusInternalServerError, Error: err.Error()}
+	}
+	a.Status, a.Result = http.StatusOK, out
+	return a
 }

@@ -83,3 +83,57 @@ func TestConcurrentWritesShareRaftEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Forward batching: writes arriving together at a follower reach the
+// leader in fewer calls than there are writes, and each writer gets its
+// own answer, stored once on every replica.
+func TestFollowerForwardsWritesInBatches(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	var follower *clustertest.Member
+	for _, m := range c.Live() {
+		if !m.Node.IsLeader() {
+			follower = m
+		}
+	}
+	calls0, items0 := follower.Node.ForwardStats()
+	const writers = 150
+	results := make([]*fsm.Result, writers)
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for i := 0; i < writers; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			res, err := tryPropose(follower.Node, noop(fmt.Sprintf("acct%d:fwd-%d", i%5, i)))
+			if err != nil {
+				errs <- err
+				return
+			}
+			results[i] = res
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	calls, items := follower.Node.ForwardStats()
+	calls, items = calls-calls0, items-items0
+	if items < writers || calls >= writers {
+		t.Fatalf("%d forwards in %d calls: want all %d forwarded in fewer calls", items, calls, writers)
+	}
+	t.Logf("%d forwards in %d calls", items, calls)
+	var top uint64
+	for _, res := range results {
+		top = max(top, res.Index)
+	}
+	for _, m := range c.Live() {
+		waitApplied(t, m.Node, top)
+		for i, res := range results {
+			key := fmt.Sprintf("acct%d:fwd-%d", i%5, i)
+			if rec, ok := record(m.Node, key); !ok || rec.Index != res.Index || orderCount(m.Node, key) != 1 {
+				t.Fatalf("%s: write %d stored %+v (found %v), answered at %d", m.ID, i, rec, ok, res.Index)
+			}
+		}
+	}
+}

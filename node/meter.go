@@ -167,36 +167,6 @@ func (n *Node) gate(ctx context.Context) error {
 	return nil
 }
 
-// setDrawHeader puts ctx's Draw, if any, on a forwarded write.
-func setDrawHeader(ctx context.Context, req *http.Request) error {
-	d := drawOf(ctx)
-	if d == nil {
-		return nil
-	}
-	b, err := json.Marshal(d)
-	if err != nil {
-		return err
-	}
-	req.Header.Set(DrawHeader, string(b))
-	return nil
-}
-
-// readVerdict records the leader's verdict on a forwarded write in ctx's
-// Draw. A leader that runs no meter sends none.
-func readVerdict(ctx context.Context, resp *http.Response) error {
-	d := drawOf(ctx)
-	raw := resp.Header.Get(VerdictHeader)
-	if d == nil || raw == "" {
-		return nil
-	}
-	var v Verdict
-	if err := json.Unmarshal([]byte(raw), &v); err != nil {
-		return fmt.Errorf("leader's verdict: %w", err)
-	}
-	d.verdict = &v
-	return nil
-}
-
 // drawFromHeader reads a forwarded write's Draw; nil when it carries none.
 func drawFromHeader(r *http.Request) (*Draw, error) {
 	raw := r.Header.Get(DrawHeader)
@@ -207,23 +177,18 @@ func drawFromHeader(r *http.Request) (*Draw, error) {
 	if err := json.Unmarshal([]byte(raw), &d); err != nil {
 		return nil, fmt.Errorf("bad %s: %w", DrawHeader, err)
 	}
-	if d.Budget == "" || d.Subject == "" {
-		return nil, fmt.Errorf("bad %s: budget and subject are required", DrawHeader)
+	if err := checkDraw(&d); err != nil {
+		return nil, err
 	}
 	return &d, nil
 }
 
-// writeVerdict puts d's verdict, if any, on the answer to a forward.
-func writeVerdict(w http.ResponseWriter, d *Draw) {
-	v, ok := d.Verdict()
-	if !ok {
-		return
+// checkDraw refuses a forwarded Draw without its budget or subject.
+func checkDraw(d *Draw) error {
+	if d.Budget == "" || d.Subject == "" {
+		return fmt.Errorf("bad %s: budget and subject are required", DrawHeader)
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return
-	}
-	w.Header().Set(VerdictHeader, string(b))
+	return nil
 }
 
 // maxMeterBody bounds a budget report request and answer.

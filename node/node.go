@@ -37,6 +37,8 @@ type Node struct {
 
 	// committer groups the leader's writes into raft entries (group.go).
 	committer *committer
+	// forwards batches this node's forwarded writes (forward_batch.go).
+	forwards *forwardBatcher
 
 	// meter is the rate-budget keeper drawn at the leader (SetMeter);
 	// draws remembers admitted draws so retries are not charged twice.
@@ -141,8 +143,10 @@ func New(cfg Config) (*Node, error) {
 		}
 	}
 	n.committer = newCommitter(n)
-	n.wg.Add(1)
+	n.forwards = newForwardBatcher(n)
+	n.wg.Add(2)
 	go n.committer.run()
+	go n.forwards.run()
 	started = true
 	return n, nil
 }

@@ -1,0 +1,264 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/perpd/perpd/fsm"
+)
+
+// Forward batching. A follower's clients' writes reach the leader as
+// forwards; one HTTPS call each cost the follower a client round trip and
+// the leader a request to serve for every write, which made load spread
+// over the members slower than load on the leader. The follower now
+// batches them the way the leader's committer batches raft entries (and
+// with no timer either): a forward joins a queue, and one goroutine sends
+// what has queued as one call to ForwardBatchPath whenever fewer than
+// ForwardsInFlight calls are out, so a lone write goes at once and under
+// load batches grow by themselves. The leader serves each item exactly as
+// it serves a single forward (serveForward), concurrently, so the items
+// meet in its group commit; each caller gets its own answer, refusal or
+// rate verdict. A leader without the batch route (a rolling upgrade) gets
+// the items one by one on ForwardPath.
+const (
+	// ForwardBatchPath is where the leader accepts a batch of forwards.
+	ForwardBatchPath = "/internal/propose-batch"
+	// ForwardBatchMax bounds the items of one batch.
+	ForwardBatchMax = 256
+	// ForwardsInFlight is how many batch calls a follower keeps out.
+	ForwardsInFlight = 4
+	forwardQueue     = 8192
+)
+
+// forwardItem is one write of a batch: the encoded command and the rate
+// budget it draws at the leader, if any.
+type forwardItem struct {
+	Cmd  []byte `cbor:"1,keyasint"`
+	Draw *Draw  `cbor:"2,keyasint,omitempty"`
+}
+
+// forwardAnswer is the leader's answer to one item: the HTTP status a
+// single forward would have had, the encoded fsm.Result with 200, else the
+// error text, and the verdict on the item's draw.
+type forwardAnswer struct {
+	Status  int      `cbor:"1,keyasint"`
+	Result  []byte   `cbor:"2,keyasint,omitempty"`
+	Error   string   `cbor:"3,keyasint,omitempty"`
+	Verdict *Verdict `cbor:"4,keyasint,omitempty"`
+}
+
+// pendingForward is a write waiting for its batch.
+type pendingForward struct {
+	ctx  context.Context
+	addr string
+	item forwardItem
+	done chan forwardAnswer
+}
+
+// forwardBatcher sends a follower's forwards in batches.
+type forwardBatcher struct {
+	n     *Node
+	in    chan *pendingForward
+	slots chan struct{}
+	// single remembers leaders that answered 404 to a batch: older
+	// binaries, sent single forwards from then on.
+	single sync.Map // admin address -> true
+	// calls and items count batch calls made and the forwards they
+	// carried (ForwardStats).
+	calls, items atomic.Uint64
+}
+
+// ForwardStats reports how many batch calls this node made to a leader and
+// how many forwarded writes they carried.
+func (n *Node) ForwardStats() (calls, items uint64) {
+	return n.forwards.calls.Load(), n.forwards.items.Load()
+}
+
+func newForwardBatcher(n *Node) *forwardBatcher {
+	return &forwardBatcher{n: n, in: make(chan *pendingForward, forwardQueue), slots: make(chan struct{}, ForwardsInFlight)}
+}
+
+// run is the batcher's loop; it ends when the node stops.
+func (b *forwardBatcher) run() {
+	defer b.n.wg.Done()
+	var backlog []*pendingForward
+	for {
+		if len(backlog) == 0 {
+			select {
+			case <-b.n.stop:
+				return
+			case p := <-b.in:
+				backlog = append(backlog, p)
+			}
+		}
+		select {
+		case <-b.n.stop:
+			for _, p := range backlog {
+				p.done <- forwardAnswer{Status: http.StatusServiceUnavailable, Error: "node stopping"}
+			}
+			return
+		case b.slots <- struct{}{}:
+		}
+	take:
+		for len(backlog) < ForwardBatchMax {
+			select {
+			case p := <-b.in:
+				backlog = append(backlog, p)
+			default:
+				break take
+			}
+		}
+		// One batch per call goes to one leader address: the head's. A
+		// leader change mid-queue leaves the rest for the next call.
+		var batch, rest []*pendingForward
+		for _, p := range backlog {
+			if p.addr == backlog[0].addr && len(batch) < ForwardBatchMax {
+				batch = append(batch, p)
+			} else {
+				rest = append(rest, p)
+			}
+		}
+		backlog = rest
+		go func() {
+			defer func() { <-b.slots }()
+			b.send(batch)
+		}()
+	}
+}
+
+// send delivers one batch and hands every item its answer.
+func (b *forwardBatcher) send(batch []*pendingForward) {
+	live := batch[:0:0]
+	for _, p := range batch {
+		if err := p.ctx.Err(); err != nil {
+			p.done <- forwardAnswer{Status: http.StatusServiceUnavailable, Error: err.Error()}
+			continue
+		}
+		live = append(live, p)
+	}
+	if len(live) == 0 {
+		return
+	}
+	addr := live[0].addr
+	if _, old := b.single.Load(addr); old {
+		b.sendSingly(live)
+		return
+	}
+	b.calls.Add(1)
+	b.items.Add(uint64(len(live)))
+	answers, err := b.call(addr, live)
+	if err == errNoBatchRoute {
+		b.single.Store(addr, true)
+		b.sendSingly(live)
+		return
+	}
+	for i, p := range live {
+		switch {
+		case err != nil:
+			p.done <- forwardAnswer{Status: http.StatusServiceUnavailable, Error: err.Error()}
+		default:
+			p.done <- answers[i]
+		}
+	}
+}
+
+var errNoBatchRoute = fmt.Errorf("the leader has no %s", ForwardBatchPath)
+
+// call posts the items to addr's batch route. Its context ends when the
+// last item's would: an item whose caller gave up meanwhile is still
+// applied or refused like a single forward whose caller went away.
+func (b *forwardBatcher) call(addr string, ps []*pendingForward) ([]forwardAnswer, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.n.cfg.ProposeTimeout)
+	defer cancel()
+	items := make([]forwardItem, len(ps))
+	for i, p := range ps {
+		items[i] = p.item
+	}
+	body, err := fsm.Marshal(items)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.n.PeerURL(addr, ForwardBatchPath), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	b.n.SetPeerAuth(req)
+	req.Header.Set("Content-Type", "application/cbor")
+	resp, err := b.n.forwarder.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardBytes))
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		return nil, errNoBatchRoute
+	default:
+		return nil, fmt.Errorf("leader answered %d to a batch: %s", resp.StatusCode, strings.TrimSpace(string(raw)))
+	}
+	var answers []forwardAnswer
+	if err := fsm.Unmarshal(raw, &answers); err != nil {
+		return nil, err
+	}
+	if len(answers) != len(ps) {
+		return nil, fmt.Errorf("leader answered %d items for %d", len(answers), len(ps))
+	}
+	return answers, nil
+}
+
+// sendSingly forwards each item on its own (to a leader without batches).
+func (b *forwardBatcher) sendSingly(ps []*pendingForward) {
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.done <- b.n.forwardOne(p.ctx, p.addr, p.item)
+		}()
+	}
+	wg.Wait()
+}
+
+// ForwardBatchHandler serves ForwardBatchPath: each item as ForwardPath
+// would serve it alone, all at once, answers in item order.
+func (n *Node) ForwardBatchHandler() http.Handler {
+	return n.InternalPost(func(w http.ResponseWriter, r *http.Request) {
+		raw, err := io.ReadAll(io.LimitReader(r.Body, maxForwardBytes))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var items []forwardItem
+		if err := fsm.Unmarshal(raw, &items); err != nil || len(items) == 0 || len(items) > ForwardBatchMax {
+			http.Error(w, fmt.Sprintf("a batch holds 1 to %d encoded forwards", ForwardBatchMax), http.StatusBadRequest)
+			return
+		}
+		answers := make([]forwardAnswer, len(items))
+		var wg sync.WaitGroup
+		for i, it := range items {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				answers[i] = n.serveForward(r.Context(), it.Cmd, it.Draw)
+			}()
+		}
+		wg.Wait()
+		out, err := fsm.Marshal(answers)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/cbor")
+		_, _ = w.Write(out)
+	})
+}
