@@ -33,3 +33,14 @@ func (s *State) MoveMargin(env *Env, accountID, marketID string, delta int64) {
 	pos.MarginMsat += delta
 	s.indexPosition(env, accountID, marketID)
 }
+
+// venueAccounts are trading accounts of the venue itself. Auto-deleveraging
+// never picks them: closing the USDx hedge outside a redemption would break
+// its backing identity (supply == hedge contracts); what the other
+// profitable positions cannot cover stays with the house book, as it does
+// when none exist.
+var venueAccounts = map[string]bool{}
+
+// RegisterVenueAccount marks a venue trading account; call it from an init
+// function only (the set is the same on every replica).
+func RegisterVenueAccount(id string) { venueAccounts[id] = true }

@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/perpd/perpd/fsm/market"
+	"github.com/perpd/perpd/fsm/trade"
 )
 
 // Venue accounts of USDx.
@@ -374,3 +375,5 @@ func (s *State) IsFrozen(addr string) bool {
 	i := sort.SearchStrings(s.Frozen, addr)
 	return i < len(s.Frozen) && s.Frozen[i] == addr
 }
+
+func init() { trade.RegisterVenueAccount(HedgeAccount) }
