@@ -384,3 +384,10 @@ func applyUSDxParams(c *Ctx) (int, any, *wire.Refusal) {
 	c.St.USDx.Params = next
 	return http.StatusOK, c.St.USDx.Public(c.usdxEnv()).Params, nil
 }
+
+// USDxReadEnv is the environment USDx's views read through (the public
+// state needs the hedge market and the hedge position); reads only.
+func USDxReadEnv(st *State) *usdx.Env {
+	c := &Ctx{St: st}
+	return c.usdxEnv()
+}

@@ -402,8 +402,8 @@ func (s *State) Redeem(e *Env, accountID, id string, q int64) (SagaView, *wire.R
 		}
 		return NewSagaView(sg), nil
 	}
-	if id == "" || len(id) > 64 || s.Quotes[id] != nil {
-		return SagaView{}, bad(wire.CodeValidation, "redemption id must be 1..64 characters and unused")
+	if id == "" || len(id) > 255 || s.Quotes[id] != nil {
+		return SagaView{}, bad(wire.CodeValidation, "redemption id must be 1..255 characters and unused")
 	}
 	if !s.Params.Features.Redeem {
 		return SagaView{}, wire.Refuse(http.StatusForbidden, wire.CodeFeatureUnavailable, "USDx redemptions are switched off")

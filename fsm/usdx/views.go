@@ -347,11 +347,21 @@ type HedgeView struct {
 	MarginMsat   wire.Int  `json:"marginMsat" unit:"msat"`
 }
 
-// CapacityView is the public state's capacity.
+// CapacityView is the public state's capacity: null fields without a
+// hedge market.
 type CapacityView struct {
-	Headroom *string           `json:"headroom"`
-	Limit    *string           `json:"limit" enum:"organic_oi,hard_cap,oi_cap,skew,velocity"`
-	PerLimit map[string]string `json:"perLimit"`
+	Headroom *string       `json:"headroom" doc:"USDx that may be minted now: the smallest of perLimit"`
+	Limit    *string       `json:"limit" enum:"organic_oi,hard_cap,oi_cap,skew,velocity" doc:"the binding limit"`
+	PerLimit *PerLimitView `json:"perLimit"`
+}
+
+// PerLimitView is each capacity limit's headroom in USDx (at least 0).
+type PerLimitView struct {
+	OrganicOI string `json:"organic_oi"`
+	HardCap   string `json:"hard_cap"`
+	OICap     string `json:"oi_cap"`
+	Skew      string `json:"skew"`
+	Velocity  string `json:"velocity"`
 }
 
 // FeaturesView is the public state's features.
@@ -430,10 +440,8 @@ func (s *State) Public(e *Env) PublicView {
 	v.MintedLastHour, v.RedeemedLastHour = itoa(minted), itoa(redeemed)
 	if c := s.Capacity(e); c.Known {
 		h, l := itoa(c.Headroom), c.Limit
-		v.Capacity = CapacityView{Headroom: &h, Limit: &l, PerLimit: map[string]string{}}
-		for _, name := range LimitNames {
-			v.Capacity.PerLimit[name] = itoa(c.Per[name])
-		}
+		v.Capacity = CapacityView{Headroom: &h, Limit: &l, PerLimit: &PerLimitView{OrganicOI: itoa(c.Per["organic_oi"]),
+			HardCap: itoa(c.Per["hard_cap"]), OICap: itoa(c.Per["oi_cap"]), Skew: itoa(c.Per["skew"]), Velocity: itoa(c.Per["velocity"])}}
 	}
 	if s.Halt != nil {
 		v.MintsHaltedReason = &s.Halt.Reason
