@@ -6,16 +6,6 @@ import (
 	"github.com/perpd/perpd/fsm/usdx"
 )
 
-// lastWaterfall is the newest waterfall entry.
-func (w *usdxWorld) lastWaterfall() usdx.Waterfall {
-	w.t.Helper()
-	h := w.st().u.History
-	if len(h) == 0 {
-		w.t.Fatal("no waterfall entry")
-	}
-	return h[len(h)-1]
-}
-
 // nextBoundary walks past the next funding boundary (prints keep the
 // oracle fresh) and returns its waterfall entry.
 func (w *usdxWorld) nextBoundary() usdx.Waterfall {
@@ -126,6 +116,9 @@ func TestUSDxNegativeFundingOrderOfLoss(t *testing.T) {
 	}
 	if after.u.ReserveMsat < st.u.ReserveMsat {
 		t.Fatal("the reserve below its floor pays only after the stakers")
+	}
+	if w.holder(a).Usdx != holder {
+		t.Fatal("a markdown never touches USDx holders")
 	}
 	// 4. No stakers left: the reserve below its floor pays.
 	wantOK(t, w.op(CmdUSDxParams, USDxParamsPayload{UnstakeCooldownMs: i64(0)}))

@@ -44,18 +44,6 @@ func ValueMsat(usdx, markQ8 int64) int64 {
 	return r.Int64()
 }
 
-// usdOfMsatCeil is how many dollars msat is worth at markQ8, rounded up:
-// ceil(msat x mark / 1e19).
-func usdOfMsatCeil(msat, markQ8 int64) int64 {
-	r := new(big.Int).Mul(big.NewInt(msat), big.NewInt(markQ8))
-	r.Add(r, new(big.Int).Sub(bigInverse, big.NewInt(1)))
-	r.Quo(r, bigInverse)
-	if !r.IsInt64() {
-		return math.MaxInt64
-	}
-	return r.Int64()
-}
-
 // usdOfMsatFloor is floor(msat x mark / 1e19).
 func usdOfMsatFloor(msat, markQ8 int64) int64 {
 	r := new(big.Int).Mul(big.NewInt(msat), big.NewInt(markQ8))
