@@ -386,7 +386,7 @@ func (s *State) Mint(e *Env, accountID, quoteID, freshID string) (MintOutcome, *
 	sg := &Saga{ID: quoteID, AccountID: accountID, Side: SideMint, State: SagaMinted, Usdx: qu.Usdx, Contracts: qu.Usdx,
 		SatsMsat: pz.sats, FeeMsat: pz.baseFee + pz.dynFee + pz.plan.FeeMsat, CreatedTsMs: e.now(), UpdatedTsMs: e.now()}
 	s.addSaga(sg)
-	s.activity(e, accountID, Activity{Kind: "mint", Ref: sg.ID, Usdx: sg.Usdx, SatsMsat: sg.SatsMsat, State: sg.State})
+	s.activity(e, accountID, Activity{Event: "mint", Ref: sg.ID, Usdx: sg.Usdx, SatsMsat: sg.SatsMsat, State: sg.State})
 	s.mustIdentity(e)
 	v := NewSagaView(sg)
 	return MintOutcome{Saga: &v}, nil
@@ -429,7 +429,7 @@ func (s *State) Redeem(e *Env, accountID, id string, q int64) (SagaView, *wire.R
 		sg.State, sg.QueuedReason, sg.QueuedSinceMs = SagaQueued, "oracle_stale", e.now()
 		s.Queue = append(s.Queue, id)
 		s.addSaga(sg)
-		s.activity(e, accountID, Activity{Kind: "redeem", Ref: id, Usdx: q, State: sg.State})
+		s.activity(e, accountID, Activity{Event: "redeem", Ref: id, Usdx: q, State: sg.State})
 		return NewSagaView(sg), nil
 	}
 	pz, ref := s.price(e, SideRedeem, q)
@@ -456,7 +456,7 @@ func (s *State) payRedemption(e *Env, sg *Saga, pz priced) {
 	s.Supply -= sg.Usdx
 	s.record(e.now(), 0, sg.Usdx)
 	sg.State, sg.SatsMsat, sg.FeeMsat, sg.UpdatedTsMs = SagaPaid, pz.sats, pz.baseFee+pz.plan.FeeMsat, e.now()
-	s.activity(e, sg.AccountID, Activity{Kind: "redeem", Ref: sg.ID, Usdx: sg.Usdx, SatsMsat: sg.SatsMsat, State: sg.State})
+	s.activity(e, sg.AccountID, Activity{Event: "redeem", Ref: sg.ID, Usdx: sg.Usdx, SatsMsat: sg.SatsMsat, State: sg.State})
 	s.mustIdentity(e)
 }
 
@@ -487,7 +487,7 @@ func (s *State) OnPrint(e *Env, marketID string) {
 			// Cannot pay anything (dust at this price): the USDx goes back.
 			h.Usdx += sg.Usdx
 			sg.State, sg.QueuedReason, sg.UpdatedTsMs = SagaPaid, "", e.now()
-			s.activity(e, sg.AccountID, Activity{Kind: "redeem_returned", Ref: sg.ID, Usdx: sg.Usdx, State: sg.State})
+			s.activity(e, sg.AccountID, Activity{Event: "redeem_returned", Ref: sg.ID, Usdx: sg.Usdx, State: sg.State})
 			continue
 		}
 		sg.QueuedReason = ""

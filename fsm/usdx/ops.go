@@ -78,7 +78,7 @@ func (s *State) Withdraw(e *Env, accountID, id string, q int64, addr string) (Wi
 			}
 		}
 	}
-	s.activity(e, accountID, Activity{Kind: "withdrawal", Ref: id, Usdx: q, State: w.State})
+	s.activity(e, accountID, Activity{Event: "withdrawal", Ref: id, Usdx: q, State: w.State})
 	w.Seq = hh.Activity[len(hh.Activity)-1].Seq
 	return NewWithdrawalView(w), nil
 }
@@ -107,7 +107,7 @@ func (s *State) Paid(e *Env, id, issuerRef string) *wire.Refusal {
 	if len(s.InFlight) == 0 {
 		s.InFlight = nil
 	}
-	s.activity(e, w.AccountID, Activity{Kind: "withdrawal", Ref: id, Usdx: w.Usdx, State: w.State})
+	s.activity(e, w.AccountID, Activity{Event: "withdrawal", Ref: id, Usdx: w.Usdx, State: w.State})
 	w.Seq = h.Activity[len(h.Activity)-1].Seq
 	return nil
 }

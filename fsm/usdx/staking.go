@@ -44,7 +44,7 @@ func (s *State) Stake(e *Env, accountID string, q int64) (StakeResult, *wire.Ref
 	h.Susdx += shares
 	s.Staked += q
 	s.SusdxSupply += shares
-	s.activity(e, accountID, Activity{Kind: "stake", Usdx: q, Susdx: shares})
+	s.activity(e, accountID, Activity{Event: "stake", Usdx: q, Susdx: shares})
 	return StakeResult{Usdx: strconv.FormatInt(q, 10), Susdx: strconv.FormatInt(shares, 10), SharePriceQ9: wire.Int(price)}, nil
 }
 
@@ -79,7 +79,7 @@ func (s *State) Unstake(e *Env, accountID string, shares int64) (UnstakeView, *w
 	s.Cooling = append(s.Cooling, CoolRef{})
 	copy(s.Cooling[i+1:], s.Cooling[i:])
 	s.Cooling[i] = ref
-	s.activity(e, accountID, Activity{Kind: "unstake", Ref: u.ID, Susdx: shares, State: "cooling"})
+	s.activity(e, accountID, Activity{Event: "unstake", Ref: u.ID, Susdx: shares, State: "cooling"})
 	return NewUnstakeView(u), nil
 }
 
@@ -115,7 +115,7 @@ func (s *State) OnTime(e *Env) {
 			s.SusdxSupply -= u.Susdx
 			h.Usdx += usdx
 			u.Released, u.ReleasedUsdx = true, usdx
-			s.activity(e, ref.AccountID, Activity{Kind: "unstake_release", Ref: u.ID, Usdx: usdx, Susdx: u.Susdx, State: "released"})
+			s.activity(e, ref.AccountID, Activity{Event: "unstake_release", Ref: u.ID, Usdx: usdx, Susdx: u.Susdx, State: "released"})
 		}
 		s.trimUnstakes(h)
 	}

@@ -165,7 +165,7 @@ type Unstake struct {
 type Activity struct {
 	Seq      uint64 `cbor:"1,keyasint"`
 	TsMs     int64  `cbor:"2,keyasint"`
-	Kind     string `cbor:"3,keyasint"`
+	Event    string `cbor:"3,keyasint"` // the activity's kind
 	Ref      string `cbor:"4,keyasint"`
 	Usdx     int64  `cbor:"5,keyasint,omitempty"`
 	Susdx    int64  `cbor:"6,keyasint,omitempty"`

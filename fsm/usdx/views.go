@@ -231,7 +231,7 @@ type ActivityView struct {
 
 // NewActivityView renders an activity record.
 func NewActivityView(a Activity) ActivityView {
-	v := ActivityView{Seq: wire.Int(a.Seq), TsMs: wire.Int(a.TsMs), Kind: a.Kind, Ref: strPtr(a.Ref), State: strPtr(a.State)}
+	v := ActivityView{Seq: wire.Int(a.Seq), TsMs: wire.Int(a.TsMs), Kind: a.Event, Ref: strPtr(a.Ref), State: strPtr(a.State)}
 	if a.Usdx != 0 {
 		u := itoa(a.Usdx)
 		v.Usdx = &u
