@@ -386,8 +386,13 @@ func applyUSDxParams(c *Ctx) (int, any, *wire.Refusal) {
 }
 
 // USDxReadEnv is the environment USDx's views read through (the public
-// state needs the hedge market and the hedge position); reads only.
-func USDxReadEnv(st *State) *usdx.Env {
+// state needs the hedge market and the hedge position); reads only. nowMs
+// is the reader's estimate of log time (node.LogNowMs), so a node cut off
+// from the leader shows the oracle ageing rather than frozen fresh; the
+// state's own time when it is later.
+func USDxReadEnv(st *State, nowMs int64) *usdx.Env {
 	c := &Ctx{St: st}
-	return c.usdxEnv()
+	e := c.usdxEnv()
+	e.T.NowMs = max(st.NowMs, nowMs)
+	return e
 }

@@ -143,12 +143,10 @@ func parseWholeUnits(c *gin.Context, field, v string) (int64, bool) {
 	return n, true
 }
 
-// usdxEnv builds the read environment over a state (reads only).
-func usdxEnv(st *fsm.State) *usdx.Env { return fsm.USDxReadEnv(st) }
-
 func (s *Server) usdxState(c *gin.Context) {
 	var v usdx.PublicView
-	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { v = st.USDx.Public(usdxEnv(st)) })
+	now := s.Node.LogNowMs()
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { v = st.USDx.Public(fsm.USDxReadEnv(st, now)) })
 	c.JSON(http.StatusOK, v)
 }
 
