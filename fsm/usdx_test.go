@@ -397,3 +397,25 @@ func TestUSDxStakeUnstakeAtTheSharePrice(t *testing.T) {
 	}
 	wantRefused(t, w.cmd(a, ka, CmdUSDxUnstake, USDxAmountPayload{Amount: 301}, ""), http.StatusBadRequest, wire.CodeInsufficientBalance)
 }
+
+// The hedge trades within the market's order sizes: a mint below
+// minOrderContracts is dust, and a queued redemption that the market no
+// longer takes is handed back when the price returns (never a panic).
+func TestUSDxFollowsTheMarketsOrderSizes(t *testing.T) {
+	w := newUSDxWorld(t)
+	acct, key := w.account(btcBTC)
+	w.mintN(acct, key, 100)
+	w.ts += 120_000 // stale
+	wantOK(t, w.cmd(acct, key, CmdUSDxRedeem, USDxAmountPayload{ID: "small", Amount: 5}, ""))
+	mn := int64(10)
+	w.setMarket(MarketSetPayload{MarketID: "BTC-PERP", MinOrderContracts: &mn})
+	res, _ := w.quote(acct, key, usdx.SideMint, 5)
+	wantRefused(t, res, http.StatusConflict, wire.CodeUSDxOracleStale)
+	wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+	if h := w.holder(acct); h.Usdx != 100 || h.Pending != 0 || w.st().u.Supply != 100 {
+		t.Fatalf("queued redemption below the market's minimum: %+v", h)
+	}
+	res, _ = w.quote(acct, key, usdx.SideMint, 5)
+	wantRefused(t, res, http.StatusConflict, wire.CodeUSDxDust)
+	wantRefused(t, w.cmd(acct, key, CmdUSDxRedeem, USDxAmountPayload{ID: "small2", Amount: 5}, ""), http.StatusConflict, wire.CodeUSDxDust)
+}

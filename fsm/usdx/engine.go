@@ -72,6 +72,9 @@ func (s *State) price(e *Env, side string, q int64) (priced, *wire.Refusal) {
 	if !ok {
 		return priced{}, conflict(wire.CodeUSDxOracleStale, "oracle_stale", "the hedge market has no oracle print")
 	}
+	if q < m.Params.MinOrderContracts || q > m.Params.MaxOrderContracts {
+		return priced{}, conflict(wire.CodeUSDxDust, "dust", "the hedge trades %d to %d contracts at a time", m.Params.MinOrderContracts, m.Params.MaxOrderContracts)
+	}
 	pos := e.hedge()
 	var out priced
 	var err error

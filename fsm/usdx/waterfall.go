@@ -147,7 +147,7 @@ func (s *State) mintYield(e *Env) int64 {
 			hi = mid - 1
 		}
 	}
-	if lo == 0 {
+	if lo == 0 || lo < m.Params.MinOrderContracts {
 		return 0
 	}
 	c, _ := cost(lo)
@@ -253,6 +253,12 @@ func (s *State) markdown(e *Env, need int64) (int64, int64) {
 				lo = mid + 1
 			}
 		}
+	}
+	if lo < m.Params.MinOrderContracts {
+		if limit < m.Params.MinOrderContracts {
+			return 0, 0
+		}
+		lo = m.Params.MinOrderContracts
 	}
 	got, ok := freed(lo)
 	if !ok {
