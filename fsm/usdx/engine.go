@@ -475,8 +475,16 @@ func (s *State) queuedOf(accountID string) int {
 
 // OnPrint pays the queued redemptions, oldest first, once the hedge
 // market's oracle is fresh again.
+//
+// It also checks the backing identity after the print's trading work
+// (liquidations and auto-deleveraging run on prints), in production too:
+// one position lookup.
 func (s *State) OnPrint(e *Env, marketID string) {
-	if marketID != HedgeMarket || len(s.Queue) == 0 || !e.oracleFresh() {
+	if marketID != HedgeMarket {
+		return
+	}
+	defer s.mustIdentity(e)
+	if len(s.Queue) == 0 || !e.oracleFresh() {
 		return
 	}
 	queue := s.Queue
