@@ -16,7 +16,8 @@ import (
 // USDx and sUSDx (SPEC sections 2, 3, 4, 7 and 8). fsm/usdx decides every
 // rule; these handlers decode, parse whole units, draw the ids a command
 // needs, and answer. Writes take scope trade (USDx withdrawals: withdraw)
-// and draw the order budget; reads take scope read.
+// and draw the order budget, except quotes, cheap and moving nothing, which
+// draw read; reads take scope read.
 
 func init() { routeSets = append(routeSets, (*Server).usdxRoutes) }
 
@@ -87,7 +88,7 @@ func (s *Server) usdxRoutes() []*Route {
 		{Method: http.MethodGet, Path: "/v1/usdx", Summary: "USDx public state: one consistent snapshot, no user data",
 			Budget: "read", Responses: map[int]any{200: usdx.PublicView{}}, Handler: s.usdxState},
 		{Method: http.MethodPost, Path: "/v1/usdx/quotes", Summary: "Quote a USDx mint or redemption (409 when capacity, the oracle, a halt or dust refuses)",
-			Auth: Keyed, Scope: "trade", Budget: "order", Request: USDxQuoteRequest{},
+			Auth: Keyed, Scope: "trade", Budget: "read", Request: USDxQuoteRequest{},
 			Responses: with(201, usdx.QuoteView{}), Handler: s.usdxQuote},
 		{Method: http.MethodPost, Path: "/v1/usdx/mints", Summary: "Mint on a quote in one entry: sats debited, hedge short opened, USDx credited; the idempotency-key is the quote id",
 			Auth: Keyed, Scope: "trade", Budget: "order", Idem: true, Request: USDxMintRequest{},
