@@ -15,7 +15,7 @@ func init() { adminExtras = append(adminExtras, adminUSDxCmd) }
 func adminUSDxCmd(f *adminFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "usdx", Short: "Operate USDx: halt and resume mints, freeze addresses, attest, change parameters"}
 	cmd.AddCommand(adminUSDxHaltCmd(f), adminUSDxResumeCmd(f), adminUSDxFreezeCmd(f, true), adminUSDxFreezeCmd(f, false),
-		adminUSDxAttestCmd(f), adminUSDxParamsCmd(f))
+		adminUSDxAttestCmd(f), adminUSDxParamsCmd(f), adminUSDxDepositCmd(f))
 	return cmd
 }
 
@@ -99,4 +99,22 @@ func adminUSDxParamsCmd(f *adminFlags) *cobra.Command {
 			return adminCall(cmd, f, http.MethodPost, USDxParamsPath, req)
 		},
 	}
+}
+
+func adminUSDxDepositCmd(f *adminFlags) *cobra.Command {
+	var usdx int64
+	cmd := &cobra.Command{
+		Use:   "deposit ACCOUNT",
+		Short: "Send USDx tokens to an account's deposit address (simulated token rail only)",
+		Long:  "Plays someone outside sending tokens to the account's deposit address; only tokens outside custody (withdrawn before) can arrive.",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if usdx < 1 {
+				return fmt.Errorf("--usdx must be at least 1")
+			}
+			return adminCall(cmd, f, http.MethodPost, USDxDepositPath, USDxDepositRequest{AccountID: args[0], Usdx: adminInt(usdx)})
+		},
+	}
+	cmd.Flags().Int64Var(&usdx, "usdx", 0, "whole USDx to send")
+	return cmd
 }

@@ -54,7 +54,7 @@ func TestAdminUSDxAndTheTokenRail(t *testing.T) {
 	if st != 201 {
 		t.Fatalf("signup %d %v", st, m)
 	}
-	key := m["apiKey"].(string)
+	key, acctID := m["apiKey"].(string), m["accountId"].(string)
 	if st, m := usdxCall(t, base, "POST", "/v1/faucet", key, "f1", map[string]any{}); st != 201 {
 		t.Fatalf("faucet %d %v", st, m)
 	}
@@ -91,6 +91,16 @@ func TestAdminUSDxAndTheTokenRail(t *testing.T) {
 		t.Fatalf("paid without the issuer's ref: %v", w)
 	}
 
+	// Two of the three tokens come back to the deposit address.
+	if _, err := run("usdx", "deposit", acctID, "--usdx", "5"); err == nil {
+		t.Fatal("a deposit of more tokens than are outside custody")
+	}
+	if _, err := run("usdx", "deposit", acctID, "--usdx", "2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, a := usdxCall(t, base, "GET", "/v1/account", key, "", nil); a["usdx"] != "9" {
+		t.Fatalf("after the deposit: %v", a)
+	}
 	if _, err := run("usdx", "freeze", "sprt1badactor", "--reason", "sanctions"); err != nil {
 		t.Fatal(err)
 	}
@@ -121,8 +131,8 @@ func TestAdminUSDxAndTheTokenRail(t *testing.T) {
 	if _, err := run("usdx", "resume"); err != nil {
 		t.Fatal(err)
 	}
-	// Supply 10, 3 outside custody: an issuer reporting 9 fails.
-	if _, err := run("usdx", "attest", "--supply", "9", "--issued", "9", "--custody", "6"); err != nil {
+	// Supply 10, 1 outside custody: an issuer reporting 9 fails.
+	if _, err := run("usdx", "attest", "--supply", "9", "--issued", "9", "--custody", "8"); err != nil {
 		t.Fatal(err)
 	}
 	if _, pub := usdxCall(t, base, "GET", "/v1/usdx", "", "", nil); pub["mintsHaltedReason"] != "attestation_failed" {
@@ -131,7 +141,7 @@ func TestAdminUSDxAndTheTokenRail(t *testing.T) {
 	if _, err := run("usdx", "resume"); err == nil || !strings.Contains(err.Error(), "attestation") {
 		t.Fatalf("resume after a failed attestation: %v", err)
 	}
-	if _, err := run("usdx", "attest", "--supply", "10", "--issued", "10", "--custody", "7"); err != nil {
+	if _, err := run("usdx", "attest", "--supply", "10", "--issued", "10", "--custody", "9"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := run("usdx", "resume"); err != nil {

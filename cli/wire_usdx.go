@@ -1,7 +1,13 @@
 package cli
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"net/http"
+
+	"github.com/perpd/perpd/cluster"
+	"github.com/perpd/perpd/fsm/wire"
 
 	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/fsm/usdx"
@@ -20,6 +26,7 @@ const (
 	USDxUnfreezePath = "/admin/usdx/unfreeze"
 	USDxAttestPath   = "/admin/usdx/attest"
 	USDxParamsPath   = "/admin/usdx/params"
+	USDxDepositPath  = "/admin/usdx/deposit"
 )
 
 // wireUSDx connects USDx: on testnet and local deployments the simulated
@@ -32,6 +39,27 @@ func wireUSDx(p *Parts) error {
 		tr := tokenrail.NewSim()
 		p.HTTPOptions = append(p.HTTPOptions, httpapi.WithTokenRail(tr))
 		p.Node.AddLeaderDriver(node.TokenRailDriver(tr))
+		// The simulated outside world: someone sends tokens to an
+		// account's deposit address. Leader-only, like an invoice payment.
+		p.Admin.HandleLeader("POST "+USDxDepositPath, func(w http.ResponseWriter, r *http.Request) {
+			var req USDxDepositRequest
+			if !decodeStrict(w, r, &req) {
+				return
+			}
+			cmd, err := fsm.NewCommand(fsm.CmdUSDxDeposited, fsm.USDxDepositedPayload{AccountID: req.AccountID,
+				Usdx: int64(req.Usdx), IssuerRef: tr.SimulateDeposit(req.AccountID, int64(req.Usdx))})
+			if err != nil {
+				cluster.WriteJSON(w, http.StatusInternalServerError, wire.ErrorBody{Error: err.Error(), Code: wire.CodeUnavailable})
+				return
+			}
+			cmd.IdemKey, cmd.ReqHash = "rail:usdx-deposit:"+usdxNonce(16), cmd.Payload
+			res, err := p.Node.Propose(r.Context(), cmd)
+			if err != nil {
+				cluster.WriteJSON(w, http.StatusServiceUnavailable, wire.ErrorBody{Error: err.Error(), Code: wire.CodeUnavailable})
+				return
+			}
+			cluster.WriteJSON(w, res.Status, json.RawMessage(res.Body))
+		})
 	}
 	a := &marketAdmin{n: p.Node}
 	p.Admin.Handle("POST "+USDxHaltPath, func(w http.ResponseWriter, r *http.Request) {
@@ -70,6 +98,19 @@ func wireUSDx(p *Parts) error {
 		}
 	})
 	return nil
+}
+
+// USDxDepositRequest is the body of POST /admin/usdx/deposit (simulated
+// token rail only).
+type USDxDepositRequest struct {
+	AccountID string   `json:"accountId"`
+	Usdx      adminInt `json:"usdx"`
+}
+
+func usdxNonce(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // USDxHaltRequest is the body of POST /admin/usdx/halt.

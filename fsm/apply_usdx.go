@@ -23,6 +23,7 @@ const (
 	CmdUSDxAttest         CmdType = 109 // the issuer's attestation, compared with the ledger
 	CmdUSDxHalt           CmdType = 110 // operator: halt or resume mints
 	CmdUSDxParams         CmdType = 111 // operator: change USDx parameters
+	CmdUSDxDeposited      CmdType = 112 // the token rail saw USDx arrive at a deposit address (leader driver)
 )
 
 func init() {
@@ -38,6 +39,7 @@ func init() {
 	register(CmdUSDxAttest, applyUSDxAttest)
 	register(CmdUSDxHalt, applyUSDxHalt)
 	register(CmdUSDxParams, applyUSDxParams)
+	register(CmdUSDxDeposited, applyUSDxDeposited)
 	fillHooks = append(fillHooks, func(s *State) {
 		if s.USDx == nil {
 			s.USDx = usdx.NewState()
@@ -202,6 +204,28 @@ func applyUSDxWithdrawalPaid(c *Ctx) (int, any, *wire.Refusal) {
 		return 0, nil, ref
 	}
 	if ref := c.St.USDx.Paid(c.usdxEnv(), p.WithdrawalID, p.IssuerRef); ref != nil {
+		return 0, nil, ref
+	}
+	return http.StatusOK, struct{}{}, nil
+}
+
+// USDxDepositedPayload is the token rail's report of tokens arriving at
+// an account's deposit address.
+type USDxDepositedPayload struct {
+	AccountID string `cbor:"1,keyasint"`
+	Usdx      int64  `cbor:"2,keyasint"`
+	IssuerRef string `cbor:"3,keyasint"`
+}
+
+func applyUSDxDeposited(c *Ctx) (int, any, *wire.Refusal) {
+	var p USDxDepositedPayload
+	if ref := c.Decode(&p); ref != nil {
+		return 0, nil, ref
+	}
+	if _, ok := c.St.Access.Accounts[p.AccountID]; !ok {
+		return 0, nil, wire.Refuse(http.StatusNotFound, wire.CodeNotFound, "account %q not found", p.AccountID)
+	}
+	if ref := c.St.USDx.Deposit(c.usdxEnv(), p.AccountID, p.Usdx, p.IssuerRef); ref != nil {
 		return 0, nil, ref
 	}
 	return http.StatusOK, struct{}{}, nil

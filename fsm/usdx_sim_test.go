@@ -10,7 +10,7 @@ import (
 
 // TestUSDxSimulationKeepsTheIdentityAndConservation drives mints,
 // redemptions (some queued on a stale oracle), stakes, unstakes, USDx
-// withdrawals and their payment, organic trading that swings the skew (so
+// withdrawals, their payment and tokens deposited back, organic trading that swings the skew (so
 // funding runs both ways), operator halts and parameter changes, over a
 // long random price path with jumps and time gaps that cross many funding
 // boundaries. After every entry the machine checks the ledger's
@@ -102,6 +102,13 @@ func TestUSDxSimulationKeepsTheIdentityAndConservation(t *testing.T) {
 			}
 			res = w.op(CmdUSDxWithdrawalPaid, USDxWithdrawalPaidPayload{WithdrawalID: wids[0], IssuerRef: "iss-" + wids[0]})
 			wids = wids[1:]
+		case op < 86:
+			kind = "deposit"
+			out := w.st().u.Outside
+			if out == 0 {
+				continue
+			}
+			res = w.op(CmdUSDxDeposited, USDxDepositedPayload{AccountID: ac.a, Usdx: min(n, out), IssuerRef: w.id("dep")})
 		case op < 95:
 			kind = "trade"
 			tr := traders[rng.IntN(len(traders))]
@@ -151,7 +158,7 @@ func TestUSDxSimulationKeepsTheIdentityAndConservation(t *testing.T) {
 	if pos == 0 || neg == 0 || marked == 0 || minted == 0 {
 		t.Fatalf("weak run: funding +%d -%d, %d yield mints, %d markdowns", pos, neg, minted, marked)
 	}
-	for _, must := range []string{"mint 201", "redeem 201", "stake 201", "unstake 201", "withdraw 201", "paid 200"} {
+	for _, must := range []string{"mint 201", "redeem 201", "stake 201", "unstake 201", "withdraw 201", "paid 200", "deposit 200"} {
 		if outcomes[must] == 0 {
 			t.Fatalf("weak run: no %q (%v)", must, outcomes)
 		}

@@ -419,3 +419,27 @@ func TestUSDxFollowsTheMarketsOrderSizes(t *testing.T) {
 	wantRefused(t, res, http.StatusConflict, wire.CodeUSDxDust)
 	wantRefused(t, w.cmd(acct, key, CmdUSDxRedeem, USDxAmountPayload{ID: "small2", Amount: 5}, ""), http.StatusConflict, wire.CodeUSDxDust)
 }
+
+// Token deposits credit the account once per issuer ref, and only tokens
+// outside custody can arrive.
+func TestUSDxTokenDepositsComeFromOutsideCustodyOnce(t *testing.T) {
+	w := newUSDxWorld(t)
+	a, k := w.account(btcBTC)
+	b, _ := w.account(0)
+	w.mintN(a, k, 10)
+	wantRefused(t, w.op(CmdUSDxDeposited, USDxDepositedPayload{AccountID: b, Usdx: 1, IssuerRef: "d0"}), http.StatusBadRequest, wire.CodeValidation)
+	wantOK(t, w.cmd(a, k, CmdUSDxWithdraw, USDxWithdrawPayload{ID: "w1", Usdx: 4, SparkAddress: "sprt1abcdefgh"}, ""))
+	wantRefused(t, w.op(CmdUSDxWithdrawalPaid, USDxWithdrawalPaidPayload{WithdrawalID: "nope"}), http.StatusNotFound, wire.CodeNotFound)
+	wantOK(t, w.op(CmdUSDxWithdrawalPaid, USDxWithdrawalPaidPayload{WithdrawalID: "w1", IssuerRef: "iss"}))
+	wantRefused(t, w.op(CmdUSDxWithdrawalPaid, USDxWithdrawalPaidPayload{WithdrawalID: "w1", IssuerRef: "iss"}), http.StatusConflict, wire.CodeConflict)
+	if st := w.st(); st.u.Outside != 4 || st.u.Supply != 10 || st.u.LedgerCustody() != 6 {
+		t.Fatalf("outside %d supply %d", st.u.Outside, st.u.Supply)
+	}
+	wantRefused(t, w.op(CmdUSDxDeposited, USDxDepositedPayload{AccountID: b, Usdx: 5, IssuerRef: "d1"}), http.StatusBadRequest, wire.CodeValidation)
+	wantOK(t, w.op(CmdUSDxDeposited, USDxDepositedPayload{AccountID: b, Usdx: 3, IssuerRef: "d1"}))
+	wantRefused(t, w.op(CmdUSDxDeposited, USDxDepositedPayload{AccountID: b, Usdx: 1, IssuerRef: "d1"}), http.StatusConflict, wire.CodeConflict)
+	wantRefused(t, w.op(CmdUSDxDeposited, USDxDepositedPayload{AccountID: "acc_nobody", Usdx: 1, IssuerRef: "d2"}), http.StatusNotFound, wire.CodeNotFound)
+	if h := w.holder(b); h.Usdx != 3 || w.st().u.Outside != 1 {
+		t.Fatalf("%+v", h)
+	}
+}

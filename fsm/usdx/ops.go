@@ -226,3 +226,35 @@ func (s *State) SetHalt(e *Env, halt bool, reason string) *wire.Refusal {
 	s.Halt = nil
 	return nil
 }
+
+// DepositRefsKept bounds the token deposits remembered for idempotency
+// (the newest are kept; a rail reports a transfer once, retries within
+// minutes).
+const DepositRefsKept = 10_000
+
+// Deposit credits q USDx that arrived at accountID's deposit address
+// (reported by the token rail under issuerRef, once). Only tokens outside
+// custody can arrive: a deposit beyond them is refused, as the issuer
+// never made those tokens.
+func (s *State) Deposit(e *Env, accountID string, q int64, issuerRef string) *wire.Refusal {
+	if accountID == "" || issuerRef == "" || len(issuerRef) > 255 {
+		return bad(wire.CodeValidation, "a token deposit needs an account and an issuer ref of 1..255 characters")
+	}
+	if _, seen := s.DepositRefs[issuerRef]; seen {
+		return wire.Refuse(http.StatusConflict, wire.CodeConflict, "token deposit %q was already credited", issuerRef)
+	}
+	if q < 1 || q > s.Outside {
+		return bad(wire.CodeValidation, "a token deposit of %d USDx, with %d outside custody", q, s.Outside)
+	}
+	h := s.holder(accountID)
+	h.Usdx += q
+	s.Outside -= q
+	s.DepositRefs[issuerRef] = e.now()
+	s.DepositOrder = append(s.DepositOrder, issuerRef)
+	if len(s.DepositOrder) > DepositRefsKept {
+		delete(s.DepositRefs, s.DepositOrder[0])
+		s.DepositOrder = s.DepositOrder[1:]
+	}
+	s.activity(e, accountID, Activity{Event: "deposit", Ref: issuerRef, Usdx: q, State: "credited"})
+	return nil
+}

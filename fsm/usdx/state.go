@@ -328,6 +328,10 @@ type State struct {
 	QuoteOrder []string `cbor:"24,keyasint,omitempty"`
 	// NextUnstake numbers unstakes.
 	NextUnstake uint64 `cbor:"25,keyasint,omitempty"`
+	// DepositRefs are the token deposits credited (issuer ref -> log
+	// time), the newest DepositRefsKept, in DepositOrder.
+	DepositRefs  map[string]int64 `cbor:"26,keyasint,omitempty"`
+	DepositOrder []string         `cbor:"27,keyasint,omitempty"`
 }
 
 // NewState returns USDx with default parameters and nothing minted.
@@ -350,6 +354,9 @@ func (s *State) FillNil() {
 	}
 	if s.Withdrawals == nil {
 		s.Withdrawals = map[string]*Withdrawal{}
+	}
+	if s.DepositRefs == nil {
+		s.DepositRefs = map[string]int64{}
 	}
 }
 

@@ -221,7 +221,7 @@ func NewAttestationView(a Attestation) AttestationView {
 type ActivityView struct {
 	Seq      wire.Int  `json:"seq" unit:"seq"`
 	TsMs     wire.Int  `json:"tsMs" unit:"ms"`
-	Kind     string    `json:"kind" enum:"mint,redeem,redeem_returned,stake,unstake,unstake_release,withdrawal"`
+	Kind     string    `json:"kind" enum:"mint,redeem,redeem_returned,stake,unstake,unstake_release,withdrawal,deposit"`
 	Ref      *string   `json:"ref" doc:"saga, unstake or withdrawal id"`
 	Usdx     *string   `json:"usdx"`
 	Susdx    *string   `json:"susdx"`

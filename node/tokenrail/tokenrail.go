@@ -7,6 +7,7 @@ package tokenrail
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -95,4 +96,16 @@ func (s *Sim) Freeze(_ context.Context, addr string, freeze bool) (string, int64
 	}
 	sum := sha256.Sum256([]byte(action + ":" + addr))
 	return "simfrz_" + hex.EncodeToString(sum[:6]), -1, nil
+}
+
+// SimulateDeposit plays someone sending usdx tokens to the account's
+// deposit address, and returns the issuer's ref of that transfer (fresh
+// each time: two sends are two deposits).
+func (s *Sim) SimulateDeposit(accountID string, usdx int64) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	return "simdep_" + hex.EncodeToString(nonce[:])
 }
