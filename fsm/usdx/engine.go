@@ -160,12 +160,16 @@ func (s *State) Capacity(e *Env) Capacity {
 	if p.MaxSkewQ9 >= Q9 {
 		skew = math.MaxInt64
 	} else {
-		num := mulDivFloor(p.MaxSkewQ9, L+S, 1) - mulDivFloor(Q9, S-L, 1)
-		if S < L {
-			num = mulDivFloor(p.MaxSkewQ9, L+S, 1) + mulDivFloor(Q9, L-S, 1)
-		}
-		if num > 0 {
-			skew = max(skew, num/(Q9-p.MaxSkewQ9))
+		// k(S+L) - 1e9(S-L); OI is bounded by the market's caps (int64
+		// products of at most 1e9 x 2 x OI cap), computed exactly.
+		num := new(big.Int).Mul(big.NewInt(p.MaxSkewQ9), big.NewInt(L+S))
+		num.Sub(num, new(big.Int).Mul(big.NewInt(Q9), big.NewInt(S-L)))
+		if num.Sign() > 0 {
+			num.Quo(num, big.NewInt(Q9-p.MaxSkewQ9))
+			if !num.IsInt64() {
+				num.SetInt64(math.MaxInt64)
+			}
+			skew = max(skew, num.Int64())
 		}
 	}
 	per["skew"] = skew
