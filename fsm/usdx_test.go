@@ -276,6 +276,15 @@ func TestUSDxCapacityLimitsEachBindInTurn(t *testing.T) {
 	if *pv.Capacity.Limit != "oi_cap" || *pv.Capacity.Headroom != "9000" {
 		t.Fatalf("oi_cap: %+v", pv.Capacity)
 	}
+	for i := 0; i < 8; i++ {
+		w.mintN(acct, key, 1000)
+	}
+	w.mintN(acct, key, 500) // hedge 9,500 of a 10,000 position limit
+	res, _ := w.quote(acct, key, usdx.SideMint, 1000)
+	wantRefused(t, res, http.StatusConflict, wire.CodeUSDxCapacity)
+	if b := body(t, res); b["limit"] != "oi_cap" || b["headroom"] != "500" {
+		t.Fatalf("%s", res.Body)
+	}
 }
 
 func TestUSDxHaltScope(t *testing.T) {
