@@ -32,6 +32,14 @@ func (r *Result) Decode(v any) error { return json.Unmarshal(r.Body, v) }
 
 func refusalResult(ref *wire.Refusal) *Result {
 	body, _ := json.Marshal(wire.ErrorBody{Error: ref.Msg, Code: ref.Code})
+	if len(ref.Extra) > 0 {
+		m := make(map[string]any, len(ref.Extra)+2)
+		for k, v := range ref.Extra {
+			m[k] = v
+		}
+		m["error"], m["code"] = ref.Msg, ref.Code
+		body, _ = json.Marshal(m) // encoding/json sorts map keys: the same bytes on every replica
+	}
 	st := ref.Status
 	if st == 0 {
 		st = http.StatusBadRequest

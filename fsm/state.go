@@ -6,6 +6,7 @@ import (
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/market"
 	"github.com/perpd/perpd/fsm/trade"
+	"github.com/perpd/perpd/fsm/usdx"
 )
 
 // StateVersion is the snapshot format version. Bump it with a migration in
@@ -27,6 +28,8 @@ type State struct {
 	Funds   *funds.State         `cbor:"9,keyasint"`
 	Market  *market.State        `cbor:"10,keyasint"`
 	Trade   *trade.State         `cbor:"11,keyasint"`
+	// USDx is the dollar unit, its hedge bookkeeping and sUSDx (issue 13).
+	USDx *usdx.State `cbor:"20,keyasint,omitempty"`
 }
 
 // Genesis records how the cluster was born.
@@ -58,6 +61,7 @@ func NewState() *State {
 		Funds:   funds.NewState(),
 		Market:  market.NewState(),
 		Trade:   trade.NewState(),
+		USDx:    usdx.NewState(),
 	}
 }
 

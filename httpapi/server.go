@@ -14,6 +14,7 @@ import (
 	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/node"
 	"github.com/perpd/perpd/node/rail"
+	"github.com/perpd/perpd/node/tokenrail"
 )
 
 // MaxBodyBytes is the request body limit behind `413 body_too_large`:
@@ -26,9 +27,11 @@ type Server struct {
 	Engine *gin.Engine
 	Routes []*Route
 	// Rail describes deposit paths and derives account addresses.
-	Rail  rail.Rail
-	log   hclog.Logger
-	meter *meter
+	Rail rail.Rail
+	// TokenRail is the USDx token rail (nil: not wired; usdx.go).
+	TokenRail tokenrail.Rail
+	log       hclog.Logger
+	meter     *meter
 	// ws serves /v1/ws when set.
 	ws http.Handler
 	// budgets size the rate limits (Budgets unless an option says else).

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/perpd/perpd/fsm/usdx"
 	"github.com/perpd/perpd/fsm/wire"
 )
 
@@ -11,16 +12,21 @@ type DepositFeeView struct {
 	RecommendedMinimumSats *wire.Int `json:"recommendedMinimumSats,omitempty" unit:"sats"`
 }
 
-// AccountView is the Account resource of SPEC section 2. The USDx fields
-// are omitted until USDx exists.
+// AccountView is the Account resource of SPEC section 2, with its USDx
+// fields (whole units as decimal strings).
 type AccountView struct {
-	AccountID              string           `json:"accountId"`
-	UserID                 string           `json:"userId"`
-	RailAddress            string           `json:"railAddress"`
-	AutoSweepThresholdMsat *wire.Int        `json:"autoSweepThresholdMsat" unit:"msat"`
-	FreeMsat               wire.Int         `json:"freeMsat" unit:"msat"`
-	ReservedMsat           wire.Int         `json:"reservedMsat" unit:"msat"`
-	DepositFees            []DepositFeeView `json:"depositFees"`
+	AccountID              string             `json:"accountId"`
+	UserID                 string             `json:"userId"`
+	RailAddress            string             `json:"railAddress"`
+	AutoSweepThresholdMsat *wire.Int          `json:"autoSweepThresholdMsat" unit:"msat"`
+	FreeMsat               wire.Int           `json:"freeMsat" unit:"msat"`
+	ReservedMsat           wire.Int           `json:"reservedMsat" unit:"msat"`
+	DepositFees            []DepositFeeView   `json:"depositFees"`
+	Usdx                   *string            `json:"usdx,omitempty" doc:"USDx held (whole units)"`
+	UsdxPending            *string            `json:"usdxPending,omitempty" doc:"USDx in queued redemptions"`
+	Susdx                  *string            `json:"susdx,omitempty" doc:"sUSDx held (not cooling)"`
+	SusdxCooling           *string            `json:"susdxCooling,omitempty" doc:"sUSDx cooling after unstakes"`
+	Cooling                []usdx.CoolingView `json:"cooling,omitempty"`
 }
 
 // SessionView is one key in the sessions list; never its value.

@@ -48,6 +48,18 @@ var forwardable = map[fsm.CmdType]bool{
 	fsm.CmdPlaceOrder:          true,
 	fsm.CmdCancelOrder:         true,
 	fsm.CmdCancelAllAfter:      true,
+	// USDx: client writes and operator commands. The token rail's reports
+	// (CmdUSDxWithdrawalPaid, CmdUSDxFreezeApplied) are leader-only.
+	fsm.CmdUSDxQuote:    true,
+	fsm.CmdUSDxMint:     true,
+	fsm.CmdUSDxRedeem:   true,
+	fsm.CmdUSDxStake:    true,
+	fsm.CmdUSDxUnstake:  true,
+	fsm.CmdUSDxWithdraw: true,
+	fsm.CmdUSDxFreeze:   true,
+	fsm.CmdUSDxAttest:   true,
+	fsm.CmdUSDxHalt:     true,
+	fsm.CmdUSDxParams:   true,
 }
 
 // Forwardable reports whether a follower may forward commands of type t.

@@ -8,6 +8,7 @@ import (
 	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/fsm/funds"
 	"github.com/perpd/perpd/fsm/trade"
+	"github.com/perpd/perpd/fsm/usdx"
 	"github.com/perpd/perpd/fsm/wire"
 )
 
@@ -35,6 +36,7 @@ var EventKinds = []EventKind{
 	{channelAccount, "position", reflect.TypeOf(trade.PositionChange{}), "The position in a market after a fill or a liquidation (position null when flat); funding's margin changes come as funding_flow."},
 	{channelAccount, "liquidation", reflect.TypeOf(trade.LiquidationView{}), "A position was liquidated (partially or fully); seq equals the record's in GET /v1/liquidations."},
 	{channelAccount, "funding_flow", reflect.TypeOf(trade.FundingFlowView{}), "A position paid or received funding at an hourly boundary; seq equals the record's in GET /v1/funding."},
+	{channelAccount, "usdx", reflect.TypeOf(usdx.ActivityView{}), "A USDx event of the account (mint, redemption, stake, unstake, release, USDx withdrawal); seq equals the record's in GET /v1/usdx/activity."},
 }
 
 // MessageName is the AsyncAPI message of an event kind.

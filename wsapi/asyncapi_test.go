@@ -20,6 +20,8 @@ import (
 	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/fsm/market"
 	"github.com/perpd/perpd/fsm/trade"
+	"github.com/perpd/perpd/fsm/usdx"
+	"github.com/perpd/perpd/fsm/wire"
 	"github.com/perpd/perpd/node/rail"
 )
 
@@ -265,6 +267,11 @@ func TestFramesMatchAsyncAPI(t *testing.T) {
 	e.hub.deliver(fsm.Event{Kind: "funding_flow", Channel: channelAccount, Account: acct, Seq: 999, TsMs: now,
 		Data: trade.FundingFlowView{Seq: 999, BoundaryTsMs: 3_600_000, MarketID: "BTC-PERP", RateQ9: 100, FlowMsat: -5, PaidMsat: -5, PositionID: "pos_1"}})
 	d.next(c, "funding_flow event", kind("funding_flow"))
+	// A USDx event, as fsm/usdx emits one for a mint.
+	ref, usd, state := "uq_1", "100", "minted"
+	e.hub.deliver(fsm.Event{Kind: "usdx", Channel: channelAccount, Account: acct, Seq: 1000, TsMs: now,
+		Data: usdx.ActivityView{Seq: 1000, TsMs: wire.Int(now), Kind: "mint", Ref: &ref, Usdx: &usd, SatsMsat: wire.Ptr(1_000_000), State: &state}})
+	d.next(c, "usdx event", kind("usdx"))
 
 	d.send(c, map[string]any{"op": "unsubscribe", "channel": "stats", "marketId": "BTC-PERP"})
 	d.next(c, "unsubscribed", op("unsubscribed"))

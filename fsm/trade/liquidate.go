@@ -306,7 +306,7 @@ func (s *State) autoDeleverage(env *Env, m *market.MarketState, pr market.Print,
 	var cands []cand
 	for id, a := range s.Accounts {
 		pos, ok := a.Positions[mkt]
-		if !ok || pos.Side != side {
+		if !ok || pos.Side != side || venueAccounts[id] {
 			continue
 		}
 		pnl := mustMath(PnLMsat(p, side, pos.Contracts, pos.EntryQ8, pr.MidQ8))

@@ -9,6 +9,10 @@ type Refusal struct {
 	Status int    `json:"-" cbor:"1,keyasint"`
 	Code   string `json:"code" cbor:"2,keyasint"`
 	Msg    string `json:"error" cbor:"3,keyasint"`
+	// Extra are fields a refusal body carries beside error and code (SPEC
+	// section 7's USDx 409 bodies: reason, headroom, limit, quote). Never
+	// stored: refusals are not.
+	Extra map[string]any `json:"-" cbor:"-"`
 }
 
 func (r *Refusal) Error() string { return fmt.Sprintf("%s: %s", r.Code, r.Msg) }

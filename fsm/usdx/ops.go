@@ -1,0 +1,260 @@
+package usdx
+
+import (
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// ValidAddress checks a token (Spark) address's shape: 8..128 characters
+// of [a-z0-9], as the simulated rail allocates them. A real rail checks
+// more (decisions.md).
+func ValidAddress(a string) bool {
+	if len(a) < 8 || len(a) > AddressLenMax {
+		return false
+	}
+	for _, r := range a {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// Withdraw requests a withdrawal of q USDx of accountID to addr under id
+// (the client's idempotency key). Not gated by halts. The USDx leaves the
+// account at once and is in flight until the token rail reports the
+// custody transfer (Paid).
+func (s *State) Withdraw(e *Env, accountID, id string, q int64, addr string) (WithdrawalView, *wire.Refusal) {
+	if w, ok := s.Withdrawals[id]; ok {
+		if w.AccountID != accountID || w.Usdx != q || w.SparkAddress != addr {
+			return WithdrawalView{}, wire.Refuse(http.StatusConflict, wire.CodeIdempotencyReused, "withdrawal id %q was used for another withdrawal", id)
+		}
+		return NewWithdrawalView(w), nil
+	}
+	if id == "" || len(id) > 255 {
+		return WithdrawalView{}, bad(wire.CodeValidation, "withdrawal id must be 1..255 characters")
+	}
+	if !s.Params.Features.Withdraw {
+		return WithdrawalView{}, wire.Refuse(http.StatusForbidden, wire.CodeFeatureUnavailable, "USDx withdrawals are switched off")
+	}
+	if !ValidAddress(addr) {
+		return WithdrawalView{}, bad(wire.CodeValidation, "sparkAddress is not a token address")
+	}
+	if s.IsFrozen(addr) {
+		return WithdrawalView{}, wire.Refuse(http.StatusForbidden, wire.CodeComplianceRefused, "address %s is frozen", addr)
+	}
+	if q < 1 {
+		return WithdrawalView{}, conflict(wire.CodeUSDxDust, "dust", "the smallest withdrawal is 1 USDx")
+	}
+	h := s.Holder(accountID)
+	if h.Usdx < q {
+		return WithdrawalView{}, bad(wire.CodeInsufficientBalance, "holding %d USDx, cannot withdraw %d", h.Usdx, q)
+	}
+	inFlight := 0
+	for _, wid := range h.Withdrawals {
+		if w := s.Withdrawals[wid]; w != nil && w.State == WithdrawalRequested {
+			inFlight++
+		}
+	}
+	if inFlight >= RequestedPerAccount {
+		return WithdrawalView{}, wire.Refuse(http.StatusConflict, wire.CodeConflict, "at most %d USDx withdrawals in flight per account", RequestedPerAccount)
+	}
+	hh := s.holder(accountID)
+	hh.Usdx -= q
+	hh.Withdrawing += q
+	w := &Withdrawal{ID: id, AccountID: accountID, Usdx: q, SparkAddress: addr, State: WithdrawalRequested, RequestedTsMs: e.now()}
+	s.Withdrawals[id] = w
+	s.InFlight = append(s.InFlight, id)
+	hh.Withdrawals = append(hh.Withdrawals, id)
+	if len(hh.Withdrawals) > WithdrawalsKept {
+		for i, old := range hh.Withdrawals {
+			if ow := s.Withdrawals[old]; ow == nil || ow.State != WithdrawalRequested {
+				delete(s.Withdrawals, old)
+				hh.Withdrawals = append(hh.Withdrawals[:i:i], hh.Withdrawals[i+1:]...)
+				break
+			}
+		}
+	}
+	s.activity(e, accountID, Activity{Event: "withdrawal", Ref: id, Usdx: q, State: w.State})
+	w.Seq = hh.Activity[len(hh.Activity)-1].Seq
+	return NewWithdrawalView(w), nil
+}
+
+// Paid records the custody transfer of a requested withdrawal: the USDx
+// is outside custody from now on. Unknown or already paid: not_found /
+// conflict (the rail driver retries harmlessly).
+func (s *State) Paid(e *Env, id, issuerRef string) *wire.Refusal {
+	w, ok := s.Withdrawals[id]
+	if !ok {
+		return wire.Refuse(http.StatusNotFound, wire.CodeNotFound, "USDx withdrawal %q not found", id)
+	}
+	if w.State != WithdrawalRequested {
+		return wire.Refuse(http.StatusConflict, wire.CodeConflict, "USDx withdrawal %q is already %s", id, w.State)
+	}
+	h := s.holder(w.AccountID)
+	h.Withdrawing -= w.Usdx
+	s.Outside += w.Usdx
+	w.State, w.IssuerRef, w.PaidTsMs = WithdrawalPaid, issuerRef, e.now()
+	for i, x := range s.InFlight {
+		if x == id {
+			s.InFlight = append(s.InFlight[:i:i], s.InFlight[i+1:]...)
+			break
+		}
+	}
+	if len(s.InFlight) == 0 {
+		s.InFlight = nil
+	}
+	s.activity(e, w.AccountID, Activity{Event: "withdrawal", Ref: id, Usdx: w.Usdx, State: w.State})
+	w.Seq = h.Activity[len(h.Activity)-1].Seq
+	return nil
+}
+
+// RequestFreeze logs an operator's freeze or unfreeze of a token address
+// (state requested; the custody worker applies it).
+func (s *State) RequestFreeze(e *Env, opID, addr, action, reason string) (FreezeView, *wire.Refusal) {
+	if action != ActionFreeze && action != ActionUnfreeze {
+		return FreezeView{}, bad(wire.CodeValidation, "action must be freeze or unfreeze")
+	}
+	if !ValidAddress(addr) {
+		return FreezeView{}, bad(wire.CodeValidation, "not a token address")
+	}
+	if action == ActionFreeze && len(s.Frozen) >= FrozenMax {
+		return FreezeView{}, wire.Refuse(http.StatusConflict, wire.CodeConflict, "at most %d frozen addresses", FrozenMax)
+	}
+	f := Freeze{Seq: e.T.NextSeq(), OpID: opID, SparkAddress: addr, Action: action, State: FreezeRequested, Reason: reason, TsMs: e.now()}
+	s.Freezes = append(s.Freezes, f)
+	if len(s.Freezes) > FreezesKept {
+		s.Freezes = s.Freezes[len(s.Freezes)-FreezesKept:]
+	}
+	s.FreezeCount++
+	return NewFreezeView(f), nil
+}
+
+// ApplyFreeze marks a requested freeze log entry applied by the custody
+// worker; the address joins or leaves the frozen list. impacted < 0: not
+// known.
+func (s *State) ApplyFreeze(e *Env, seq uint64, issuerRef string, impacted int64) (FreezeView, *wire.Refusal) {
+	for i := range s.Freezes {
+		f := &s.Freezes[i]
+		if f.Seq != seq {
+			continue
+		}
+		if f.State != FreezeRequested {
+			return FreezeView{}, wire.Refuse(http.StatusConflict, wire.CodeConflict, "freeze %d is already applied", seq)
+		}
+		f.State, f.IssuerRef, f.AppliedTsMs = FreezeApplied, issuerRef, e.now()
+		if impacted >= 0 {
+			f.ImpactedMicro, f.HasImpacted = impacted, true
+		}
+		i := sort.SearchStrings(s.Frozen, f.SparkAddress)
+		present := i < len(s.Frozen) && s.Frozen[i] == f.SparkAddress
+		switch {
+		case f.Action == ActionFreeze && !present:
+			s.Frozen = append(s.Frozen, "")
+			copy(s.Frozen[i+1:], s.Frozen[i:])
+			s.Frozen[i] = f.SparkAddress
+		case f.Action == ActionUnfreeze && present:
+			s.Frozen = append(s.Frozen[:i], s.Frozen[i+1:]...)
+		}
+		return NewFreezeView(*f), nil
+	}
+	return FreezeView{}, wire.Refuse(http.StatusNotFound, wire.CodeNotFound, "no freeze log entry %d", seq)
+}
+
+// PendingFreezes lists requested freeze entries (for the custody worker).
+func (s *State) PendingFreezes() []Freeze {
+	var out []Freeze
+	for _, f := range s.Freezes {
+		if f.State == FreezeRequested {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// PendingWithdrawals lists requested withdrawals in request order (for
+// the token rail driver).
+func (s *State) PendingWithdrawals() []Withdrawal {
+	out := make([]Withdrawal, 0, len(s.InFlight))
+	for _, id := range s.InFlight {
+		out = append(out, *s.Withdrawals[id])
+	}
+	return out
+}
+
+// LedgerSupply and LedgerCustody are what an issuer attestation is
+// compared with: every USDx is a token; custody holds all but the ones
+// withdrawn to addresses.
+func (s *State) LedgerCustody() int64 { return s.Supply - s.Outside }
+
+// Attest compares the issuer's report with the ledger. A mismatch halts
+// mints (reason attestation_failed) until an operator resumes them after a
+// later attestation passes; a pass never resumes by itself.
+func (s *State) Attest(e *Env, a Attestation) AttestationView {
+	a.LedgerSupply, a.LedgerCustody = s.Supply, s.LedgerCustody()
+	a.OK = a.IssuerSupply == a.LedgerSupply && a.IssuerCustody == a.LedgerCustody && a.IssuerIssued-a.IssuerBurned == a.IssuerSupply
+	s.Attested = &a
+	if !a.OK && (s.Halt == nil || !s.Halt.Attestation) {
+		s.Halt = &Halt{Reason: "attestation_failed", SinceMs: e.now(), Attestation: true}
+	}
+	return NewAttestationView(a)
+}
+
+// SetHalt halts mints (halt true, with a reason) or resumes them. Resuming
+// an attestation halt needs the last attestation to have passed.
+func (s *State) SetHalt(e *Env, halt bool, reason string) *wire.Refusal {
+	if halt {
+		reason = strings.TrimSpace(reason)
+		if reason == "" || len(reason) > 200 {
+			return bad(wire.CodeValidation, "a halt needs a reason of 1..200 characters")
+		}
+		if s.Halt != nil && s.Halt.Attestation {
+			return wire.Refuse(http.StatusConflict, wire.CodeConflict, "mints are already halted by a failed attestation")
+		}
+		s.Halt = &Halt{Reason: reason, SinceMs: e.now()}
+		return nil
+	}
+	if s.Halt == nil {
+		return wire.Refuse(http.StatusConflict, wire.CodeConflict, "mints are not halted")
+	}
+	if s.Halt.Attestation && (s.Attested == nil || !s.Attested.OK) {
+		return wire.Refuse(http.StatusConflict, wire.CodeConflict, "the last issuer attestation failed; resume after one passes")
+	}
+	s.Halt = nil
+	return nil
+}
+
+// DepositRefsKept bounds the token deposits remembered for idempotency
+// (the newest are kept; a rail reports a transfer once, retries within
+// minutes).
+const DepositRefsKept = 10_000
+
+// Deposit credits q USDx that arrived at accountID's deposit address
+// (reported by the token rail under issuerRef, once). Only tokens outside
+// custody can arrive: a deposit beyond them is refused, as the issuer
+// never made those tokens.
+func (s *State) Deposit(e *Env, accountID string, q int64, issuerRef string) *wire.Refusal {
+	if accountID == "" || issuerRef == "" || len(issuerRef) > 255 {
+		return bad(wire.CodeValidation, "a token deposit needs an account and an issuer ref of 1..255 characters")
+	}
+	if _, seen := s.DepositRefs[issuerRef]; seen {
+		return wire.Refuse(http.StatusConflict, wire.CodeConflict, "token deposit %q was already credited", issuerRef)
+	}
+	if q < 1 || q > s.Outside {
+		return bad(wire.CodeValidation, "a token deposit of %d USDx, with %d outside custody", q, s.Outside)
+	}
+	h := s.holder(accountID)
+	h.Usdx += q
+	s.Outside -= q
+	s.DepositRefs[issuerRef] = e.now()
+	s.DepositOrder = append(s.DepositOrder, issuerRef)
+	if len(s.DepositOrder) > DepositRefsKept {
+		delete(s.DepositRefs, s.DepositOrder[0])
+		s.DepositOrder = s.DepositOrder[1:]
+	}
+	s.activity(e, accountID, Activity{Event: "deposit", Ref: issuerRef, Usdx: q, State: "credited"})
+	return nil
+}

@@ -1,0 +1,162 @@
+package usdx
+
+import (
+	"net/http"
+	"sort"
+	"strconv"
+
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// StakeResult is the answer of POST /v1/usdx/stake.
+type StakeResult struct {
+	Usdx         string   `json:"usdx" doc:"USDx moved into the staking pool"`
+	Susdx        string   `json:"susdx" doc:"sUSDx received: floor(usdx x 1e9 / sharePriceQ9)"`
+	SharePriceQ9 wire.Int `json:"sharePriceQ9" unit:"q9" doc:"the share price served: USDx per sUSDx, rounded down"`
+}
+
+// Stake moves q USDx of accountID into the pool for sUSDx at the served
+// share price: shares = floor(q x 1e9 / sharePriceQ9) (SPEC), so a staker
+// never gets more than the pool's value. Refused during a mint halt.
+func (s *State) Stake(e *Env, accountID string, q int64) (StakeResult, *wire.Refusal) {
+	if !s.Params.Features.Stake {
+		return StakeResult{}, wire.Refuse(http.StatusForbidden, wire.CodeFeatureUnavailable, "staking is switched off")
+	}
+	if ref := s.mintHaltRefusal(e); ref != nil {
+		return StakeResult{}, ref
+	}
+	if q < 1 {
+		return StakeResult{}, conflict(wire.CodeUSDxDust, "dust", "the smallest stake is 1 USDx")
+	}
+	if h := s.Holder(accountID); h.Usdx < q {
+		return StakeResult{}, bad(wire.CodeInsufficientBalance, "holding %d USDx, cannot stake %d", h.Usdx, q)
+	}
+	price := SharePriceQ9(s.Staked, s.SusdxSupply)
+	if price <= 0 {
+		return StakeResult{}, wire.Refuse(http.StatusConflict, wire.CodeConflict, "the staking pool was marked down to nothing; it takes no stakes until its last shares leave")
+	}
+	shares := mulDivFloor(q, Q9, price)
+	if shares < 1 {
+		return StakeResult{}, conflict(wire.CodeUSDxDust, "dust", "%d USDx buys no sUSDx at share price %d", q, price)
+	}
+	h := s.holder(accountID)
+	h.Usdx -= q
+	h.Susdx += shares
+	s.Staked += q
+	s.SusdxSupply += shares
+	s.activity(e, accountID, Activity{Event: "stake", Usdx: q, Susdx: shares})
+	return StakeResult{Usdx: strconv.FormatInt(q, 10), Susdx: strconv.FormatInt(shares, 10), SharePriceQ9: wire.Int(price)}, nil
+}
+
+// Unstake starts the cooldown of shares sUSDx of accountID. Always
+// allowed, also in every halt; the shares stay in the pool (they take its
+// yield and its markdowns) until released at the share price then.
+func (s *State) Unstake(e *Env, accountID string, shares int64) (UnstakeView, *wire.Refusal) {
+	if shares < 1 {
+		return UnstakeView{}, bad(wire.CodeValidation, "susdx must be at least 1")
+	}
+	h := s.Holder(accountID)
+	if h.Susdx < shares {
+		return UnstakeView{}, bad(wire.CodeInsufficientBalance, "holding %d sUSDx, cannot unstake %d", h.Susdx, shares)
+	}
+	cooling := 0
+	for _, u := range h.Unstakes {
+		if !u.Released {
+			cooling++
+		}
+	}
+	if cooling >= CoolingPerAccountMax {
+		return UnstakeView{}, wire.Refuse(http.StatusConflict, wire.CodeConflict, "at most %d unstakes cooling per account", CoolingPerAccountMax)
+	}
+	s.NextUnstake++
+	u := &Unstake{ID: "uns_" + strconv.FormatUint(s.NextUnstake, 10), Susdx: shares,
+		ReleaseAtMs: e.now() + s.Params.UnstakeCooldownMs, RequestedMs: e.now()}
+	hh := s.holder(accountID)
+	hh.Susdx -= shares
+	hh.Unstakes = append(hh.Unstakes, u)
+	ref := CoolRef{ReleaseAtMs: u.ReleaseAtMs, AccountID: accountID, UnstakeID: u.ID}
+	i := sort.Search(len(s.Cooling), func(i int) bool { return !coolLess(s.Cooling[i], ref) })
+	s.Cooling = append(s.Cooling, CoolRef{})
+	copy(s.Cooling[i+1:], s.Cooling[i:])
+	s.Cooling[i] = ref
+	s.activity(e, accountID, Activity{Event: "unstake", Ref: u.ID, Susdx: shares, State: "cooling"})
+	return NewUnstakeView(u), nil
+}
+
+func coolLess(a, b CoolRef) bool {
+	if a.ReleaseAtMs != b.ReleaseAtMs {
+		return a.ReleaseAtMs < b.ReleaseAtMs
+	}
+	if a.AccountID != b.AccountID {
+		return a.AccountID < b.AccountID
+	}
+	return a.UnstakeID < b.UnstakeID
+}
+
+// OnTime releases the unstakes whose cooldown ended, at the share price at
+// release: usdx = floor(shares x staked / sUSDx supply) (the remainder
+// stays with the stakers who stay), and drops quotes QuoteGraceMs after
+// they expired (until then a mint on one is told usdx_quote_expired).
+func (s *State) OnTime(e *Env) {
+	now := e.now()
+	for len(s.Cooling) > 0 && s.Cooling[0].ReleaseAtMs <= now {
+		ref := s.Cooling[0]
+		s.Cooling = s.Cooling[1:]
+		h := s.holder(ref.AccountID)
+		for _, u := range h.Unstakes {
+			if u.ID != ref.UnstakeID || u.Released {
+				continue
+			}
+			usdx := int64(0)
+			if s.SusdxSupply > 0 {
+				usdx = mulDivFloor(u.Susdx, s.Staked, s.SusdxSupply)
+			}
+			s.Staked -= usdx
+			s.SusdxSupply -= u.Susdx
+			h.Usdx += usdx
+			u.Released, u.ReleasedUsdx = true, usdx
+			s.activity(e, ref.AccountID, Activity{Event: "unstake_release", Ref: u.ID, Usdx: usdx, Susdx: u.Susdx, State: "released"})
+		}
+		s.trimUnstakes(h)
+	}
+	if len(s.Cooling) == 0 {
+		s.Cooling = nil
+	}
+	for len(s.QuoteOrder) > 0 {
+		qu, ok := s.Quotes[s.QuoteOrder[0]]
+		if ok && qu.ExpiresAtMs+QuoteGraceMs > now {
+			break
+		}
+		if ok {
+			s.dropQuote(qu)
+		}
+		s.QuoteOrder = s.QuoteOrder[1:]
+	}
+	if len(s.QuoteOrder) == 0 {
+		s.QuoteOrder = nil
+	}
+}
+
+// trimUnstakes keeps the cooling unstakes and the newest UnstakesKept
+// released ones.
+func (s *State) trimUnstakes(h *Holder) {
+	released := 0
+	for _, u := range h.Unstakes {
+		if u.Released {
+			released++
+		}
+	}
+	if released <= UnstakesKept {
+		return
+	}
+	drop := released - UnstakesKept
+	kept := h.Unstakes[:0]
+	for _, u := range h.Unstakes {
+		if u.Released && drop > 0 {
+			drop--
+			continue
+		}
+		kept = append(kept, u)
+	}
+	h.Unstakes = kept
+}

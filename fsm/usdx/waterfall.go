@@ -1,0 +1,274 @@
+package usdx
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/perpd/perpd/fsm/ledger"
+	"github.com/perpd/perpd/fsm/market"
+	"github.com/perpd/perpd/fsm/trade"
+)
+
+// The funding waterfall (docs/decisions.md, USDx). The trading book has
+// already settled the hedge's funding at the boundary, through its margin
+// (trade.OnFunding); this runs after it and records one Waterfall per
+// boundary of the hedge market, also when nothing flowed.
+//
+// Positive funding F (the hedge received it): F leaves the hedge's margin;
+// the reserve takes up to its target (target - reserve, at least 0); the
+// rest goes to the stakers: into the yield escrow, from which whole USDx
+// are minted into the staking pool (each one opens its hedge contract
+// with margin at leverage 1 and the taker fee, so the identity holds; the
+// share price rises); what buys no whole USDx, or what the hard cap or
+// the open-interest limits hold back, waits in the escrow. With no sUSDx
+// in existence the stakers' part is overflow and goes to the reserve.
+//
+// Negative funding P (the hedge paid it from its margin): the margin is
+// made whole again, the loss taken in this order:
+//
+//  1. the reserve down to its floor;
+//  2. the yield escrow (stakers' sats not yet minted);
+//  3. the staking pool (sUSDx marked down, the junior tranche): the fewest
+//     whole USDx whose hedge contracts, closed, free at least what is
+//     left; the surplus of the last contract goes to the reserve;
+//  4. the reserve below its floor, to zero;
+//  5. what is still missing is recorded as uncovered shortfall; USDx
+//     holders, senior, are never marked down.
+//
+// shortfallMsat is what the reserve above its floor could not cover (the
+// loss that reached steps 2 to 5).
+
+// ReserveTargetMsat and ReserveFloorMsat are the reserve's bounds at
+// markQ8: supply's value x rate / 1e9, rounded down (0 and false without a
+// mark).
+func (s *State) ReserveBounds(markQ8 int64) (target, floor int64, ok bool) {
+	if markQ8 <= 0 {
+		return 0, 0, false
+	}
+	v := ValueMsat(s.Supply, markQ8)
+	return mulDivFloor(v, s.Params.ReserveTargetQ9, Q9), mulDivFloor(v, s.Params.ReserveFloorQ9, Q9), true
+}
+
+// OnFunding runs the waterfall for a boundary of the hedge market.
+func (s *State) OnFunding(e *Env, ev market.FundingEvent) {
+	if ev.MarketID != HedgeMarket {
+		return
+	}
+	w := Waterfall{BoundaryTsMs: ev.BoundaryTsMs, MarkQ8: ev.MarkQ8, SharePriceQ9Before: SharePriceQ9(s.Staked, s.SusdxSupply)}
+	w.FlowMsat = s.hedgeFlow(e, ev)
+	switch {
+	case w.FlowMsat > 0:
+		s.positive(e, ev.MarkQ8, &w)
+	case w.FlowMsat < 0:
+		s.negative(e, ev.MarkQ8, &w)
+	}
+	w.SharePriceQ9After = SharePriceQ9(s.Staked, s.SusdxSupply)
+	s.History = append(s.History, w)
+	if len(s.History) > WaterfallsKept {
+		s.History = s.History[len(s.History)-WaterfallsKept:]
+	}
+	s.mustIdentity(e)
+}
+
+// hedgeFlow is what the hedge's margin received (> 0) or paid (< 0) at
+// this boundary: its funding-flow record of the boundary, if any.
+func (s *State) hedgeFlow(e *Env, ev market.FundingEvent) int64 {
+	a, ok := e.Trade.Accounts[HedgeAccount]
+	if !ok || e.hedge().Contracts == 0 {
+		return 0
+	}
+	for i := len(a.FundingFlows) - 1; i >= 0; i-- {
+		f := a.FundingFlows[i]
+		if f.BoundaryTsMs == ev.BoundaryTsMs && f.MarketID == ev.MarketID {
+			return f.PaidMsat
+		}
+		if f.BoundaryTsMs < ev.BoundaryTsMs {
+			break
+		}
+	}
+	return 0
+}
+
+func (s *State) positive(e *Env, markQ8 int64, w *Waterfall) {
+	hf := ledger.Free(HedgeAccount)
+	f := w.FlowMsat
+	e.Trade.MoveMargin(e.T, HedgeAccount, HedgeMarket, -f)
+	target, _, _ := s.ReserveBounds(markQ8)
+	w.ToReserveMsat = min(f, max(target-s.ReserveMsat, 0))
+	s.move(e, hf, Reserve, w.ToReserveMsat)
+	s.ReserveMsat += w.ToReserveMsat
+	rest := f - w.ToReserveMsat
+	if s.SusdxSupply == 0 {
+		w.OverflowMsat = rest
+		s.move(e, hf, Reserve, rest)
+		s.ReserveMsat += rest
+		return
+	}
+	w.ToStakersMsat = rest
+	s.move(e, hf, YieldEscrow, rest)
+	s.YieldEscrowMsat += rest
+	w.YieldMinted = s.mintYield(e)
+}
+
+// mintYield mints as many whole USDx into the staking pool as the escrow
+// pays for (margin at leverage 1 plus the taker fee of each contract),
+// within the hard cap and the open-interest limits. It needs the hedge
+// market's print; a mint halt does not stop it (SPEC section 3).
+func (s *State) mintYield(e *Env) int64 {
+	m, pr, ok := e.hedgeMarket()
+	if !ok || s.YieldEscrowMsat <= 0 || m.Params.Status == market.StatusReduceOnly {
+		return 0
+	}
+	cost := func(k int64) (int64, bool) {
+		qt, err := trade.QuoteTrade(m, pr, trade.Short, k)
+		if err != nil {
+			return 0, false
+		}
+		pl, ref := trade.PlanFillLeveraged(m, e.hedge(), trade.Short, k, 1, qt, math.MaxInt64/4, e.now())
+		if ref != nil {
+			return 0, false
+		}
+		return pl.OpenMarginMsat + pl.FeeMsat, true
+	}
+	limit := min(s.Params.HardCap-s.Supply, m.Params.MaxOrderContracts,
+		trade.OICapContracts(&m.Params)-m.ShortOIContracts, trade.PositionLimitContracts(&m.Params)-e.hedge().Contracts,
+		usdOfMsatFloor(s.YieldEscrowMsat, pr.MidQ8))
+	if limit < 1 {
+		return 0
+	}
+	// The largest k in [0, limit] whose cost the escrow pays (cost grows
+	// with k): binary search.
+	lo, hi := int64(0), limit
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if c, ok := cost(mid); ok && c <= s.YieldEscrowMsat {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if lo == 0 || lo < m.Params.MinOrderContracts {
+		return 0
+	}
+	c, _ := cost(lo)
+	s.move(e, YieldEscrow, ledger.Free(HedgeAccount), c)
+	s.YieldEscrowMsat -= c
+	s.hedgeOrder(e, "sell", lo, false)
+	if got := e.T.Ledger.Balance(ledger.Free(HedgeAccount)); got != 0 {
+		panic(fmt.Sprintf("usdx: yield mint left %d msat in the hedge's free balance", got))
+	}
+	s.Supply += lo
+	s.Staked += lo
+	return lo
+}
+
+func (s *State) negative(e *Env, markQ8 int64, w *Waterfall) {
+	hf := ledger.Free(HedgeAccount)
+	need := -w.FlowMsat
+	refill := func(msat int64) {
+		e.Trade.MoveMargin(e.T, HedgeAccount, HedgeMarket, msat)
+	}
+	_, floor, _ := s.ReserveBounds(markQ8)
+	// 1. The reserve above its floor.
+	r1 := min(need, max(s.ReserveMsat-floor, 0))
+	s.move(e, Reserve, hf, r1)
+	s.ReserveMsat -= r1
+	refill(r1)
+	need -= r1
+	w.FromReserveMsat = r1
+	w.ShortfallMsat = need
+	// 2. The yield escrow.
+	esc := min(need, s.YieldEscrowMsat)
+	s.move(e, YieldEscrow, hf, esc)
+	s.YieldEscrowMsat -= esc
+	refill(esc)
+	need -= esc
+	w.FromEscrowMsat = esc
+	// 3. The staking pool.
+	if need > 0 && s.Staked > 0 {
+		k, freed := s.markdown(e, need)
+		if k > 0 {
+			cover := min(freed, need)
+			if e.hedge().Contracts > 0 {
+				refill(cover)
+			} else {
+				s.move(e, hf, Reserve, cover)
+				s.ReserveMsat += cover
+			}
+			s.move(e, hf, Reserve, freed-cover)
+			s.ReserveMsat += freed - cover
+			need -= cover
+			w.Markdown = k
+		}
+	}
+	// 4. The reserve below its floor.
+	if need > 0 && e.hedge().Contracts > 0 {
+		r2 := min(need, s.ReserveMsat)
+		s.move(e, Reserve, hf, r2)
+		s.ReserveMsat -= r2
+		refill(r2)
+		need -= r2
+		w.FromReserveMsat += r2
+	}
+	// 5. Uncovered.
+	if need > 0 && e.hedge().Contracts > 0 {
+		w.UncoveredMsat = need
+		s.UncoveredShortfallMsat += need
+	}
+}
+
+// markdown burns the fewest whole USDx of the staking pool whose hedge
+// contracts, closed, free at least need msat (all of the pool if none
+// suffices), and returns how many and what they freed (in the hedge's
+// free balance).
+func (s *State) markdown(e *Env, need int64) (int64, int64) {
+	m, pr, ok := e.hedgeMarket()
+	if !ok {
+		return 0, 0
+	}
+	freed := func(k int64) (int64, bool) {
+		qt, err := trade.QuoteTrade(m, pr, trade.Long, k)
+		if err != nil {
+			return 0, false
+		}
+		pl, ref := trade.PlanFillLeveraged(m, e.hedge(), trade.Long, k, 1, qt, 0, e.now())
+		if ref != nil {
+			return 0, false
+		}
+		return pl.MarginToFree, true
+	}
+	limit := min(s.Staked, e.hedge().Contracts, m.Params.MaxOrderContracts)
+	if limit < 1 {
+		return 0, 0
+	}
+	lo, hi := int64(1), limit
+	if f, ok := freed(limit); !ok || f < need {
+		lo = limit
+	} else {
+		for lo < hi {
+			mid := lo + (hi-lo)/2
+			if f, ok := freed(mid); ok && f >= need {
+				hi = mid
+			} else {
+				lo = mid + 1
+			}
+		}
+	}
+	if lo < m.Params.MinOrderContracts {
+		if limit < m.Params.MinOrderContracts {
+			return 0, 0
+		}
+		lo = m.Params.MinOrderContracts
+	}
+	got, ok := freed(lo)
+	if !ok {
+		return 0, 0
+	}
+	s.hedgeOrder(e, "buy", lo, true)
+	if bal := e.T.Ledger.Balance(ledger.Free(HedgeAccount)); bal != got {
+		panic(fmt.Sprintf("usdx: markdown freed %d msat, planned %d", bal, got))
+	}
+	s.Staked -= lo
+	s.Supply -= lo
+	return lo, got
+}
