@@ -3,6 +3,7 @@ package fsm
 import (
 	"github.com/perpd/perpd/fsm/access"
 	"github.com/perpd/perpd/fsm/funds"
+	"github.com/perpd/perpd/fsm/growth"
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/market"
 	"github.com/perpd/perpd/fsm/trade"
@@ -27,6 +28,9 @@ type State struct {
 	Funds   *funds.State         `cbor:"9,keyasint"`
 	Market  *market.State        `cbor:"10,keyasint"`
 	Trade   *trade.State         `cbor:"11,keyasint"`
+	// Growth is the referral programme and the leaderboards (key 15, so
+	// that keys 12-14 stay free for the domains landing beside it).
+	Growth *growth.State `cbor:"15,keyasint,omitempty"`
 }
 
 // Genesis records how the cluster was born.
@@ -58,6 +62,7 @@ func NewState() *State {
 		Funds:   funds.NewState(),
 		Market:  market.NewState(),
 		Trade:   trade.NewState(),
+		Growth:  growth.NewState(),
 	}
 }
 
