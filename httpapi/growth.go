@@ -1,0 +1,272 @@
+package httpapi
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/fsm/growth"
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// Referral programme and leaderboards (SPEC sections 2 and 4). The state
+// machine (fsm/growth) decides every rule; these handlers decode, draw a
+// code when the client gave none, and render reads from this node's
+// state.
+
+func init() { routeSets = append(routeSets, (*Server).growthRoutes) }
+
+// ReferralCodeRequest is the body of POST /v1/referral/code.
+type ReferralCodeRequest struct {
+	Code *string `json:"code" maxLen:"16" doc:"4 to 16 letters A-Z and digits 0-9, case-insensitive (stored upper case); absent: the venue draws an 8-character code"`
+}
+
+// ReferralBindRequest is the body of POST /v1/referral/bind.
+type ReferralBindRequest struct {
+	Code string `json:"code" req:"true" maxLen:"16"`
+}
+
+// LeaderboardQuery is the query of GET /v1/leaderboard.
+type LeaderboardQuery struct {
+	Board  *string   `json:"board" enum:"pnl,roi" doc:"default pnl"`
+	Window *string   `json:"window" enum:"7d,30d,all" doc:"default 7d"`
+	Limit  *wire.Int `json:"limit" unit:"int" min:"1" max:"100" doc:"default 50, at most 100"`
+}
+
+// LeaderboardSettingsRequest is the body of POST /v1/leaderboard/settings.
+type LeaderboardSettingsRequest struct {
+	OptedOut    *bool   `json:"optedOut" doc:"true: off every board and the profile answers 404 at once; false: back at the next recompute"`
+	DisplayName *string `json:"displayName" maxLen:"128" doc:"1 to 32 characters: letters, digits, spaces and . _ - ' (no leading, trailing or double space); null clears it"`
+}
+
+// Leaderboard limits.
+const (
+	LeaderboardLimitDefault = 50
+	LeaderboardLimitMax     = growth.BoardRowsMax
+)
+
+func (s *Server) growthRoutes() []*Route {
+	refusals := func(ok int, body any, codes ...int) map[int]any {
+		m := map[int]any{ok: body}
+		for _, c := range codes {
+			m[c] = wire.ErrorBody{}
+		}
+		return m
+	}
+	return []*Route{
+		{Method: http.MethodGet, Path: "/v1/referral", Summary: "Referral status: programme, policy, eligibility, own code, referrer, stats, bind window",
+			Auth: Keyed, Scope: "trade", Budget: "read", Responses: map[int]any{200: growth.StatusView{}}, Handler: s.referralStatus},
+		{Method: http.MethodPost, Path: "/v1/referral/code", Summary: "Create the account's referral code (custom or drawn)",
+			Auth: Keyed, Scope: "trade", Budget: "read", Idem: true, Request: ReferralCodeRequest{},
+			Responses: refusals(201, growth.CodeResult{}, 400, 403, 409), Handler: s.referralCode},
+		{Method: http.MethodPost, Path: "/v1/referral/bind", Summary: "Bind a referral code, within the bind window after signup",
+			Auth: Keyed, Scope: "trade", Budget: "read", Idem: true, Request: ReferralBindRequest{},
+			Responses: refusals(200, growth.BindResult{}, 400, 403, 404, 409), Handler: s.referralBind},
+		{Method: http.MethodGet, Path: "/v1/referral/earnings", Summary: "Referral earnings, newest first",
+			Auth: Keyed, Scope: "trade", Budget: "read", Query: PageQuery{},
+			Responses: map[int]any{200: growth.EarningsPage{}}, Handler: s.referralEarnings},
+		{Method: http.MethodGet, Path: "/v1/referral/referees", Summary: "How many accounts bound the code, and the page of them (never their ids)",
+			Auth: Keyed, Scope: "trade", Budget: "read", Query: PageQuery{},
+			Responses: map[int]any{200: growth.RefereesResult{}}, Handler: s.referralReferees},
+		{Method: http.MethodPost, Path: "/v1/referral/claim", Summary: "Claim every vested referral reward to the free balance",
+			Auth: Keyed, Scope: "trade", Budget: "read", Idem: true, Request: Empty{},
+			Responses: refusals(201, growth.ClaimResult{}, 404, 409), Handler: s.referralClaim},
+
+		{Method: http.MethodGet, Path: "/v1/leaderboard", Summary: "A leaderboard as of its last recompute",
+			Budget: "read", Query: LeaderboardQuery{}, Responses: map[int]any{200: growth.BoardView{}}, Handler: s.leaderboard},
+		{Method: http.MethodGet, Path: "/v1/leaderboard/me", Summary: "The caller's handle, placements and eligibility per window",
+			Auth: Keyed, Budget: "read", Responses: map[int]any{200: growth.OwnView{}}, Handler: s.leaderboardMe},
+		{Method: http.MethodGet, Path: "/v1/leaderboard/trader/:handle", Summary: "A trader's public profile; 404 for unknown and opted-out handles alike",
+			Budget: "read", Responses: map[int]any{200: growth.ProfileView{}, 404: wire.ErrorBody{}}, Handler: s.leaderboardProfile},
+		{Method: http.MethodPost, Path: "/v1/leaderboard/settings", Summary: "Opt out or back in, set or clear the display name",
+			Auth: Keyed, Budget: "read", Idem: true, Request: LeaderboardSettingsRequest{},
+			Responses: refusals(200, growth.OwnView{}, 400), Handler: s.leaderboardSettings},
+	}
+}
+
+// codeAlphabet draws codes: upper-case letters and digits without the
+// look-alikes 0/O and 1/I/L.
+const codeAlphabet = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
+
+func drawCode() string {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	for i := range b {
+		b[i] = codeAlphabet[int(b[i])%len(codeAlphabet)]
+	}
+	return string(b)
+}
+
+func (s *Server) growthEnvOf(st *fsm.State) *growth.Env {
+	return &growth.Env{NowMs: st.NowMs, Ledger: st.Ledger,
+		CreatedMs: func(id string) (int64, bool) { return fsm.AccountCreatedMs(st, id) },
+		Equity:    func(id string) int64 { return fsm.AccountEquityMsat(st, id) }}
+}
+
+func (s *Server) testnet() bool { return s.Node.Config().Deployment != "prod" }
+
+func (s *Server) referralStatus(c *gin.Context) {
+	acct := callerOf(c).AccountID
+	var v growth.StatusView
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { v = st.Growth.Status(s.growthEnvOf(st), acct, st.Growth.Volume) })
+	c.JSON(http.StatusOK, v)
+}
+
+// referralCode creates the code. A drawn code is drawn here (the state
+// machine draws nothing) and is part of the command, so a retry under the
+// same idempotency key answers the code drawn first.
+func (s *Server) referralCode(c *gin.Context) {
+	var req ReferralCodeRequest
+	if !s.decode(c, &req) {
+		return
+	}
+	p := fsm.ReferralCodePayload{}
+	if req.Code != nil {
+		code, ref := growth.NormalizeCode(*req.Code)
+		if ref != nil {
+			invalid(c, ref.Msg)
+			return
+		}
+		p.Code = code
+	} else {
+		p.Code = drawCode()
+	}
+	res, ok := s.submit(c, fsm.CmdReferralCode, p, req)
+	if !ok {
+		return
+	}
+	respond(c, res)
+}
+
+func (s *Server) referralBind(c *gin.Context) {
+	var req ReferralBindRequest
+	if !s.decode(c, &req) {
+		return
+	}
+	res, ok := s.submit(c, fsm.CmdReferralBind, fsm.ReferralBindPayload{Code: req.Code}, req)
+	if !ok {
+		return
+	}
+	respond(c, res)
+}
+
+func (s *Server) referralEarnings(c *gin.Context) {
+	s.accountPage(c, func(st *fsm.State, acct string, before uint64, limit int) any {
+		return st.Growth.Earnings(acct, before, limit)
+	})
+}
+
+func (s *Server) referralReferees(c *gin.Context) {
+	s.accountPage(c, func(st *fsm.State, acct string, before uint64, limit int) any {
+		return st.Growth.RefereesPage(acct, st.NowMs, before, limit)
+	})
+}
+
+func (s *Server) referralClaim(c *gin.Context) {
+	var req Empty
+	if !s.decode(c, &req) {
+		return
+	}
+	res, ok := s.submit(c, fsm.CmdReferralClaim, nil, req)
+	if !ok {
+		return
+	}
+	respond(c, res)
+}
+
+func (s *Server) leaderboard(c *gin.Context) {
+	var q LeaderboardQuery
+	if err := decodeQuery(c, &q); err != nil {
+		invalid(c, err.Error())
+		return
+	}
+	bi, wi, limit := 0, 0, LeaderboardLimitDefault
+	if q.Board != nil && *q.Board == "roi" {
+		bi = 1
+	}
+	if q.Window != nil {
+		for i, w := range growth.WindowNames {
+			if w == *q.Window {
+				wi = i
+			}
+		}
+	}
+	if q.Limit != nil {
+		limit = int(*q.Limit)
+	}
+	var v growth.BoardView
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { v = st.Growth.BoardOf(bi, wi, limit, s.testnet()) })
+	c.JSON(http.StatusOK, v)
+}
+
+func (s *Server) leaderboardMe(c *gin.Context) {
+	acct := callerOf(c).AccountID
+	var v growth.OwnView
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
+		v = st.Growth.Own(acct, st.NowMs, fsm.AccountEquityMsat(st, acct))
+	})
+	c.JSON(http.StatusOK, v)
+}
+
+// profileNotFound is the one answer for an unknown and an opted-out
+// handle: the same status, body and headers, after the same lookup.
+func profileNotFound(c *gin.Context) { notFound(c, "trader") }
+
+func (s *Server) leaderboardProfile(c *gin.Context) {
+	handle := c.Param("handle")
+	var v growth.ProfileView
+	var ok bool
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { v, ok = st.Growth.Profile(handle, s.testnet()) })
+	if !ok {
+		profileNotFound(c)
+		return
+	}
+	c.JSON(http.StatusOK, v)
+}
+
+// leaderboardSettings reads the body itself as well, because null and
+// absent differ for displayName (null clears it).
+func (s *Server) leaderboardSettings(c *gin.Context) {
+	raw, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			fail(c, http.StatusRequestEntityTooLarge, wire.CodeBodyTooLarge, "request body too large")
+			return
+		}
+		invalid(c, "cannot read body")
+		return
+	}
+	var req LeaderboardSettingsRequest
+	if err := decodeJSON(raw, &req); err != nil {
+		invalid(c, err.Error())
+		return
+	}
+	p := growth.SettingsRequest{OptedOut: req.OptedOut, DisplayName: req.DisplayName}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) == nil {
+		if v, present := fields["displayName"]; present && bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			p.ClearName = true
+		}
+	}
+	if p.DisplayName != nil {
+		if ref := growth.ValidateDisplayName(*p.DisplayName); ref != nil {
+			invalid(c, ref.Msg)
+			return
+		}
+	}
+	// The request hash covers p, in which null and absent differ.
+	res, ok := s.submit(c, fsm.CmdLeaderboardSettings, p, p)
+	if !ok {
+		return
+	}
+	respond(c, res)
+}

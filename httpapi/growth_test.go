@@ -1,0 +1,165 @@
+package httpapi
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// A new user's referral flow over HTTP: one account creates a code, the
+// other binds it and trades; the fill carries the referral block, the
+// referrer sees the pending reward; every refusal answers its code.
+func TestReferralOverHTTP(t *testing.T) {
+	a := newTestAPI(t)
+	a.listMarkets()
+	a.freshPrices()
+	refKey, _ := a.tradingAccount()
+	refereeKey, refereeAcct := a.tradingAccount()
+
+	// Codes: a bad one, a custom one, a collision, a second one.
+	for _, bad := range []string{"ab", "no spaces", "dash-es"} {
+		if r := a.do(req{method: "POST", path: "/v1/referral/code", key: refKey, idem: nextIdem(), body: map[string]any{"code": bad}}); r.status != 400 || r.code() != "validation" {
+			t.Fatalf("code %q: %d %s", bad, r.status, r.body)
+		}
+	}
+	r := a.do(req{method: "POST", path: "/v1/referral/code", key: refKey, idem: nextIdem(), body: map[string]any{"code": "friends1"}})
+	if r.status != 201 || r.json(t)["code"] != "FRIENDS1" {
+		t.Fatalf("code: %d %s", r.status, r.body)
+	}
+	if r := a.do(req{method: "POST", path: "/v1/referral/code", key: refereeKey, idem: nextIdem(), body: map[string]any{"code": "Friends1"}}); r.status != 409 || r.code() != "conflict" {
+		t.Fatalf("collision: %d %s", r.status, r.body)
+	}
+	// Binds: unknown, own, then the referee's, then twice.
+	if r := a.do(req{method: "POST", path: "/v1/referral/bind", key: refereeKey, idem: nextIdem(), body: map[string]any{"code": "NOPE1"}}); r.status != 404 || r.code() != "not_found" {
+		t.Fatalf("unknown code: %d %s", r.status, r.body)
+	}
+	if r := a.do(req{method: "POST", path: "/v1/referral/bind", key: refKey, idem: nextIdem(), body: map[string]any{"code": "FRIENDS1"}}); r.status != 403 || r.code() != "referral_forbidden" {
+		t.Fatalf("own code: %d %s", r.status, r.body)
+	}
+	if r := a.do(req{method: "POST", path: "/v1/referral/bind", key: refereeKey, idem: nextIdem(), body: map[string]any{}}); r.status != 400 {
+		t.Fatalf("bind without code: %d %s", r.status, r.body)
+	}
+	r = a.do(req{method: "POST", path: "/v1/referral/bind", key: refereeKey, idem: nextIdem(), body: map[string]any{"code": "friends1"}})
+	if r.status != 200 || r.json(t)["bound"] != true || r.json(t)["referredBy"].(map[string]any)["discountActive"] != true {
+		t.Fatalf("bind: %d %s", r.status, r.body)
+	}
+	if r := a.do(req{method: "POST", path: "/v1/referral/bind", key: refereeKey, idem: nextIdem(), body: map[string]any{"code": "friends1"}}); r.status != 409 {
+		t.Fatalf("second bind: %d %s", r.status, r.body)
+	}
+	// A read-only key may not act in the programme.
+	readKey, _ := a.mint(refKey, "read")
+	if r := a.do(req{method: "GET", path: "/v1/referral", key: readKey}); r.status != 403 || r.code() != "insufficient_scope" {
+		t.Fatalf("read key: %d %s", r.status, r.body)
+	}
+
+	// The referee trades: its fill carries the referral block.
+	if r := a.do(req{method: "POST", path: "/v1/orders", key: refereeKey, idem: "rb-1", body: orderBody("BTC-PERP", "buy", "market", "20000", nil)}); r.status != 201 {
+		t.Fatalf("order: %d %s", r.status, r.body)
+	}
+	f := a.do(req{method: "GET", path: "/v1/fills", key: refereeKey}).json(t)["fills"].([]any)[0].(map[string]any)
+	rb, ok := f["referral"].(map[string]any)
+	if !ok || rb["code"] != "FRIENDS1" || rb["policyVersion"] != "1" || rb["discountMsat"] == "0" || rb["rewardMsat"] == "0" {
+		t.Fatalf("fill referral block %v", f["referral"])
+	}
+	if f["accountId"] != refereeAcct {
+		t.Fatalf("fill %v", f)
+	}
+
+	st := a.do(req{method: "GET", path: "/v1/referral", key: refKey}).json(t)
+	stats := st["stats"].(map[string]any)
+	if stats["pendingHoldbackMsat"] != rb["rewardMsat"] || stats["claimableMsat"] != "0" || stats["referees"] != "1" || stats["activeReferees"] != "1" {
+		t.Fatalf("referrer stats %v", stats)
+	}
+	if st["code"].(map[string]any)["code"] != "FRIENDS1" || st["referredBy"] != nil || st["program"].(map[string]any)["policyVersion"] != "1" {
+		t.Fatalf("referrer status %v", st)
+	}
+	gates := st["eligibility"].(map[string]any)["gates"].([]any)
+	if len(gates) != 2 || gates[0].(map[string]any)["gate"] != "account_age" {
+		t.Fatalf("gates %v", gates)
+	}
+	earn := a.do(req{method: "GET", path: "/v1/referral/earnings", key: refKey}).json(t)
+	if e := earn["earnings"].([]any); len(e) != 1 || e[0].(map[string]any)["status"] != "accrued" || e[0].(map[string]any)["fillSeq"] != f["seq"] {
+		t.Fatalf("earnings %v (fill seq %v)", earn, f["seq"])
+	}
+	refs := a.do(req{method: "GET", path: "/v1/referral/referees", key: refKey}).json(t)
+	if refs["referees"] != "1" || len(refs["items"].([]any)) != 1 || strings.Contains(string(a.do(req{method: "GET", path: "/v1/referral/referees", key: refKey}).body), refereeAcct) {
+		t.Fatalf("referees %v", refs)
+	}
+	// Nothing vested yet; the referee has no code to claim for.
+	if r := a.do(req{method: "POST", path: "/v1/referral/claim", key: refKey, idem: nextIdem(), body: "{}"}); r.status != 409 || r.code() != "conflict" {
+		t.Fatalf("early claim: %d %s", r.status, r.body)
+	}
+	if r := a.do(req{method: "POST", path: "/v1/referral/claim", key: refereeKey, idem: nextIdem(), body: "{}"}); r.status != 404 {
+		t.Fatalf("claim without a code: %d %s", r.status, r.body)
+	}
+	rs := a.do(req{method: "GET", path: "/v1/referral", key: refereeKey}).json(t)
+	if rs["referredBy"].(map[string]any)["code"] != "FRIENDS1" || rs["bindWindow"] != nil || rs["stats"] != nil || rs["code"] != nil {
+		t.Fatalf("referee status %v", rs)
+	}
+	// A drawn code: 8 characters of the alphabet.
+	r = a.do(req{method: "POST", path: "/v1/referral/code", key: refereeKey, idem: nextIdem(), body: "{}"})
+	if r.status != 201 || !regexp.MustCompile(`^[A-Z2-9]{8}$`).MatchString(r.json(t)["code"].(string)) {
+		t.Fatalf("drawn code: %d %s", r.status, r.body)
+	}
+}
+
+// Leaderboard over HTTP: a trader gets a generated handle (never its
+// account id), settings validate the display name and null clears it,
+// and an opted-out handle answers exactly as an unknown one.
+func TestLeaderboardOverHTTP(t *testing.T) {
+	a := newTestAPI(t)
+	a.listMarkets()
+	a.freshPrices()
+	key, acct := a.tradingAccount()
+	if r := a.do(req{method: "POST", path: "/v1/orders", key: key, idem: "lb-1", body: orderBody("ETH-PERP", "buy", "market", "10", nil)}); r.status != 201 {
+		t.Fatalf("order: %d %s", r.status, r.body)
+	}
+	me := a.do(req{method: "GET", path: "/v1/leaderboard/me", key: key}).json(t)
+	handle, _ := me["handle"].(string)
+	if !regexp.MustCompile(`^[a-z]+-[a-z]+-[0-9]{4}$`).MatchString(handle) || strings.Contains(handle, acct) || me["optedOut"] != false {
+		t.Fatalf("own view %v", me)
+	}
+	el := me["eligibility"].([]any)
+	if len(el) != 3 || el[0].(map[string]any)["eligible"] != false || el[0].(map[string]any)["reason"] != "gates_failed" {
+		t.Fatalf("eligibility %v", el)
+	}
+	board := a.do(req{method: "GET", path: "/v1/leaderboard?board=roi&window=30d&limit=5", key: ""}).json(t)
+	if board["board"] != "roi" || board["window"] != "30d" || board["cadenceMinutes"] != "15" || board["testnet"] != true {
+		t.Fatalf("board %v", board)
+	}
+	if r := a.do(req{method: "GET", path: "/v1/leaderboard?window=1y"}); r.status != 400 {
+		t.Fatalf("bad window: %d", r.status)
+	}
+	for _, bad := range []any{"", " padded", "x\u0000y", strings.Repeat("n", 33), 7} {
+		if r := a.do(req{method: "POST", path: "/v1/leaderboard/settings", key: key, idem: nextIdem(), body: map[string]any{"displayName": bad}}); r.status != 400 || r.code() != "validation" {
+			t.Fatalf("display name %q: %d %s", bad, r.status, r.body)
+		}
+	}
+	r := a.do(req{method: "POST", path: "/v1/leaderboard/settings", key: key, idem: nextIdem(), body: map[string]any{"displayName": "Ada L."}})
+	if r.status != 200 || r.json(t)["displayName"] != "Ada L." {
+		t.Fatalf("settings: %d %s", r.status, r.body)
+	}
+	prof := a.do(req{method: "GET", path: "/v1/leaderboard/trader/" + handle})
+	if prof.status != 200 || prof.json(t)["displayName"] != "Ada L." || prof.json(t)["tradingSince"] == nil || bytes.Contains(prof.body, []byte(acct)) {
+		t.Fatalf("profile: %d %s", prof.status, prof.body)
+	}
+	r = a.do(req{method: "POST", path: "/v1/leaderboard/settings", key: key, idem: nextIdem(), body: map[string]any{"displayName": nil}})
+	if r.status != 200 || r.json(t)["displayName"] != nil {
+		t.Fatalf("clear name: %d %s", r.status, r.body)
+	}
+	unknown := a.do(req{method: "GET", path: "/v1/leaderboard/trader/calm-otter-0000x"})
+	r = a.do(req{method: "POST", path: "/v1/leaderboard/settings", key: key, idem: nextIdem(), body: map[string]any{"optedOut": true}})
+	if r.status != 200 || r.json(t)["optedOut"] != true {
+		t.Fatalf("opt out: %d %s", r.status, r.body)
+	}
+	opted := a.do(req{method: "GET", path: "/v1/leaderboard/trader/" + handle})
+	if unknown.status != 404 || opted.status != 404 || !bytes.Equal(unknown.body, opted.body) || unknown.code() != "not_found" {
+		t.Fatalf("unknown %d %s, opted out %d %s", unknown.status, unknown.body, opted.status, opted.body)
+	}
+	for _, h := range []string{"Content-Type", "Content-Length"} {
+		if unknown.header.Get(h) != opted.header.Get(h) {
+			t.Fatalf("header %s differs: %q vs %q", h, unknown.header.Get(h), opted.header.Get(h))
+		}
+	}
+}
