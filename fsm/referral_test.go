@@ -173,11 +173,11 @@ func TestReferralCodeAndBindRefusals(t *testing.T) {
 		wantRefused(t, w.createCode(a, ak, bad), http.StatusBadRequest, "validation")
 	}
 	wantOK(t, w.createCode(a, ak, "Alpha"))
-	wantRefused(t, w.createCode(b, bk, "ALPHA"), http.StatusConflict, "conflict")        // taken, any case
-	wantRefused(t, w.createCode(a, ak, "Second"), http.StatusConflict, "conflict")       // one per account
-	wantRefused(t, w.bind(a, ak, "alpha"), http.StatusForbidden, "referral_forbidden")    // own code
-	wantRefused(t, w.bind(b, bk, "nosuch"), http.StatusNotFound, "not_found")             // unknown
-	wantRefused(t, w.bind(b, bk, "bad code"), http.StatusBadRequest, "validation")        // malformed
+	wantRefused(t, w.createCode(b, bk, "ALPHA"), http.StatusConflict, "conflict")      // taken, any case
+	wantRefused(t, w.createCode(a, ak, "Second"), http.StatusConflict, "conflict")     // one per account
+	wantRefused(t, w.bind(a, ak, "alpha"), http.StatusForbidden, "referral_forbidden") // own code
+	wantRefused(t, w.bind(b, bk, "nosuch"), http.StatusNotFound, "not_found")          // unknown
+	wantRefused(t, w.bind(b, bk, "bad code"), http.StatusBadRequest, "validation")     // malformed
 	wantOK(t, w.bind(b, bk, "alpha"))
 	wantRefused(t, w.bind(b, bk, "alpha"), http.StatusConflict, "conflict") // twice
 	// b's referrer a may not bind b's code: that would be a cycle.
