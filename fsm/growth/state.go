@@ -282,20 +282,4 @@ func mulDivFloor(a, b, c int64) int64 {
 	return x.Int64()
 }
 
-// mulDivSigned returns a*b/c for any sign of a (b >= 0, c > 0), rounded
-// toward minus infinity.
-func mulDivSigned(a, b, c int64) int64 {
-	if a >= 0 {
-		return mulDivFloor(a, b, c)
-	}
-	var x big.Int
-	x.Mul(big.NewInt(a), big.NewInt(b))
-	m := new(big.Int)
-	x.DivMod(&x, big.NewInt(c), m) // Euclidean: floor for c > 0
-	if !x.IsInt64() {
-		panic("growth: mulDivSigned overflow")
-	}
-	return x.Int64()
-}
-
 func dayOf(tsMs int64) int64 { return tsMs / DayMs * DayMs }
