@@ -80,7 +80,7 @@ func TestLeaderboardCountsFundingAndLiquidations(t *testing.T) {
 	wantOK(t, w.order(long, lk, mktOrder("l1", "BTC-PERP", "buy", 200_000)))
 	wantOK(t, w.order(short, sk, mktOrder("s1", "BTC-PERP", "sell", 10_000)))
 	hour := int64(3_600_000)
-	w.walkTo((w.ts/hour + 1) * hour + 5_000)
+	w.walkTo((w.ts/hour+1)*hour + 5_000)
 	flows := w.fundingFlows(long).Funding
 	if len(flows) == 0 {
 		t.Fatal("no funding flow across the boundary")
