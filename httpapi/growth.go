@@ -7,12 +7,16 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/fsm/growth"
 	"github.com/perpd/perpd/fsm/wire"
+	"github.com/perpd/perpd/sharecard"
 )
 
 // Referral programme and leaderboards (SPEC sections 2 and 4). The state
@@ -84,6 +88,8 @@ func (s *Server) growthRoutes() []*Route {
 			Auth: Keyed, Budget: "read", Responses: map[int]any{200: growth.OwnView{}}, Handler: s.leaderboardMe},
 		{Method: http.MethodGet, Path: "/v1/leaderboard/trader/:handle", Summary: "A trader's public profile; 404 for unknown and opted-out handles alike",
 			Budget: "read", Responses: map[int]any{200: growth.ProfileView{}, 404: wire.ErrorBody{}}, Handler: s.leaderboardProfile},
+		{Method: http.MethodGet, Path: "/v1/leaderboard/trader/:handle/og.png", Summary: "A trader's 1200x630 PNG share card; ETag tied to the recompute stamp, 304 on If-None-Match; 404 as the profile",
+			Budget: "read", Content: "image/png", Responses: map[int]any{200: []byte{}, 304: nil, 404: wire.ErrorBody{}}, Handler: s.leaderboardCard},
 		{Method: http.MethodPost, Path: "/v1/leaderboard/settings", Summary: "Opt out or back in, set or clear the display name",
 			Auth: Keyed, Budget: "read", Idem: true, Request: LeaderboardSettingsRequest{},
 			Responses: refusals(200, growth.OwnView{}, 400), Handler: s.leaderboardSettings},
@@ -269,4 +275,79 @@ func (s *Server) leaderboardSettings(c *gin.Context) {
 		return
 	}
 	respond(c, res)
+}
+
+// cardCache keeps rendered share cards by handle, each with the ETag it
+// was rendered for; a new recompute stamp or settings revision renders
+// again. Bounded: at cardCacheMax entries it starts over. Rendering is
+// serialised (one card at a time per node), and only ever for a handle
+// that exists and is opted in.
+type cardCache struct {
+	mu    sync.Mutex
+	cards map[string]cachedCard
+}
+
+type cachedCard struct {
+	etag string
+	png  []byte
+}
+
+const cardCacheMax = 512
+
+var cards = &cardCache{cards: map[string]cachedCard{}}
+
+// cardETag ties a card to the recompute stamp and the trader's settings
+// revision (a new display name or an opt-in renders anew).
+func cardETag(d growth.CardData) string {
+	return `"og-` + strconv.FormatInt(d.ComputedTsMs, 10) + "-" + strconv.FormatInt(d.Rev, 10) + `"`
+}
+
+// etagMatches implements If-None-Match: a list of tags, or *.
+func etagMatches(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == etag || t == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) leaderboardCard(c *gin.Context) {
+	handle := c.Param("handle")
+	var d growth.CardData
+	var ok bool
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { d, ok = st.Growth.Card(handle) })
+	if !ok {
+		profileNotFound(c)
+		return
+	}
+	etag := cardETag(d)
+	c.Header("ETag", etag)
+	c.Header("Cache-Control", "public, max-age=60")
+	if inm := c.GetHeader("If-None-Match"); inm != "" && etagMatches(inm, etag) {
+		c.Status(http.StatusNotModified)
+		return
+	}
+	cards.mu.Lock()
+	defer cards.mu.Unlock()
+	if hit, ok := cards.cards[d.Handle]; ok && hit.etag == etag {
+		c.Data(http.StatusOK, "image/png", hit.png)
+		return
+	}
+	card := sharecard.Card{Handle: d.Handle, DisplayName: d.DisplayName, TradingSince: d.TradingSince, Window: "30D",
+		PnlMsat: d.PnlMsat, RoiQ9: d.RoiQ9, Curve: d.Curve, Testnet: s.testnet(), ComputedTsMs: d.ComputedTsMs}
+	for _, p := range d.Placements {
+		card.Placements = append(card.Placements, sharecard.Placement{Board: p.Board, Window: p.Window, Rank: int64(p.Rank)})
+	}
+	png, err := sharecard.Render(card)
+	if err != nil {
+		unavailable(c, "share card: "+err.Error())
+		return
+	}
+	if len(cards.cards) >= cardCacheMax {
+		cards.cards = map[string]cachedCard{}
+	}
+	cards.cards[d.Handle] = cachedCard{etag: etag, png: png}
+	c.Data(http.StatusOK, "image/png", png)
 }

@@ -2,6 +2,9 @@ package httpapi
 
 import (
 	"bytes"
+	"image"
+	_ "image/png"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -161,5 +164,57 @@ func TestLeaderboardOverHTTP(t *testing.T) {
 		if unknown.header.Get(h) != opted.header.Get(h) {
 			t.Fatalf("header %s differs: %q vs %q", h, unknown.header.Get(h), opted.header.Get(h))
 		}
+	}
+}
+
+// The share card: a 1200x630 PNG with an ETag tied to the recompute stamp
+// and the settings revision, 304 on If-None-Match, a new ETag after a
+// rename, and 404 for unknown and opted-out handles alike.
+func TestShareCardOverHTTP(t *testing.T) {
+	a := newTestAPI(t)
+	a.listMarkets()
+	a.freshPrices()
+	key, _ := a.tradingAccount()
+	if r := a.do(req{method: "POST", path: "/v1/orders", key: key, idem: "og-1", body: orderBody("ETH-PERP", "buy", "market", "10", nil)}); r.status != 201 {
+		t.Fatalf("order: %d %s", r.status, r.body)
+	}
+	handle := a.do(req{method: "GET", path: "/v1/leaderboard/me", key: key}).json(t)["handle"].(string)
+	path := "/v1/leaderboard/trader/" + handle + "/og.png"
+	r := a.do(req{method: "GET", path: path})
+	if r.status != 200 || r.header.Get("Content-Type") != "image/png" {
+		t.Fatalf("card: %d %s", r.status, r.header)
+	}
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(r.body))
+	if err != nil || format != "png" || cfg.Width != 1200 || cfg.Height != 630 {
+		t.Fatalf("card %s %dx%d %v", format, cfg.Width, cfg.Height, err)
+	}
+	if out := os.Getenv("PERPD_CARD_OUT"); out != "" { // to look at it
+		_ = os.WriteFile(out, r.body, 0o644)
+	}
+	etag := r.header.Get("ETag")
+	if !regexp.MustCompile(`^"og-[0-9]+-[0-9]+"$`).MatchString(etag) {
+		t.Fatalf("etag %q", etag)
+	}
+	if r := a.do(req{method: "GET", path: path, header: map[string]string{"If-None-Match": etag}}); r.status != 304 || len(r.body) != 0 || r.header.Get("ETag") != etag {
+		t.Fatalf("revalidation: %d %q", r.status, r.header.Get("ETag"))
+	}
+	if r := a.do(req{method: "GET", path: path, header: map[string]string{"If-None-Match": `"og-1-1"`}}); r.status != 200 {
+		t.Fatalf("stale tag: %d", r.status)
+	}
+	// A rename changes the card, so its tag.
+	if r := a.do(req{method: "POST", path: "/v1/leaderboard/settings", key: key, idem: nextIdem(), body: map[string]any{"displayName": "Grace"}}); r.status != 200 {
+		t.Fatalf("rename: %d %s", r.status, r.body)
+	}
+	r2 := a.do(req{method: "GET", path: path, header: map[string]string{"If-None-Match": etag}})
+	if r2.status != 200 || r2.header.Get("ETag") == etag || bytes.Equal(r2.body, r.body) {
+		t.Fatalf("after rename: %d %q", r2.status, r2.header.Get("ETag"))
+	}
+	unknown := a.do(req{method: "GET", path: "/v1/leaderboard/trader/no-such-0000/og.png"})
+	if r := a.do(req{method: "POST", path: "/v1/leaderboard/settings", key: key, idem: nextIdem(), body: map[string]any{"optedOut": true}}); r.status != 200 {
+		t.Fatalf("opt out: %d", r.status)
+	}
+	opted := a.do(req{method: "GET", path: path})
+	if unknown.status != 404 || opted.status != 404 || !bytes.Equal(unknown.body, opted.body) || opted.header.Get("ETag") != "" {
+		t.Fatalf("unknown %d %s / opted out %d %s", unknown.status, unknown.body, opted.status, opted.body)
 	}
 }

@@ -221,12 +221,35 @@ func (s *State) lookup(handle string) *Trader {
 	return t
 }
 
-// CardStamp is what a share card depends on: the recompute stamp and the
-// trader's settings revision (false: unknown or opted out).
-func (s *State) CardStamp(handle string) (computedTsMs, rev int64, ok bool) {
+// CardData is what a share card shows, from the last recompute.
+type CardData struct {
+	Handle, DisplayName, TradingSince string
+	Placements                        []PlacementView
+	// PnlMsat and RoiQ9 are the 30d window's.
+	PnlMsat, RoiQ9 int64
+	Curve          []int64
+	ComputedTsMs   int64
+	Rev            int64
+}
+
+// Card returns handle's share card data (false: unknown or opted out,
+// after the same lookup and check as Profile).
+func (s *State) Card(handle string) (CardData, bool) {
 	t := s.lookup(handle)
 	if t == nil {
-		return 0, 0, false
+		return CardData{}, false
 	}
-	return s.Board.ComputedTsMs, t.Rev, true
+	p, _ := s.Profile(handle, false)
+	d := CardData{Handle: t.Handle, DisplayName: t.DisplayName, Placements: p.Placements,
+		ComputedTsMs: s.Board.ComputedTsMs, Rev: t.Rev}
+	if p.TradingSince != nil {
+		d.TradingSince = *p.TradingSince
+	}
+	if t.Snap != nil {
+		d.PnlMsat, d.RoiQ9 = t.Snap.Windows[1].PnlMsat, t.Snap.Windows[1].RoiQ9
+		for _, c := range t.Snap.Curve {
+			d.Curve = append(d.Curve, c.IndexQ9)
+		}
+	}
+	return d, true
 }
