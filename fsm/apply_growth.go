@@ -16,6 +16,9 @@ const (
 	CmdReferralBind        CmdType = 121 // an account binds a code within its bind window
 	CmdReferralClaim       CmdType = 122 // a referrer claims its vested rewards
 	CmdLeaderboardSettings CmdType = 123 // opt out or in, set or clear the display name
+	CmdPromoterApply       CmdType = 124 // an account applies to the promoter programme
+	CmdPromoterCode        CmdType = 125 // a promoter creates a code with a kickback
+	CmdPromoterClaim       CmdType = 126 // a promoter claims its vested rewards
 )
 
 func init() {
@@ -23,6 +26,9 @@ func init() {
 	register(CmdReferralBind, applyReferralBind)
 	register(CmdReferralClaim, applyReferralClaim)
 	register(CmdLeaderboardSettings, applyLeaderboardSettings)
+	register(CmdPromoterApply, applyPromoterApply)
+	register(CmdPromoterCode, applyPromoterCode)
+	register(CmdPromoterClaim, applyPromoterClaim)
 	fillHooks = append(fillHooks, func(s *State) {
 		if s.Growth == nil {
 			s.Growth = growth.NewState()
@@ -178,4 +184,51 @@ func applyLeaderboardSettings(c *Ctx) (int, any, *wire.Refusal) {
 	}
 	c.St.Access.Touch(c.Cmd.KeyID, c.Now())
 	return http.StatusOK, c.St.Growth.Own(c.Cmd.Account, c.Now(), AccountEquityMsat(c.St, c.Cmd.Account)), nil
+}
+
+// applyPromoterApply enrols a promoter; a testnet (or local) cluster
+// approves at once, prod leaves the application pending.
+func applyPromoterApply(c *Ctx) (int, any, *wire.Refusal) {
+	var p growth.Application
+	if ref := c.Decode(&p); ref != nil {
+		return 0, nil, ref
+	}
+	if _, ref := c.St.Access.Actor(c.Cmd.Account, c.Cmd.KeyID, access.ScopeTrade); ref != nil {
+		return 0, nil, ref
+	}
+	auto := c.St.Genesis == nil || c.St.Genesis.Deployment != "prod"
+	out, ref := c.St.Growth.Apply(c.growthEnv(), c.Cmd.Account, p, auto)
+	if ref != nil {
+		return 0, nil, ref
+	}
+	c.St.Access.Touch(c.Cmd.KeyID, c.Now())
+	return http.StatusCreated, out, nil
+}
+
+func applyPromoterCode(c *Ctx) (int, any, *wire.Refusal) {
+	var p growth.NewPromoterCode
+	if ref := c.Decode(&p); ref != nil {
+		return 0, nil, ref
+	}
+	if _, ref := c.St.Access.Actor(c.Cmd.Account, c.Cmd.KeyID, access.ScopeTrade); ref != nil {
+		return 0, nil, ref
+	}
+	out, ref := c.St.Growth.CreatePromoterCode(c.growthEnv(), c.Cmd.Account, p)
+	if ref != nil {
+		return 0, nil, ref
+	}
+	c.St.Access.Touch(c.Cmd.KeyID, c.Now())
+	return http.StatusCreated, out, nil
+}
+
+func applyPromoterClaim(c *Ctx) (int, any, *wire.Refusal) {
+	if _, ref := c.St.Access.Actor(c.Cmd.Account, c.Cmd.KeyID, access.ScopeTrade); ref != nil {
+		return 0, nil, ref
+	}
+	out, ref := c.St.Growth.PromoterClaim(c.growthEnv(), c.Cmd.Account)
+	if ref != nil {
+		return 0, nil, ref
+	}
+	c.St.Access.Touch(c.Cmd.KeyID, c.Now())
+	return http.StatusCreated, out, nil
 }

@@ -49,6 +49,34 @@ type LeaderboardSettingsRequest struct {
 	DisplayName *string `json:"displayName" maxLen:"128" doc:"1 to 32 characters: letters, digits, spaces and . _ - ' (no leading, trailing or double space); null clears it"`
 }
 
+// PromoterChannel is one channel of a promoter application.
+type PromoterChannel struct {
+	Kind     string `json:"kind" req:"true" enum:"website,x,youtube,telegram,discord,newsletter,podcast,other"`
+	URL      string `json:"url" req:"true" maxLen:"200" doc:"http(s) URL"`
+	Audience string `json:"audience" req:"true" maxLen:"64" doc:"who it reaches, e.g. 12k subscribers"`
+}
+
+// PromoterApplyRequest is the body of POST /v1/promoter/apply.
+type PromoterApplyRequest struct {
+	DisplayName          string            `json:"displayName" req:"true" maxLen:"128" doc:"as a leaderboard display name: 1 to 32 characters"`
+	Channels             []PromoterChannel `json:"channels" req:"true" maxLen:"10"`
+	Plan                 string            `json:"plan" req:"true" maxLen:"4000" doc:"how the programme will be promoted, 1 to 1000 characters"`
+	Jurisdictions        []string          `json:"jurisdictions" req:"true" maxLen:"50" doc:"ISO 3166-1 alpha-2 codes, upper case"`
+	AcceptedTermsVersion string            `json:"acceptedTermsVersion" req:"true" maxLen:"32" doc:"must be the current terms version (2026-11)"`
+}
+
+// PromoterCodeRequest is the body of POST /v1/promoter/codes.
+type PromoterCodeRequest struct {
+	Code       string   `json:"code" req:"true" maxLen:"16" doc:"4 to 16 letters A-Z and digits 0-9; one namespace with referral codes"`
+	Label      string   `json:"label" req:"true" maxLen:"64"`
+	KickbackQ9 wire.Int `json:"kickbackQ9" req:"true" unit:"q9" min:"0" max:"1000000000" doc:"share of the net fee paid back to each referee out of the promoter share; at most maxKickbackQ9 (GET /v1/promoter)"`
+}
+
+// PromoterStatsQuery is the query of GET /v1/promoter/stats.
+type PromoterStatsQuery struct {
+	Days *wire.Int `json:"days" unit:"int" min:"1" max:"90" doc:"UTC days up to today, default 30"`
+}
+
 // Leaderboard limits.
 const (
 	LeaderboardLimitDefault = 50
@@ -81,6 +109,26 @@ func (s *Server) growthRoutes() []*Route {
 		{Method: http.MethodPost, Path: "/v1/referral/claim", Summary: "Claim every vested referral reward to the free balance",
 			Auth: Keyed, Scope: "trade", Budget: "read", Idem: true, Request: Empty{},
 			Responses: refusals(201, growth.ClaimResult{}, 404, 409), Handler: s.referralClaim},
+
+		{Method: http.MethodPost, Path: "/v1/promoter/apply", Summary: "Apply to the promoter programme (testnet approves at once)",
+			Auth: Keyed, Scope: "trade", Budget: "read", Idem: true, Request: PromoterApplyRequest{},
+			Responses: refusals(201, growth.ApplyResult{}, 400, 409), Handler: s.promoterApply},
+		{Method: http.MethodGet, Path: "/v1/promoter", Summary: "The promoter profile, terms and totals; 404 before applying",
+			Auth: Keyed, Scope: "trade", Budget: "read", Responses: refusals(200, growth.PromoterView{}, 404), Handler: s.promoterProfile},
+		{Method: http.MethodPost, Path: "/v1/promoter/codes", Summary: "Create a promoter code with a bounded kickback",
+			Auth: Keyed, Scope: "trade", Budget: "read", Idem: true, Request: PromoterCodeRequest{},
+			Responses: refusals(201, growth.PromoterCodeView{}, 400, 403, 404, 409), Handler: s.promoterCode},
+		{Method: http.MethodGet, Path: "/v1/promoter/codes", Summary: "The promoter's codes",
+			Auth: Keyed, Scope: "trade", Budget: "read", Responses: map[int]any{200: growth.PromoterCodes{}}, Handler: s.promoterCodes},
+		{Method: http.MethodGet, Path: "/v1/promoter/stats", Summary: "The promoter's results by UTC day",
+			Auth: Keyed, Scope: "trade", Budget: "read", Query: PromoterStatsQuery{},
+			Responses: map[int]any{200: growth.PromoterStats{}}, Handler: s.promoterStats},
+		{Method: http.MethodGet, Path: "/v1/promoter/earnings", Summary: "Promoter earnings, newest first (the referral shape)",
+			Auth: Keyed, Scope: "trade", Budget: "read", Query: PageQuery{},
+			Responses: map[int]any{200: growth.EarningsPage{}}, Handler: s.promoterEarnings},
+		{Method: http.MethodPost, Path: "/v1/promoter/claim", Summary: "Claim every vested promoter reward to the free balance",
+			Auth: Keyed, Scope: "trade", Budget: "read", Idem: true, Request: Empty{},
+			Responses: refusals(201, growth.ClaimResult{}, 404, 409), Handler: s.promoterClaim},
 
 		{Method: http.MethodGet, Path: "/v1/leaderboard", Summary: "A leaderboard as of its last recompute",
 			Budget: "read", Query: LeaderboardQuery{}, Responses: map[int]any{200: growth.BoardView{}}, Handler: s.leaderboard},
@@ -350,4 +398,90 @@ func (s *Server) leaderboardCard(c *gin.Context) {
 	}
 	cards.cards[d.Handle] = cachedCard{etag: etag, png: png}
 	c.Data(http.StatusOK, "image/png", png)
+}
+
+func (s *Server) promoterApply(c *gin.Context) {
+	var req PromoterApplyRequest
+	if !s.decode(c, &req) {
+		return
+	}
+	a := growth.Application{DisplayName: req.DisplayName, Plan: req.Plan, Jurisdictions: req.Jurisdictions,
+		AcceptedTermsVersion: req.AcceptedTermsVersion}
+	for _, ch := range req.Channels {
+		a.Channels = append(a.Channels, growth.Channel{Kind: ch.Kind, URL: ch.URL, Audience: ch.Audience})
+	}
+	if ref := growth.ValidateApplication(a); ref != nil {
+		invalid(c, ref.Msg)
+		return
+	}
+	res, ok := s.submit(c, fsm.CmdPromoterApply, a, req)
+	if !ok {
+		return
+	}
+	respond(c, res)
+}
+
+func (s *Server) promoterProfile(c *gin.Context) {
+	acct := callerOf(c).AccountID
+	var v growth.PromoterView
+	var ok bool
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { v, ok = st.Growth.PromoterOf(acct) })
+	if !ok {
+		notFound(c, "promoter")
+		return
+	}
+	c.JSON(http.StatusOK, v)
+}
+
+func (s *Server) promoterCode(c *gin.Context) {
+	var req PromoterCodeRequest
+	if !s.decode(c, &req) {
+		return
+	}
+	res, ok := s.submit(c, fsm.CmdPromoterCode, growth.NewPromoterCode{Code: req.Code, Label: req.Label, KickbackQ9: int64(req.KickbackQ9)}, req)
+	if !ok {
+		return
+	}
+	respond(c, res)
+}
+
+func (s *Server) promoterCodes(c *gin.Context) {
+	acct := callerOf(c).AccountID
+	var v growth.PromoterCodes
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { v = st.Growth.CodesOf(acct) })
+	c.JSON(http.StatusOK, v)
+}
+
+func (s *Server) promoterStats(c *gin.Context) {
+	var q PromoterStatsQuery
+	if err := decodeQuery(c, &q); err != nil {
+		invalid(c, err.Error())
+		return
+	}
+	days := 30
+	if q.Days != nil {
+		days = int(*q.Days)
+	}
+	acct := callerOf(c).AccountID
+	var v growth.PromoterStats
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { v = st.Growth.StatsOf(acct, st.NowMs, days) })
+	c.JSON(http.StatusOK, v)
+}
+
+func (s *Server) promoterEarnings(c *gin.Context) {
+	s.accountPage(c, func(st *fsm.State, acct string, before uint64, limit int) any {
+		return st.Growth.PromoterEarnings(acct, before, limit)
+	})
+}
+
+func (s *Server) promoterClaim(c *gin.Context) {
+	var req Empty
+	if !s.decode(c, &req) {
+		return
+	}
+	res, ok := s.submit(c, fsm.CmdPromoterClaim, nil, req)
+	if !ok {
+		return
+	}
+	respond(c, res)
 }

@@ -218,3 +218,79 @@ func TestShareCardOverHTTP(t *testing.T) {
 		t.Fatalf("unknown %d %s / opted out %d %s", unknown.status, unknown.body, opted.status, opted.body)
 	}
 }
+
+// The promoter routes: apply (validated), profile (404 before), codes with
+// a bounded kickback, stats by day, earnings and claim.
+func TestPromoterOverHTTP(t *testing.T) {
+	a := newTestAPI(t)
+	a.listMarkets()
+	a.freshPrices()
+	key, _ := a.tradingAccount()
+	if r := a.do(req{method: "GET", path: "/v1/promoter", key: key}); r.status != 404 || r.code() != "not_found" {
+		t.Fatalf("profile before applying: %d %s", r.status, r.body)
+	}
+	app := map[string]any{"displayName": "Sats Weekly", "plan": "weekly perps column", "jurisdictions": []string{"DE"},
+		"acceptedTermsVersion": "2026-11", "channels": []map[string]any{{"kind": "newsletter", "url": "https://sats.example", "audience": "12k"}}}
+	for _, field := range []string{"displayName", "channels", "plan", "jurisdictions", "acceptedTermsVersion"} {
+		partial := map[string]any{}
+		for k, v := range app {
+			if k != field {
+				partial[k] = v
+			}
+		}
+		if r := a.do(req{method: "POST", path: "/v1/promoter/apply", key: key, idem: nextIdem(), body: partial}); r.status != 400 || r.code() != "validation" {
+			t.Fatalf("without %s: %d %s", field, r.status, r.body)
+		}
+	}
+	wrongTerms := map[string]any{}
+	for k, v := range app {
+		wrongTerms[k] = v
+	}
+	wrongTerms["acceptedTermsVersion"] = "2019-01"
+	if r := a.do(req{method: "POST", path: "/v1/promoter/apply", key: key, idem: nextIdem(), body: wrongTerms}); r.status != 400 {
+		t.Fatalf("old terms: %d %s", r.status, r.body)
+	}
+	r := a.do(req{method: "POST", path: "/v1/promoter/apply", key: key, idem: nextIdem(), body: app})
+	if r.status != 201 || r.json(t)["status"] != "approved" || !strings.HasPrefix(r.json(t)["promoterId"].(string), "prm_") {
+		t.Fatalf("apply: %d %s", r.status, r.body)
+	}
+	if r := a.do(req{method: "POST", path: "/v1/promoter/apply", key: key, idem: nextIdem(), body: app}); r.status != 409 {
+		t.Fatalf("second apply: %d %s", r.status, r.body)
+	}
+	if r := a.do(req{method: "POST", path: "/v1/promoter/codes", key: key, idem: nextIdem(), body: map[string]any{"code": "SATS1", "label": "x", "kickbackQ9": "900000000"}}); r.status != 400 {
+		t.Fatalf("kickback beyond the bound: %d %s", r.status, r.body)
+	}
+	r = a.do(req{method: "POST", path: "/v1/promoter/codes", key: key, idem: nextIdem(), body: map[string]any{"code": "sats1", "label": "newsletter", "kickbackQ9": "50000000"}})
+	if r.status != 201 || r.json(t)["code"] != "SATS1" || r.json(t)["shareQ9"] != "250000000" {
+		t.Fatalf("code: %d %s", r.status, r.body)
+	}
+	refereeKey, _ := a.tradingAccount()
+	if r := a.do(req{method: "POST", path: "/v1/referral/bind", key: refereeKey, idem: nextIdem(), body: map[string]any{"code": "SATS1"}}); r.status != 200 {
+		t.Fatalf("bind promoter code: %d %s", r.status, r.body)
+	}
+	if r := a.do(req{method: "POST", path: "/v1/orders", key: refereeKey, idem: "pr-1", body: orderBody("BTC-PERP", "buy", "market", "20000", nil)}); r.status != 201 {
+		t.Fatalf("order: %d %s", r.status, r.body)
+	}
+	codes := a.do(req{method: "GET", path: "/v1/promoter/codes", key: key}).json(t)["codes"].([]any)
+	if len(codes) != 1 || codes[0].(map[string]any)["referees"] != "1" {
+		t.Fatalf("codes %v", codes)
+	}
+	stats := a.do(req{method: "GET", path: "/v1/promoter/stats?days=3", key: key}).json(t)
+	if days := stats["days"].([]any); len(days) != 3 || days[2].(map[string]any)["fills"] != "1" || stats["totals"].(map[string]any)["binds"] != "1" {
+		t.Fatalf("stats %v", stats)
+	}
+	if r := a.do(req{method: "GET", path: "/v1/promoter/stats?days=91", key: key}); r.status != 400 {
+		t.Fatalf("days 91: %d", r.status)
+	}
+	earn := a.do(req{method: "GET", path: "/v1/promoter/earnings", key: key}).json(t)["earnings"].([]any)
+	if len(earn) != 1 || earn[0].(map[string]any)["code"] != "SATS1" {
+		t.Fatalf("earnings %v", earn)
+	}
+	prof := a.do(req{method: "GET", path: "/v1/promoter", key: key}).json(t)
+	if prof["pendingHoldbackMsat"] != earn[0].(map[string]any)["rewardMsat"] || prof["codes"] != "1" {
+		t.Fatalf("profile %v", prof)
+	}
+	if r := a.do(req{method: "POST", path: "/v1/promoter/claim", key: key, idem: nextIdem(), body: "{}"}); r.status != 409 {
+		t.Fatalf("early claim: %d %s", r.status, r.body)
+	}
+}

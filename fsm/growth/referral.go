@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/trade"
@@ -124,17 +125,25 @@ func (s *State) Bind(env *Env, accountID, code string) (BindResult, *wire.Refusa
 		}
 		up = b.Referrer
 	}
-	r := s.Referrers[owner]
-	if r.Disabled {
+	e := s.earnerOfCode(norm)
+	if e.disabled() {
 		return forbid("code %s is disabled", norm)
 	}
+	if e.promo != nil && e.promo.Status != PromoterApproved {
+		return forbid("code %s belongs to a promoter not approved (yet)", norm)
+	}
+	r := e.acc
 	if len(r.Referees) >= RefereesPerReferrerMax {
 		return forbid("code %s has the most referees a code may have (%d)", norm, RefereesPerReferrerMax)
 	}
 	r.Referees = append(r.Referees, accountID)
 	b := &Binding{Referrer: owner, Code: norm, BoundTsMs: env.NowMs, Seq: env.NextSeq(), No: int64(len(r.Referees)),
-		PolicyVersion: s.Policy.Version}
+		PolicyVersion: s.Policy.Version, Promoter: e.promo != nil}
 	s.Bindings[accountID] = b
+	if e.pcode != nil {
+		e.pcode.Referees++
+		e.promo.day(env.NowMs).Binds++
+	}
 	return BindResult{Bound: true, ReferredBy: s.referredByView(env.NowMs, b)}, nil
 }
 
@@ -152,14 +161,20 @@ func (s *State) bindOpenUntil(env *Env, accountID string) (int64, bool) {
 // The whole fee is in ledger.FeeRevenue when it runs. Formulas, each
 // rounded down (in the venue's favour):
 //
-//	discount = grossFee * discountQ9 * discountedNotional / (1e9 * tradeNotional)
-//	reward   = (grossFee - discount) * shareQ9 / 1e9
+//	discount = grossFee * discountQ9 / 1e9 * discountedNotional / tradeNotional
+//	net      = grossFee - discount
+//	kickback = net * kickbackQ9 / 1e9                 (promoter codes only)
+//	reward   = net * (shareQ9 - kickbackQ9) / 1e9
 //
 // discountedNotional is the trade notional still under the discount volume
-// cap (all of it without a cap), while the discount window lasts; shareQ9
-// is the tier of the referrer's active referees (this fill counts its
-// referee active). The discount goes back to the referee's free balance,
-// the reward to ReferralPayable as an accrual of the fill's epoch day.
+// cap (all of it without a cap), while the discount window lasts. shareQ9
+// is, for a referral code, the tier of the referrer's active referees
+// (this fill counts its referee active), for a promoter code the policy's
+// PromoterShareQ9, of which the code's kickbackQ9 goes to the referee.
+// Discount and kickback go back to the referee's free balance (the fill's
+// discountMsat is their sum); the reward goes to the earner's payable as
+// an accrual of the fill's epoch day. Kickback and reward stop at the end
+// of the reward window.
 func (s *State) FeeSplit(env *Env, f *trade.Fill) *trade.Referral {
 	b, ok := s.Bindings[f.AccountID]
 	if !ok {
@@ -168,7 +183,8 @@ func (s *State) FeeSplit(env *Env, f *trade.Fill) *trade.Referral {
 	p := &s.Policy
 	now := env.NowMs
 	gross := f.FeeMsat
-	r := s.Referrers[b.Referrer]
+	e := s.earnerOfCode(b.Code)
+	r := e.acc
 	if b.LastFillTsMs == 0 || b.LastFillTsMs < now-ActiveWindowMs {
 		r.Active++
 	}
@@ -181,29 +197,41 @@ func (s *State) FeeSplit(env *Env, f *trade.Fill) *trade.Referral {
 			discounted = max(0, min(discounted, cap-b.DiscountVolumeUsedMsat))
 		}
 		if discounted > 0 {
-			// gross*discountQ9 fits 128 bits; the second step scales by
-			// the discounted share of the notional, both floors.
 			d := mulDivFloor(mulDivFloor(gross, p.RefereeDiscountQ9, Q9), discounted, f.TradeNotionalMsat)
 			out.DiscountMsat = min(d, gross)
 			b.DiscountVolumeUsedMsat += discounted
 		}
 	}
-	transfer(env.Ledger, ledger.FeeRevenue, ledger.Free(f.AccountID), out.DiscountMsat)
 	net := gross - out.DiscountMsat
-	if !live || r.Disabled || now >= b.BoundTsMs+p.RewardWindowMs {
-		return out
+	rewarding := live && !e.disabled() && now < b.BoundTsMs+p.RewardWindowMs
+	var share, kickback int64
+	if rewarding {
+		share = p.shareFor(r.Active)
+		if e.pcode != nil {
+			kickback = mulDivFloor(net, e.pcode.KickbackQ9, Q9)
+			share = p.PromoterShareQ9 - e.pcode.KickbackQ9
+		}
+		out.RewardMsat = mulDivFloor(net, share, Q9)
 	}
-	share := p.shareFor(r.Active)
-	out.RewardMsat = mulDivFloor(net, share, Q9)
+	out.DiscountMsat += kickback
+	transfer(env.Ledger, ledger.FeeRevenue, ledger.Free(f.AccountID), out.DiscountMsat)
+	if e.promo != nil {
+		d := e.promo.day(now)
+		d.Fills++
+		d.VolumeMsat += f.TradeNotionalMsat
+		d.GrossFeeMsat += gross
+		d.KickbackMsat += kickback
+		d.RewardMsat += out.RewardMsat
+	}
 	if out.RewardMsat == 0 {
 		return out
 	}
-	transfer(env.Ledger, ledger.FeeRevenue, ReferralPayable, out.RewardMsat)
+	transfer(env.Ledger, ledger.FeeRevenue, e.payable, out.RewardMsat)
 	day := dayOf(now)
-	e := &Earning{Seq: env.NextSeq(), FillSeq: f.Seq, TsMs: now, Ref: "referee-" + strconv.FormatInt(b.No, 10),
+	ev := &Earning{Seq: env.NextSeq(), FillSeq: f.Seq, TsMs: now, Ref: "referee-" + strconv.FormatInt(b.No, 10),
 		GrossFeeMsat: gross, NetFeeMsat: net, ShareQ9: share, RewardMsat: out.RewardMsat, Status: StatusAccrued,
 		Day: day, Code: b.Code}
-	r.Earnings = append(r.Earnings, e)
+	r.Earnings = append(r.Earnings, ev)
 	if len(r.Earnings) > EarningsKept {
 		r.Earnings = r.Earnings[len(r.Earnings)-EarningsKept:]
 	}
@@ -214,10 +242,14 @@ func (s *State) FeeSplit(env *Env, f *trade.Fill) *trade.Referral {
 		r.Earned = r.Earned[len(r.Earned)-EarnedDaysKept:]
 	}
 	list := s.VestDays[day]
-	if i, found := slices.BinarySearch(list, b.Referrer); !found {
-		s.VestDays[day] = slices.Insert(list, i, b.Referrer)
+	if i, found := slices.BinarySearch(list, e.key); !found {
+		s.VestDays[day] = slices.Insert(list, i, e.key)
 	}
-	env.Emit("referral_earning", b.Referrer, e.Seq, NewEarningView(e))
+	kind := "referral_earning"
+	if e.promo != nil {
+		kind = "promoter_earning"
+	}
+	env.Emit(kind, b.Referrer, ev.Seq, NewEarningView(ev))
 	return out
 }
 
@@ -241,8 +273,8 @@ func (s *State) OnClock(env *Env, volume func(accountID string) int64) {
 	now := env.NowMs
 	if today := dayOf(now); today > s.ActiveDay {
 		s.ActiveDay = today
-		for _, id := range sortedKeys(s.Referrers) {
-			r := s.Referrers[id]
+		for _, key := range s.earnerKeys() {
+			r := s.earnerOfKey(key).acc
 			r.Active = 0
 			for _, ref := range r.Referees {
 				if b := s.Bindings[ref]; b.LastFillTsMs != 0 && b.LastFillTsMs >= now-ActiveWindowMs {
@@ -265,35 +297,41 @@ func (s *State) OnClock(env *Env, volume func(accountID string) int64) {
 	}
 	slices.Sort(days)
 	for _, d := range days {
-		for _, id := range s.VestDays[d] {
-			s.vest(env, id, d, volume)
+		for _, key := range s.VestDays[d] {
+			s.vest(env, key, d, volume)
 		}
 		delete(s.VestDays, d)
 	}
 	s.VestedThroughDay = due
 }
 
-func (s *State) vest(env *Env, id string, day int64, volume func(string) int64) {
-	r := s.Referrers[id]
+func (s *State) vest(env *Env, key string, day int64, volume func(string) int64) {
+	e := s.earnerOfKey(key)
+	r := e.acc
 	if len(r.Pending) == 0 || r.Pending[0].Day != day {
-		panic(fmt.Sprintf("growth: referrer %s has no pending bucket of day %d to vest", id, day))
+		panic(fmt.Sprintf("growth: earner %s has no pending bucket of day %d to vest", key, day))
 	}
-	b := r.Pending[0]
+	bk := r.Pending[0]
 	r.Pending = r.Pending[1:]
 	if len(r.Pending) == 0 {
 		r.Pending = nil
 	}
-	elig := s.eligibility(env, id, volume)
-	if elig.Eligible {
-		r.ClaimableMsat += b.RewardMsat
-		r.ClaimableAccruals += b.Accruals
+	var eligible bool
+	if e.promo != nil {
+		eligible = e.promo.Status == PromoterApproved
+	} else {
+		eligible = s.eligibility(env, key, volume).Eligible
+	}
+	if eligible {
+		r.ClaimableMsat += bk.RewardMsat
+		r.ClaimableAccruals += bk.Accruals
 		return
 	}
-	transfer(env.Ledger, ReferralPayable, ledger.FeeRevenue, b.RewardMsat)
-	r.ForfeitedMsat += b.RewardMsat
-	for _, e := range r.Earnings {
-		if e.Day == day && e.Status == StatusAccrued {
-			e.Status = StatusForfeited
+	transfer(env.Ledger, e.payable, ledger.FeeRevenue, bk.RewardMsat)
+	r.ForfeitedMsat += bk.RewardMsat
+	for _, ev := range r.Earnings {
+		if ev.Day == day && ev.Status == StatusAccrued {
+			ev.Status = StatusForfeited
 		}
 	}
 }
@@ -304,25 +342,75 @@ type ClaimResult struct {
 	Accruals    wire.Int `json:"accruals" unit:"int" doc:"how many accruals (one per rewarded fill) the claim paid"`
 }
 
-// Claim pays accountID's vested rewards to its free balance: all of them,
-// once they reach the minimum claim.
+// Claim pays accountID's vested referral rewards to its free balance:
+// all of them, once they reach the minimum claim.
 func (s *State) Claim(env *Env, accountID string) (ClaimResult, *wire.Refusal) {
-	r, ok := s.Referrers[accountID]
-	if !ok {
+	if _, ok := s.Referrers[accountID]; !ok {
 		return ClaimResult{}, wire.Refuse(http.StatusNotFound, wire.CodeNotFound, "this account has no referral code")
 	}
+	return s.claim(env, s.earnerOfKey(accountID), accountID)
+}
+
+func (s *State) claim(env *Env, e earner, accountID string) (ClaimResult, *wire.Refusal) {
+	r := e.acc
 	if r.ClaimableMsat < s.Policy.MinClaimMsat || r.ClaimableMsat == 0 {
 		return ClaimResult{}, wire.Refuse(http.StatusConflict, wire.CodeConflict,
 			"claimable %d msat is below the minimum claim of %d msat", r.ClaimableMsat, s.Policy.MinClaimMsat)
 	}
 	out := ClaimResult{ClaimedMsat: wire.Int(r.ClaimableMsat), Accruals: wire.Int(r.ClaimableAccruals)}
-	transfer(env.Ledger, ReferralPayable, ledger.Free(accountID), r.ClaimableMsat)
+	transfer(env.Ledger, e.payable, ledger.Free(accountID), r.ClaimableMsat)
 	r.ClaimedMsat += r.ClaimableMsat
 	r.ClaimableMsat, r.ClaimableAccruals = 0, 0
-	for _, e := range r.Earnings {
-		if e.Status == StatusAccrued && e.Day <= s.VestedThroughDay {
-			e.Status = StatusClaimed
+	for _, ev := range r.Earnings {
+		if ev.Status == StatusAccrued && ev.Day <= s.VestedThroughDay {
+			ev.Status = StatusClaimed
 		}
 	}
 	return out, nil
+}
+
+// earner is who a code pays: a referrer's or a promoter's accrual record,
+// the payable that holds its rewards, and its key in VestDays (the account
+// id; "p:" + the account id for a promoter).
+type earner struct {
+	key     string
+	acc     *Referrer
+	payable string
+	promo   *Promoter
+	pcode   *PromoterCode
+}
+
+func (e earner) disabled() bool {
+	if e.pcode != nil {
+		return e.pcode.Disabled
+	}
+	return e.acc.Disabled
+}
+
+const promoterKeyPrefix = "p:"
+
+func (s *State) earnerOfCode(code string) earner {
+	if pc, ok := s.PromoterCodes[code]; ok {
+		e := s.earnerOfKey(promoterKeyPrefix + pc.Owner)
+		e.pcode = pc
+		return e
+	}
+	return s.earnerOfKey(s.Codes[code])
+}
+
+func (s *State) earnerOfKey(key string) earner {
+	if id, ok := strings.CutPrefix(key, promoterKeyPrefix); ok {
+		pr := s.Promoters[id]
+		return earner{key: key, acc: &pr.Acc, payable: PromoterPayable, promo: pr}
+	}
+	return earner{key: key, acc: s.Referrers[key], payable: ReferralPayable}
+}
+
+// earnerKeys lists every earner's key, sorted.
+func (s *State) earnerKeys() []string {
+	keys := sortedKeys(s.Referrers)
+	for _, id := range sortedKeys(s.Promoters) {
+		keys = append(keys, promoterKeyPrefix+id)
+	}
+	return keys
 }

@@ -70,6 +70,11 @@ type Policy struct {
 	// Referrer eligibility gates, checked when rewards vest.
 	MinReferrerAgeMs           int64 `cbor:"13,keyasint"`
 	MinReferrerVolumeContracts int64 `cbor:"14,keyasint"`
+	// PromoterShareQ9 of the net fee goes to a promoter code's owner, less
+	// the code's kickback (at most MaxKickbackQ9), which goes to the
+	// referee.
+	PromoterShareQ9 int64 `cbor:"15,keyasint"`
+	MaxKickbackQ9   int64 `cbor:"16,keyasint"`
 }
 
 // Tier raises the referrer's share once it has MinActiveReferees active
@@ -89,7 +94,8 @@ func DefaultPolicy() Policy {
 		RefereeDiscountVolumeCapMsat: 1_000 * 100_000_000_000,                                 // 1000 BTC of notional
 		RewardWindowMs:               365 * DayMs, HoldbackMs: DayMs, MinClaimMsat: 1_000_000, // 1000 sats
 		BindWindowMs:     7 * DayMs,
-		MinReferrerAgeMs: 3_600_000, MinReferrerVolumeContracts: 100}
+		MinReferrerAgeMs: 3_600_000, MinReferrerVolumeContracts: 100,
+		PromoterShareQ9: 300_000_000, MaxKickbackQ9: 150_000_000}
 }
 
 // shareFor is the share of the highest tier an active count reaches.
@@ -121,6 +127,11 @@ type State struct {
 
 	// Leaderboards (leaderboard.go).
 	Board *Boards `cbor:"8,keyasint"`
+
+	// Promoters by account, and promoter codes (promoter.go). Codes holds
+	// promoter codes too: one namespace.
+	Promoters     map[string]*Promoter     `cbor:"9,keyasint,omitempty"`
+	PromoterCodes map[string]*PromoterCode `cbor:"10,keyasint,omitempty"`
 }
 
 // Referrer is an account that created a code: its referees, its reward
@@ -168,6 +179,8 @@ type Binding struct {
 	DiscountVolumeUsedMsat int64 `cbor:"6,keyasint,omitempty"`
 	LastFillTsMs           int64 `cbor:"7,keyasint,omitempty"`
 	PolicyVersion          int64 `cbor:"8,keyasint"`
+	// Promoter: the code is a promoter code.
+	Promoter bool `cbor:"9,keyasint,omitempty"`
 }
 
 // Earning statuses (SPEC section 3). A vested, unclaimed earning is still
@@ -214,6 +227,12 @@ func (s *State) FillNil() {
 	if s.VestDays == nil {
 		s.VestDays = map[int64][]string{}
 	}
+	if s.Promoters == nil {
+		s.Promoters = map[string]*Promoter{}
+	}
+	if s.PromoterCodes == nil {
+		s.PromoterCodes = map[string]*PromoterCode{}
+	}
 	if s.Board == nil {
 		s.Board = newBoards()
 	}
@@ -224,29 +243,37 @@ func (s *State) FillNil() {
 // pending and claimable rewards, that every pending bucket is listed under
 // its vesting day, and that codes and referrers agree.
 func (s *State) CheckInvariants(l *ledger.Ledger) error {
-	ids := sortedKeys(s.Referrers)
-	var owed int64
-	for _, id := range ids {
-		r := s.Referrers[id]
-		if s.Codes[r.Code] != id {
-			return fmt.Errorf("growth: referrer %s's code %q maps to %q", id, r.Code, s.Codes[r.Code])
+	owed := map[string]int64{}
+	for _, key := range s.earnerKeys() {
+		e := s.earnerOfKey(key)
+		r := e.acc
+		if e.promo == nil && s.Codes[r.Code] != key {
+			return fmt.Errorf("growth: referrer %s's code %q maps to %q", key, r.Code, s.Codes[r.Code])
 		}
-		owed += r.ClaimableMsat
+		owed[e.payable] += r.ClaimableMsat
 		for _, b := range r.Pending {
-			owed += b.RewardMsat
-			if _, ok := slices.BinarySearch(s.VestDays[b.Day], id); !ok {
-				return fmt.Errorf("growth: referrer %s's bucket of day %d is not listed to vest", id, b.Day)
+			owed[e.payable] += b.RewardMsat
+			if _, ok := slices.BinarySearch(s.VestDays[b.Day], key); !ok {
+				return fmt.Errorf("growth: earner %s's bucket of day %d is not listed to vest", key, b.Day)
 			}
 		}
 		if r.ClaimableMsat < 0 || r.LifetimeMsat < r.ClaimedMsat+r.ForfeitedMsat+r.ClaimableMsat {
-			return fmt.Errorf("growth: referrer %s totals do not add up: %+v", id, *r)
+			return fmt.Errorf("growth: earner %s totals do not add up: %+v", key, *r)
 		}
 	}
-	if got := l.Balance(ReferralPayable); got != owed {
-		return fmt.Errorf("growth: referral payable holds %d, referrers are owed %d", got, owed)
+	for _, payable := range []string{ReferralPayable, PromoterPayable} {
+		if got := l.Balance(payable); got != owed[payable] {
+			return fmt.Errorf("growth: %s holds %d, earners are owed %d", payable, got, owed[payable])
+		}
 	}
-	if len(s.Codes) != len(s.Referrers) {
-		return fmt.Errorf("growth: %d codes, %d referrers", len(s.Codes), len(s.Referrers))
+	for _, code := range sortedKeys(s.PromoterCodes) {
+		pc := s.PromoterCodes[code]
+		if s.Codes[code] != pc.Owner || s.Promoters[pc.Owner] == nil || pc.KickbackQ9 < 0 || pc.KickbackQ9 > s.Policy.MaxKickbackQ9 {
+			return fmt.Errorf("growth: promoter code %s: %+v", code, *pc)
+		}
+	}
+	if len(s.Codes) != len(s.Referrers)+len(s.PromoterCodes) {
+		return fmt.Errorf("growth: %d codes, %d referrers, %d promoter codes", len(s.Codes), len(s.Referrers), len(s.PromoterCodes))
 	}
 	return s.Board.check()
 }

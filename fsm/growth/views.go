@@ -231,13 +231,16 @@ func (s *State) eligibility(env *Env, accountID string, volume func(string) int6
 	return v
 }
 
-// Earnings is accountID's earnings page, newest first, by seq.
+// Earnings is accountID's referral earnings page, newest first, by seq.
 func (s *State) Earnings(accountID string, beforeSeq uint64, limit int) EarningsPage {
-	out := EarningsPage{Earnings: []EarningView{}}
-	r, ok := s.Referrers[accountID]
-	if !ok {
-		return out
+	if r, ok := s.Referrers[accountID]; ok {
+		return earningsPage(r, beforeSeq, limit)
 	}
+	return EarningsPage{Earnings: []EarningView{}}
+}
+
+func earningsPage(r *Referrer, beforeSeq uint64, limit int) EarningsPage {
+	out := EarningsPage{Earnings: []EarningView{}}
 	for i := len(r.Earnings) - 1; i >= 0; i-- {
 		e := r.Earnings[i]
 		if beforeSeq != 0 && e.Seq >= beforeSeq {
