@@ -7,6 +7,7 @@ import (
 
 	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/fsm/funds"
+	"github.com/perpd/perpd/fsm/growth"
 	"github.com/perpd/perpd/fsm/trade"
 	"github.com/perpd/perpd/fsm/wire"
 )
@@ -35,6 +36,8 @@ var EventKinds = []EventKind{
 	{channelAccount, "position", reflect.TypeOf(trade.PositionChange{}), "The position in a market after a fill or a liquidation (position null when flat); funding's margin changes come as funding_flow."},
 	{channelAccount, "liquidation", reflect.TypeOf(trade.LiquidationView{}), "A position was liquidated (partially or fully); seq equals the record's in GET /v1/liquidations."},
 	{channelAccount, "funding_flow", reflect.TypeOf(trade.FundingFlowView{}), "A position paid or received funding at an hourly boundary; seq equals the record's in GET /v1/funding."},
+	{channelAccount, "referral_earning", reflect.TypeOf(growth.EarningView{}), "A referee's fill earned the account a referral reward (accrued); seq equals the earning's in GET /v1/referral/earnings. Later status changes (claimed, forfeited) are read there."},
+	{channelAccount, "promoter_earning", reflect.TypeOf(growth.EarningView{}), "A referee of one of the account's promoter codes earned it a reward (accrued); seq equals the earning's in GET /v1/promoter/earnings."},
 }
 
 // MessageName is the AsyncAPI message of an event kind.

@@ -245,11 +245,11 @@ func (s *State) FeeSplit(env *Env, f *trade.Fill) *trade.Referral {
 	if i, found := slices.BinarySearch(list, e.key); !found {
 		s.VestDays[day] = slices.Insert(list, i, e.key)
 	}
-	kind := "referral_earning"
 	if e.promo != nil {
-		kind = "promoter_earning"
+		env.Emit("promoter_earning", b.Referrer, ev.Seq, NewEarningView(ev))
+	} else {
+		env.Emit("referral_earning", b.Referrer, ev.Seq, NewEarningView(ev))
 	}
-	env.Emit(kind, b.Referrer, ev.Seq, NewEarningView(ev))
 	return out
 }
 
