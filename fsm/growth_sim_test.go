@@ -67,10 +67,10 @@ func TestRandomGrowthKeepsTheBooksStraight(t *testing.T) {
 			tally["order "+res.Code]++
 		case op < 75:
 			mid += (rng.Int64N(2001) - 1000) * mid / 100_000
-			res = w.print("BTCUSD", mid)
+			wantOK(t, w.print("BTCUSD", mid))
 		case op < 77:
 			w.walkTo(w.ts + rng.Int64N(16*3_600_000))
-			res = w.print("BTCUSD", mid)
+			wantOK(t, w.print("BTCUSD", mid))
 			tally["jump"]++
 		case op < 80: // a newcomer, inside its bind window
 			id, key := w.account(btcBTC / 4)

@@ -349,7 +349,7 @@ func (t *Trader) windowMetrics(wi int, today int64) Metrics {
 		m = Metrics{PnlMsat: t.All.PnlMsat, Volume: t.All.Volume, Trades: t.All.Trades, Wins: t.All.Wins, Closes: t.All.Closes}
 		index, peak, dd = t.All.IndexQ9, t.All.PeakQ9, t.All.MaxDDQ9
 		if n := len(days); n > 0 {
-			index, peak, dd = foldDay(index, peak, dd, days[n-1])
+			index, _, dd = foldDay(index, peak, dd, days[n-1])
 		}
 		m.RoiQ9, m.MaxDDQ9 = index-Q9, dd
 		return m
