@@ -2,12 +2,19 @@ package httpapi
 
 import (
 	"bytes"
+	"fmt"
 	"image"
 	_ "image/png"
 	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/fsm/growth"
+	"github.com/perpd/perpd/node"
 )
 
 // A new user's referral flow over HTTP: one account creates a code, the
@@ -292,5 +299,132 @@ func TestPromoterOverHTTP(t *testing.T) {
 	}
 	if r := a.do(req{method: "POST", path: "/v1/promoter/claim", key: key, idem: nextIdem(), body: "{}"}); r.status != 409 {
 		t.Fatalf("early claim: %d %s", r.status, r.body)
+	}
+}
+
+// jumpClock is the system clock plus an offset the test moves forward
+// (wall and monotonic alike), so log time can pass days in seconds.
+type jumpClock struct {
+	start  time.Time
+	offset atomic.Int64 // ms
+}
+
+func (c *jumpClock) WallMs() int64 { return time.Now().UnixMilli() + c.offset.Load() }
+func (c *jumpClock) Mono() time.Duration {
+	return time.Since(c.start) + time.Duration(c.offset.Load())*time.Millisecond
+}
+
+// waitLogTime waits until the node's log time reaches tsMs.
+func (a *testAPI) waitLogTime(tsMs int64) {
+	a.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var now int64
+		a.node.Machine().Read(func(st *fsm.State, _ uint64) { now = st.NowMs })
+		if now >= tsMs {
+			return
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("log time %d never reached %d", now, tsMs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The acceptance flow, as a new user would try it over HTTP: two
+// accounts, one refers the other, the referee trades, the referrer sees the
+// accrued reward, the log clock passes the holdback (a clock jump, the
+// leader catching up a minute per entry), the referrer claims; the
+// leaderboard shows the referee after a recompute and its share card
+// renders (PERPD_CARD_OUT=file.png keeps it to look at).
+func TestReferralAndLeaderboardAcceptance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 3,000 clock steps through raft (some 40 s)")
+	}
+	clk := &jumpClock{start: time.Now()}
+	// The raft log on tmpfs where there is one: two days of catch-up ticks
+	// are some three thousand entries.
+	dir := t.TempDir()
+	if shm, err := os.MkdirTemp("/dev/shm", "perpd-accept-"); err == nil {
+		dir = shm
+		t.Cleanup(func() { _ = os.RemoveAll(shm) })
+	}
+	a := newTestAPI(t, func(c *node.Config) { c.Clock = clk; c.TickInterval = time.Millisecond; c.DataDir = dir })
+	a.listMarkets()
+	a.freshPrices()
+	refKey, _ := a.tradingAccount()
+	if r := a.do(req{method: "POST", path: "/v1/referral/code", key: refKey, idem: nextIdem(), body: map[string]any{"code": "WELCOME"}}); r.status != 201 {
+		t.Fatalf("code: %d %s", r.status, r.body)
+	}
+	if r := a.do(req{method: "POST", path: "/v1/orders", key: refKey, idem: "own-1", body: orderBody("ETH-PERP", "buy", "market", "150", nil)}); r.status != 201 {
+		t.Fatalf("referrer's own trade: %d %s", r.status, r.body)
+	}
+	refereeKey, _ := a.tradingAccount()
+	if r := a.do(req{method: "POST", path: "/v1/referral/bind", key: refereeKey, idem: nextIdem(), body: map[string]any{"code": "welcome"}}); r.status != 200 {
+		t.Fatalf("bind: %d %s", r.status, r.body)
+	}
+	for i, o := range []map[string]any{orderBody("BTC-PERP", "buy", "market", "30000", nil),
+		orderBody("BTC-PERP", "sell", "market", "10000", nil), orderBody("BTC-PERP", "sell", "market", "10000", nil)} {
+		if r := a.do(req{method: "POST", path: "/v1/orders", key: refereeKey, idem: fmt.Sprint("ref-", i), body: o}); r.status != 201 {
+			t.Fatalf("referee order %d: %d %s", i, r.status, r.body)
+		}
+	}
+	stats := a.do(req{method: "GET", path: "/v1/referral", key: refKey}).json(t)["stats"].(map[string]any)
+	pending := stats["pendingHoldbackMsat"].(string)
+	if pending == "0" || stats["claimableMsat"] != "0" || stats["lifetimeEarnedMsat"] != pending {
+		t.Fatalf("before the holdback: %v", stats)
+	}
+	earn := a.do(req{method: "GET", path: "/v1/referral/earnings", key: refKey}).json(t)["earnings"].([]any)
+	if len(earn) != 3 || earn[0].(map[string]any)["status"] != "accrued" {
+		t.Fatalf("earnings %v", earn)
+	}
+
+	// Two days and a quarter of an hour pass on the log clock.
+	var now int64
+	a.node.Machine().Read(func(st *fsm.State, _ uint64) { now = st.NowMs })
+	target := (now/growth.DayMs)*growth.DayMs + 2*growth.DayMs + 20*60_000
+	// A leader stamps from its monotonic clock, at most a minute past the
+	// log per entry, and drops what a jump skips beyond that: step the
+	// clock a minute at a time, as real minutes would pass.
+	for logNow := now; logNow < target; {
+		step := min(59_000, target-logNow)
+		clk.offset.Add(step)
+		logNow += step
+		a.waitLogTime(logNow)
+	}
+
+	stats = a.do(req{method: "GET", path: "/v1/referral", key: refKey}).json(t)["stats"].(map[string]any)
+	if stats["claimableMsat"] != pending || stats["pendingHoldbackMsat"] != "0" {
+		t.Fatalf("after the holdback: %v (pending was %s)", stats, pending)
+	}
+	before := a.do(req{method: "GET", path: "/v1/account", key: refKey}).json(t)
+	r := a.do(req{method: "POST", path: "/v1/referral/claim", key: refKey, idem: nextIdem(), body: "{}"})
+	if r.status != 201 || r.json(t)["claimedMsat"] != pending || r.json(t)["accruals"] != "3" {
+		t.Fatalf("claim: %d %s", r.status, r.body)
+	}
+	after := a.do(req{method: "GET", path: "/v1/account", key: refKey}).json(t)
+	t.Logf("referrer account before %v after %v, claimed %s", before["freeMsat"], after["freeMsat"], pending)
+	earn = a.do(req{method: "GET", path: "/v1/referral/earnings", key: refKey}).json(t)["earnings"].([]any)
+	if earn[0].(map[string]any)["status"] != "claimed" {
+		t.Fatalf("earnings after claim %v", earn)
+	}
+
+	handle := a.do(req{method: "GET", path: "/v1/leaderboard/me", key: refereeKey}).json(t)["handle"].(string)
+	board := a.do(req{method: "GET", path: "/v1/leaderboard?board=pnl&window=7d"}).json(t)
+	rows := board["rows"].([]any)
+	if len(rows) != 1 || rows[0].(map[string]any)["handle"] != handle || rows[0].(map[string]any)["trades"] != "3" || board["computedTsMs"] == nil {
+		t.Fatalf("board %v (referee %s)", board, handle)
+	}
+	prof := a.do(req{method: "GET", path: "/v1/leaderboard/trader/" + handle}).json(t)
+	// Three days of curve: the trading day and two of funding payments.
+	if pl := prof["placements"].([]any); len(pl) != 6 || len(prof["equityCurve"].([]any)) != 3 {
+		t.Fatalf("profile %v", prof)
+	}
+	card := a.do(req{method: "GET", path: "/v1/leaderboard/trader/" + handle + "/og.png"})
+	if cfg, _, err := image.DecodeConfig(bytes.NewReader(card.body)); card.status != 200 || err != nil || cfg.Width != 1200 {
+		t.Fatalf("card: %d %v", card.status, err)
+	}
+	if out := os.Getenv("PERPD_CARD_OUT"); out != "" {
+		_ = os.WriteFile(out, card.body, 0o644)
 	}
 }
