@@ -46,20 +46,37 @@ func init() {
 	})
 }
 
-// growthEnv hands the programme the ledger, the log time, the seq space,
-// the event queue, signup times and ledger equity.
+// growthEnv hands the programme the ledger, the log time, the genesis
+// seed and the entry as its Host (the seq space, the event queue, signup
+// times and ledger equity).
 func (c *Ctx) growthEnv() *growth.Env {
 	var seed uint64
 	if g := c.St.Genesis; g != nil {
 		seed = g.Seed
 	}
-	return &growth.Env{Ledger: c.St.Ledger, NowMs: c.Now(), NextSeq: c.St.NextSeq, Seed: seed,
-		Emit: func(kind, accountID string, seq uint64, data any) {
-			c.Emit(Event{Seq: seq, Kind: kind, Account: accountID, Data: data})
-		},
-		CreatedMs: func(id string) (int64, bool) { return AccountCreatedMs(c.St, id) },
-		Equity:    func(id string) int64 { return AccountEquityMsat(c.St, id) }}
+	return &growth.Env{Ledger: c.St.Ledger, NowMs: c.Now(), Seed: seed, Host: (*growthHost)(c)}
 }
+
+// growthHost is an entry's Ctx as growth.Host (pointer-shaped: no
+// allocation to put it in the interface).
+type growthHost Ctx
+
+func (h *growthHost) NextSeq() uint64 { return h.St.NextSeq() }
+func (h *growthHost) Emit(kind, accountID string, seq uint64, data any) {
+	(*Ctx)(h).Emit(Event{Seq: seq, Kind: kind, Account: accountID, Data: data})
+}
+func (h *growthHost) CreatedMs(id string) (int64, bool) { return AccountCreatedMs(h.St, id) }
+func (h *growthHost) Equity(id string) int64            { return AccountEquityMsat(h.St, id) }
+
+// ReadHost is a state read as growth.Host, for renderings outside apply
+// (it takes no seq and emits nothing).
+type ReadHost struct{ St *State }
+
+// NextSeq panics: a read never allocates a seq.
+func (ReadHost) NextSeq() uint64                     { panic("growth: a read took a seq") }
+func (ReadHost) Emit(string, string, uint64, any)    {}
+func (h ReadHost) CreatedMs(id string) (int64, bool) { return AccountCreatedMs(h.St, id) }
+func (h ReadHost) Equity(id string) int64            { return AccountEquityMsat(h.St, id) }
 
 // AccountCreatedMs is an account's signup time (false: no such account).
 func AccountCreatedMs(st *State, accountID string) (int64, bool) {
@@ -87,17 +104,11 @@ func AccountEquityMsat(st *State, accountID string) int64 {
 // liquidations, each with the equity change it made.
 func growthTradeHook(c *Ctx, env *trade.Env) {
 	g := c.St.Growth
-	var genv *growth.Env
-	lazy := func() *growth.Env {
-		if genv == nil {
-			genv = c.growthEnv()
-		}
-		return genv
-	}
-	env.FeeSplit = func(f *trade.Fill) *trade.Referral { return g.FeeSplit(lazy(), f) }
+	env.FeeSplit = func(f *trade.Fill) *trade.Referral { return g.FeeSplit(c.growthEnv(), f) }
 	emit := env.Emit
 	env.Emit = func(kind, accountID string, seq uint64, data any) {
 		emit(kind, accountID, seq, data)
+		lazy := c.growthEnv
 		switch v := data.(type) {
 		case trade.FillView:
 			realized := int64(v.RealizedPnlMsat)

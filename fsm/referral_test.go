@@ -33,8 +33,7 @@ func (w *tradeWorld) claim(acct, key string) *Result {
 
 func (w *tradeWorld) referral(acct string) (v growth.StatusView) {
 	w.m.Read(func(st *State, _ uint64) {
-		v = st.Growth.Status(&growth.Env{NowMs: st.NowMs,
-			CreatedMs: func(id string) (int64, bool) { return AccountCreatedMs(st, id) }}, acct, st.Growth.Volume)
+		v = st.Growth.Status(&growth.Env{NowMs: st.NowMs, Host: ReadHost{st}}, acct, st.Growth.Volume)
 	})
 	return v
 }

@@ -160,9 +160,7 @@ func drawCode() string {
 }
 
 func (s *Server) growthEnvOf(st *fsm.State) *growth.Env {
-	return &growth.Env{NowMs: st.NowMs, Ledger: st.Ledger,
-		CreatedMs: func(id string) (int64, bool) { return fsm.AccountCreatedMs(st, id) },
-		Equity:    func(id string) int64 { return fsm.AccountEquityMsat(st, id) }}
+	return &growth.Env{NowMs: st.NowMs, Ledger: st.Ledger, Host: fsm.ReadHost{St: st}}
 }
 
 func (s *Server) testnet() bool { return s.Node.Config().Deployment != "prod" }

@@ -159,8 +159,9 @@ func (b *Boards) check() error {
 	if len(b.Handles) != len(b.Traders) {
 		return fmt.Errorf("growth: %d handles, %d traders", len(b.Handles), len(b.Traders))
 	}
-	for _, id := range sortedKeys(b.Traders) {
-		t := b.Traders[id]
+	// Any order will do: the first offender found is reported (sorting
+	// every trader on each entry would dominate the tests' checks).
+	for id, t := range b.Traders {
 		if b.Handles[t.Handle] != id {
 			return fmt.Errorf("growth: handle %s of %s maps to %s", t.Handle, id, b.Handles[t.Handle])
 		}
@@ -251,7 +252,7 @@ type Event struct {
 // equity now less the event's PnL.
 func (s *State) Observe(env *Env, ev Event) {
 	b := s.Board
-	if _, ok := env.CreatedMs(ev.AccountID); !ok {
+	if _, ok := env.Host.CreatedMs(ev.AccountID); !ok {
 		return // venue accounts (the USDx hedge) do not rank
 	}
 	t := b.trader(env.Seed, ev.AccountID)
@@ -263,7 +264,7 @@ func (s *State) Observe(env *Env, ev Event) {
 		if n > 0 {
 			t.All.IndexQ9, t.All.PeakQ9, t.All.MaxDDQ9 = foldDay(t.All.IndexQ9, t.All.PeakQ9, t.All.MaxDDQ9, t.Days[n-1])
 		}
-		t.Days = append(t.Days, Day{Day: day, OpenEquityMsat: env.Equity(ev.AccountID) - ev.PnlMsat})
+		t.Days = append(t.Days, Day{Day: day, OpenEquityMsat: env.Host.Equity(ev.AccountID) - ev.PnlMsat})
 		if len(t.Days) > TraderDaysKept {
 			t.Days = slices.Delete(t.Days, 0, len(t.Days)-TraderDaysKept)
 		}
@@ -414,7 +415,7 @@ func (s *State) OnClockBoards(env *Env) {
 		t := b.Traders[id]
 		snap := &Snap{Windows: make([]Metrics, len(WindowNames)), Ranks: make([]int64, len(BoardNames)*len(WindowNames)),
 			Curve: t.curve(today)}
-		equity := env.Equity(id)
+		equity := env.Host.Equity(id)
 		for wi := range WindowNames {
 			m := t.windowMetrics(wi, today)
 			snap.Windows[wi] = m

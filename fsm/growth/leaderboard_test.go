@@ -20,10 +20,16 @@ func newLBWorld(t *testing.T) *lbWorld {
 }
 
 func (w *lbWorld) env() *Env {
-	return &Env{Ledger: ledger.New(), NowMs: w.now, Seed: 42,
-		CreatedMs: func(id string) (int64, bool) { return 0, true },
-		Equity:    func(id string) int64 { return w.equity[id] }}
+	return &Env{Ledger: ledger.New(), NowMs: w.now, Seed: 42, Host: lbHost{w}}
 }
+
+// lbHost: every account exists; equity as the test sets it.
+type lbHost struct{ w *lbWorld }
+
+func (lbHost) NextSeq() uint64                  { panic("the leaderboard takes no seq") }
+func (lbHost) Emit(string, string, uint64, any) {}
+func (lbHost) CreatedMs(string) (int64, bool)   { return 0, true }
+func (h lbHost) Equity(id string) int64         { return h.w.equity[id] }
 
 // event applies a PnL event at ts whose account's equity afterwards is
 // equityAfter.

@@ -172,7 +172,7 @@ func (s *State) Apply(env *Env, accountID string, a Application, autoApprove boo
 	if autoApprove {
 		status = PromoterApproved
 	}
-	p := &Promoter{ID: "prm_" + strconv.FormatUint(env.NextSeq(), 10), DisplayName: a.DisplayName, Channels: a.Channels,
+	p := &Promoter{ID: "prm_" + strconv.FormatUint(env.Host.NextSeq(), 10), DisplayName: a.DisplayName, Channels: a.Channels,
 		Plan: a.Plan, Jurisdictions: a.Jurisdictions, TermsVersion: a.AcceptedTermsVersion, Status: status, AppliedTsMs: env.NowMs}
 	s.Promoters[accountID] = p
 	return ApplyResult{PromoterID: p.ID, Status: p.Status}, nil

@@ -12,20 +12,26 @@ import (
 	"github.com/perpd/perpd/fsm/wire"
 )
 
-// Env is what the programme needs from the rest of the state for one
-// entry: the ledger, the log time, the shared seq space, the event queue,
-// and two reads of other domains.
+// Env is what the programme needs for one entry: the ledger, the log
+// time, the genesis seed (handles derive from it) and the Host.
 type Env struct {
-	Ledger  *ledger.Ledger
-	NowMs   int64
-	NextSeq func() uint64
-	Emit    func(kind, accountID string, seq uint64, data any)
+	Ledger *ledger.Ledger
+	NowMs  int64
+	Seed   uint64
+	Host   Host
+}
+
+// Host is the rest of the state machine, as the programme sees it: the
+// shared seq space, the event queue and two reads of other domains. (An
+// interface rather than closures: the fill path builds an Env per entry
+// and should not allocate for it.)
+type Host interface {
+	NextSeq() uint64
+	Emit(kind, accountID string, seq uint64, data any)
 	// CreatedMs is an account's signup time (false: no such account).
-	CreatedMs func(accountID string) (int64, bool)
+	CreatedMs(accountID string) (int64, bool)
 	// Equity is an account's ledger equity: free + reserved + margins.
-	Equity func(accountID string) int64
-	// Seed is the cluster's genesis seed (handles derive from it).
-	Seed uint64
+	Equity(accountID string) int64
 }
 
 func transfer(l *ledger.Ledger, from, to string, msat int64) {
@@ -137,7 +143,7 @@ func (s *State) Bind(env *Env, accountID, code string) (BindResult, *wire.Refusa
 		return forbid("code %s has the most referees a code may have (%d)", norm, RefereesPerReferrerMax)
 	}
 	r.Referees = append(r.Referees, accountID)
-	b := &Binding{Referrer: owner, Code: norm, BoundTsMs: env.NowMs, Seq: env.NextSeq(), No: int64(len(r.Referees)),
+	b := &Binding{Referrer: owner, Code: norm, BoundTsMs: env.NowMs, Seq: env.Host.NextSeq(), No: int64(len(r.Referees)),
 		PolicyVersion: s.Policy.Version, Promoter: e.promo != nil}
 	s.Bindings[accountID] = b
 	if e.pcode != nil {
@@ -150,7 +156,7 @@ func (s *State) Bind(env *Env, accountID, code string) (BindResult, *wire.Refusa
 // bindOpenUntil is the end of an account's bind window (false: unknown
 // account).
 func (s *State) bindOpenUntil(env *Env, accountID string) (int64, bool) {
-	created, ok := env.CreatedMs(accountID)
+	created, ok := env.Host.CreatedMs(accountID)
 	if !ok {
 		return 0, false
 	}
@@ -228,7 +234,7 @@ func (s *State) FeeSplit(env *Env, f *trade.Fill) *trade.Referral {
 	}
 	transfer(env.Ledger, ledger.FeeRevenue, e.payable, out.RewardMsat)
 	day := dayOf(now)
-	ev := &Earning{Seq: env.NextSeq(), FillSeq: f.Seq, TsMs: now, Ref: "referee-" + strconv.FormatInt(b.No, 10),
+	ev := &Earning{Seq: env.Host.NextSeq(), FillSeq: f.Seq, TsMs: now, Ref: "referee-" + strconv.FormatInt(b.No, 10),
 		GrossFeeMsat: gross, NetFeeMsat: net, ShareQ9: share, RewardMsat: out.RewardMsat, Status: StatusAccrued,
 		Day: day, Code: b.Code}
 	r.Earnings = append(r.Earnings, ev)
@@ -246,9 +252,9 @@ func (s *State) FeeSplit(env *Env, f *trade.Fill) *trade.Referral {
 		s.VestDays[day] = slices.Insert(list, i, e.key)
 	}
 	if e.promo != nil {
-		env.Emit("promoter_earning", b.Referrer, ev.Seq, NewEarningView(ev))
+		env.Host.Emit("promoter_earning", b.Referrer, ev.Seq, NewEarningView(ev))
 	} else {
-		env.Emit("referral_earning", b.Referrer, ev.Seq, NewEarningView(ev))
+		env.Host.Emit("referral_earning", b.Referrer, ev.Seq, NewEarningView(ev))
 	}
 	return out
 }

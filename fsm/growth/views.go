@@ -217,7 +217,7 @@ func (s *State) referredByView(nowMs int64, b *Binding) *ReferredByView {
 // volume (contracts, lifetime).
 func (s *State) eligibility(env *Env, accountID string, volume func(string) int64) EligibilityView {
 	p := &s.Policy
-	created, _ := env.CreatedMs(accountID)
+	created, _ := env.Host.CreatedMs(accountID)
 	age := max(env.NowMs-created, 0)
 	vol := volume(accountID)
 	gates := []GateView{
