@@ -225,3 +225,42 @@ func TestIndexAndDrawdownRounding(t *testing.T) {
 		t.Errorf("drawdown 1/3: %d (want rounded up)", got)
 	}
 }
+
+// Forty days of +1% each: the kept days stop at 31, the all window still
+// compounds all forty (folded), 30d the last thirty, 7d the last seven;
+// no drawdown.
+func TestLeaderboardFoldsOldDays(t *testing.T) {
+	w := newLBWorld(t)
+	eq := int64(1_000_000_000)
+	type step struct{ open, gain int64 }
+	var steps []step
+	for d := range int64(40) {
+		gain := eq / 100
+		steps = append(steps, step{eq, gain})
+		eq += gain
+		w.event(d0+d*DayMs+1, "A", eq, Event{PnlMsat: gain, Volume: 100, Trade: true, Close: true, Win: true})
+	}
+	tr := w.s.Board.Traders["A"]
+	if len(tr.Days) != TraderDaysKept {
+		t.Fatalf("%d days kept", len(tr.Days))
+	}
+	// By hand: index *= (open + gain) / open, rounded down, over the
+	// window's last n days.
+	compound := func(n int) int64 {
+		idx := int64(Q9)
+		for _, s := range steps[len(steps)-n:] {
+			idx = idx * (s.open + s.gain) / s.open
+		}
+		return idx - Q9
+	}
+	today := int64(d0 + 39*DayMs)
+	for wi, n := range []int{7, 30, 40} {
+		m := tr.windowMetrics(wi, today)
+		if m.RoiQ9 != compound(n) || m.Trades != int64(n) || m.MaxDDQ9 != 0 || m.Wins != int64(n) {
+			t.Errorf("%s: %+v, want roi %d over %d days", WindowNames[wi], m, compound(n), n)
+		}
+	}
+	if m := tr.windowMetrics(2, today); m.PnlMsat != eq-1_000_000_000 {
+		t.Errorf("all pnl %d, want %d", m.PnlMsat, eq-1_000_000_000)
+	}
+}
