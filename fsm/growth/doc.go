@@ -1,5 +1,5 @@
-// Package growth owns the referral programme and the public leaderboards
-// inside the perpd state machine.
+// Package growth owns the referral and promoter programmes and the public
+// leaderboards inside the perpd state machine.
 //
 // Referral: an account creates one code; another account binds to it
 // within its bind window (a grace period after signup). Every fill of a
@@ -11,6 +11,11 @@
 // referrer fails the eligibility gates at vesting, and are claimed (vested
 // only, at least the minimum claim) from the payable to the referrer's
 // free balance.
+//
+// Promoters: an approved application gives an account promoter codes in
+// the same namespace, each with a kickback (bounded by the promoter share)
+// paid to its referees on top of the discount; the promoter's rewards go
+// through PromoterPayable with the same buckets, holdback and claim.
 //
 // Leaderboards: per trader day buckets fed by fills, funding flows and
 // liquidations (PnL is the change of ledger equity those events make),
