@@ -19,6 +19,7 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
 	github.com/tidwall/btree v1.8.2
+	golang.org/x/image v0.33.0
 	golang.org/x/time v0.16.0
 )
 

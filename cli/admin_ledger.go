@@ -7,6 +7,7 @@ import (
 
 	"github.com/perpd/perpd/cluster"
 	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/fsm/growth"
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/wire"
 )
@@ -45,10 +46,14 @@ type AdminLedgerView struct {
 	FeeRevenueMsat         wire.Int `json:"feeRevenueMsat"`
 	PendingWithdrawalsMsat wire.Int `json:"pendingWithdrawalsMsat"`
 	FaucetMsat             wire.Int `json:"faucetMsat"`
-	TradersMsat            wire.Int `json:"tradersMsat"`
-	CreditedMsat           wire.Int `json:"creditedMsat"`
-	PaidMsat               wire.Int `json:"paidMsat"`
-	Conservation           struct {
+	// Referral and promoter rewards accrued and not yet claimed or
+	// forfeited (fsm/growth).
+	ReferralPayableMsat wire.Int `json:"referralPayableMsat"`
+	PromoterPayableMsat wire.Int `json:"promoterPayableMsat"`
+	TradersMsat         wire.Int `json:"tradersMsat"`
+	CreditedMsat        wire.Int `json:"creditedMsat"`
+	PaidMsat            wire.Int `json:"paidMsat"`
+	Conservation        struct {
 		OK    bool    `json:"ok"`
 		Error *string `json:"error"`
 	} `json:"conservation"`
@@ -62,6 +67,8 @@ func ledgerView(m *fsm.Machine) AdminLedgerView {
 		v.HouseMsat, v.InsuranceMsat = wire.Int(l.Balance(ledger.House)), wire.Int(l.Balance(ledger.Insurance))
 		v.FeeRevenueMsat, v.PendingWithdrawalsMsat = wire.Int(l.Balance(ledger.FeeRevenue)), wire.Int(l.Balance(ledger.PendingWithdrawals))
 		v.FaucetMsat, v.TradersMsat = wire.Int(l.Balance(ledger.Faucet)), wire.Int(l.SumPrefix("acct:"))
+		v.ReferralPayableMsat = wire.Int(l.Balance(growth.ReferralPayable))
+		v.PromoterPayableMsat = wire.Int(l.Balance(growth.PromoterPayable))
 		v.CreditedMsat, v.PaidMsat = wire.Int(l.CreditedMsat), wire.Int(l.PaidMsat)
 		if err := l.Check(); err != nil {
 			msg := err.Error()

@@ -42,11 +42,20 @@ func init() {
 // tradeEnv hands the trading book the ledger, the markets, the entry's
 // time, the shared seq space and the entry's event queue.
 func (c *Ctx) tradeEnv() *trade.Env {
-	return &trade.Env{Ledger: c.St.Ledger, Market: c.St.Market, NowMs: c.Now(), NextSeq: c.St.NextSeq,
+	env := &trade.Env{Ledger: c.St.Ledger, Market: c.St.Market, NowMs: c.Now(), NextSeq: c.St.NextSeq,
 		Emit: func(kind, accountID string, seq uint64, data any) {
 			c.Emit(Event{Seq: seq, Kind: kind, Account: accountID, Data: data})
 		}}
+	for _, h := range tradeEnvHooks {
+		h(c, env)
+	}
+	return env
 }
+
+// tradeEnvHooks let other domains take part in trading: the referral
+// programme splits fees and the leaderboards watch fills, funding flows
+// and liquidations (apply_growth.go).
+var tradeEnvHooks []func(c *Ctx, env *trade.Env)
 
 // applyPlaceOrder places an order (scope trade). The order id is the
 // client's idempotency key; a late retry of the same order, after the

@@ -3,6 +3,7 @@ package fsm
 import (
 	"github.com/perpd/perpd/fsm/access"
 	"github.com/perpd/perpd/fsm/funds"
+	"github.com/perpd/perpd/fsm/growth"
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/market"
 	"github.com/perpd/perpd/fsm/trade"
@@ -30,6 +31,9 @@ type State struct {
 	Trade   *trade.State         `cbor:"11,keyasint"`
 	// USDx is the dollar unit, its hedge bookkeeping and sUSDx (issue 13).
 	USDx *usdx.State `cbor:"20,keyasint,omitempty"`
+	// Growth is the referral programme and the leaderboards (key 15, so
+	// that keys 12-14 stay free for the domains landing beside it).
+	Growth *growth.State `cbor:"15,keyasint,omitempty"`
 }
 
 // Genesis records how the cluster was born.
@@ -62,6 +66,7 @@ func NewState() *State {
 		Market:  market.NewState(),
 		Trade:   trade.NewState(),
 		USDx:    usdx.NewState(),
+		Growth:  growth.NewState(),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/fsm/funds"
+	"github.com/perpd/perpd/fsm/growth"
 	"github.com/perpd/perpd/fsm/trade"
 	"github.com/perpd/perpd/fsm/usdx"
 	"github.com/perpd/perpd/fsm/wire"
@@ -37,6 +38,8 @@ var EventKinds = []EventKind{
 	{channelAccount, "liquidation", reflect.TypeOf(trade.LiquidationView{}), "A position was liquidated (partially or fully); seq equals the record's in GET /v1/liquidations."},
 	{channelAccount, "funding_flow", reflect.TypeOf(trade.FundingFlowView{}), "A position paid or received funding at an hourly boundary; seq equals the record's in GET /v1/funding."},
 	{channelAccount, "usdx", reflect.TypeOf(usdx.ActivityView{}), "A USDx event of the account (mint, redemption, stake, unstake, release, USDx withdrawal); seq equals the record's in GET /v1/usdx/activity."},
+	{channelAccount, "referral_earning", reflect.TypeOf(growth.EarningView{}), "A referee's fill earned the account a referral reward (accrued); seq equals the earning's in GET /v1/referral/earnings. Later status changes (claimed, forfeited) are read there."},
+	{channelAccount, "promoter_earning", reflect.TypeOf(growth.EarningView{}), "A referee of one of the account's promoter codes earned it a reward (accrued); seq equals the earning's in GET /v1/promoter/earnings."},
 }
 
 // MessageName is the AsyncAPI message of an event kind.

@@ -18,6 +18,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/fsm/growth"
 	"github.com/perpd/perpd/fsm/market"
 	"github.com/perpd/perpd/fsm/trade"
 	"github.com/perpd/perpd/fsm/usdx"
@@ -272,6 +273,15 @@ func TestFramesMatchAsyncAPI(t *testing.T) {
 	e.hub.deliver(fsm.Event{Kind: "usdx", Channel: channelAccount, Account: acct, Seq: 1000, TsMs: now,
 		Data: usdx.ActivityView{Seq: 1000, TsMs: wire.Int(now), Kind: "mint", Ref: &ref, Usdx: &usd, SatsMsat: wire.Ptr(1_000_000), State: &state}})
 	d.next(c, "usdx event", kind("usdx"))
+	// Referral and promoter earnings need a referee's fill: delivered the
+	// same way (fsm/referral_test.go and promoter_test.go cover the emits).
+	ref, code := "referee-1", "FRIENDS1"
+	for _, k := range []string{"referral_earning", "promoter_earning"} {
+		e.hub.deliver(fsm.Event{Kind: k, Channel: channelAccount, Account: acct, Seq: 1000, TsMs: now,
+			Data: growth.EarningView{Seq: 1000, FillSeq: wire.Ptr(998), TsMs: wire.Int(now), Ref: &ref, GrossFeeMsat: 100,
+				NetFeeMsat: 90, ShareQ9: 200_000_000, RewardMsat: 18, Status: growth.StatusAccrued, EpochDay: 0, Code: &code}})
+		d.next(c, k+" event", kind(k))
+	}
 
 	d.send(c, map[string]any{"op": "unsubscribe", "channel": "stats", "marketId": "BTC-PERP"})
 	d.next(c, "unsubscribed", op("unsubscribed"))

@@ -56,6 +56,12 @@ func (s *State) fill(env *Env, o *Order, pl Plan, reservedMsat int64) {
 		ImpactMsat: pl.ImpactMsat, RealizedPnlMsat: pl.RealizedPnlMsat, ReleasedMarginMsat: pl.ReleasedMarginMsat,
 		ReservedMarginMsat: reservedMsat, DeficitMsat: pl.DeficitMsat, After: pl.After,
 		Seq: env.NextSeq(), TsMs: env.NowMs}
+	if env.FeeSplit != nil {
+		if r := env.FeeSplit(f); r != nil {
+			f.Referral = r
+			f.FeeMsat -= r.DiscountMsat
+		}
+	}
 	s.recordFill(env, a, f)
 	s.close(o, StatusFilled, "")
 	s.changed(env, o)

@@ -20,6 +20,15 @@ type Env struct {
 	NextSeq func() uint64
 	// Emit publishes an account event with its seq.
 	Emit func(kind, accountID string, seq uint64, data any)
+	// FeeSplit, when set, is called once for every order fill (not for
+	// liquidation or ADL closes, which pay no fee), after the fill's
+	// ledger legs (the whole fee is in ledger.FeeRevenue) and before the
+	// fill is recorded and announced. It may move part of the fee on out
+	// of ledger.FeeRevenue (the referral programme: a discount back to the
+	// trader, a reward to a payable) and returns the fill's referral
+	// block, or nil. The fill's FeeMsat becomes the fee less the block's
+	// DiscountMsat.
+	FeeSplit func(f *Fill) *Referral
 }
 
 // PlaceRequest is an order as the API decoded it. OrderID is the client's

@@ -174,6 +174,21 @@ type Fill struct {
 	After              Position `cbor:"20,keyasint"`
 	Seq                uint64   `cbor:"21,keyasint"`
 	TsMs               int64    `cbor:"22,keyasint"`
+	// Referral is the referral block of a referred account's fill (set by
+	// Env.FeeSplit); FeeMsat is then the fee after its discount.
+	Referral *Referral `cbor:"23,keyasint,omitempty"`
+}
+
+// Referral is how a referred account's fill fee was split: the gross
+// taker fee, the referee's discount (paid back to the trader), the
+// referrer's reward (moved to the referral payable) and the policy version
+// that priced them.
+type Referral struct {
+	Code          string `cbor:"1,keyasint"`
+	GrossFeeMsat  int64  `cbor:"2,keyasint"`
+	DiscountMsat  int64  `cbor:"3,keyasint,omitempty"`
+	RewardMsat    int64  `cbor:"4,keyasint,omitempty"`
+	PolicyVersion int64  `cbor:"5,keyasint"`
 }
 
 // NewState returns an empty trading book.

@@ -149,13 +149,22 @@ type OracleView struct {
 	TsMs   wire.Int `json:"tsMs" unit:"ms"`
 }
 
-// ReferralView is a fill's referral block; null until the referral
-// programme exists.
+// ReferralView is a fill's referral block; null for an account nobody
+// referred.
 type ReferralView struct {
-	Code          string   `json:"code"`
-	GrossFeeMsat  wire.Int `json:"grossFeeMsat" unit:"msat"`
-	DiscountMsat  wire.Int `json:"discountMsat" unit:"msat"`
-	PolicyVersion wire.Int `json:"policyVersion" unit:"int"`
+	Code          string    `json:"code"`
+	GrossFeeMsat  wire.Int  `json:"grossFeeMsat" unit:"msat" doc:"the taker fee before the referee discount; feeMsat is this less discountMsat"`
+	DiscountMsat  wire.Int  `json:"discountMsat" unit:"msat"`
+	RewardMsat    *wire.Int `json:"rewardMsat,omitempty" unit:"msat" doc:"what the referrer accrued from this fill (0 outside the reward window)"`
+	PolicyVersion wire.Int  `json:"policyVersion" unit:"int"`
+}
+
+func referralView(r *Referral) *ReferralView {
+	if r == nil {
+		return nil
+	}
+	return &ReferralView{Code: r.Code, GrossFeeMsat: wire.Int(r.GrossFeeMsat), DiscountMsat: wire.Int(r.DiscountMsat),
+		RewardMsat: wire.Ptr(r.RewardMsat), PolicyVersion: wire.Int(r.PolicyVersion)}
 }
 
 // FillView is SPEC's Fill.
@@ -193,7 +202,7 @@ func NewFillView(f *Fill) FillView {
 		ImpactMsat: wire.Int(f.ImpactMsat), RealizedPnlMsat: wire.Int(f.RealizedPnlMsat),
 		FundingSettledMsat: wire.Int(f.FundingSettledMsat), ReleasedMarginMsat: wire.Int(f.ReleasedMarginMsat),
 		ReservedMarginMsat: wire.Int(f.ReservedMarginMsat), DeficitMsat: wire.Int(f.DeficitMsat),
-		PositionAfter: afterView(f.After), Seq: wire.Int(f.Seq), TsMs: wire.Int(f.TsMs)}
+		Referral: referralView(f.Referral), PositionAfter: afterView(f.After), Seq: wire.Int(f.Seq), TsMs: wire.Int(f.TsMs)}
 }
 
 // Positions returns an account's open positions, by market id.

@@ -1,0 +1,549 @@
+package growth
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math/big"
+	"net/http"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// Leaderboard bounds and defaults (docs/decisions.md, issue 15).
+const (
+	// CadenceMinutes is how often (log time) the boards are recomputed.
+	CadenceMinutes = 15
+	// BoardRowsMax is how many rows a board keeps and serves.
+	BoardRowsMax = 100
+	// TraderDaysKept bounds a trader's day buckets (the 30d window and
+	// the equity curve need 30; the all window folds older days).
+	TraderDaysKept = 31
+	// CurveDays is the length of a profile's equity curve.
+	CurveDays = 30
+	// DisplayNameMax bounds a display name, in characters.
+	DisplayNameMax = 32
+	// IndexMaxQ9 caps the equity index (a return of 1e9-fold), so a
+	// trader who put almost nothing at risk cannot overflow it.
+	IndexMaxQ9 = 1_000_000_000 * Q9
+)
+
+// Board and window names, in the order of a trader's Ranks.
+var (
+	BoardNames  = []string{"pnl", "roi"}
+	WindowNames = []string{"7d", "30d", "all"}
+	windowDays  = []int64{7, 30, 0}
+)
+
+// Gates decide who may appear on a board, per window.
+type Gates struct {
+	MinEquityMsat      int64 `cbor:"1,keyasint"`
+	MinTrades          int64 `cbor:"2,keyasint"`
+	MinVolumeContracts int64 `cbor:"3,keyasint"`
+}
+
+// DefaultGates are the testnet gates.
+func DefaultGates() Gates {
+	return Gates{MinEquityMsat: 10_000_000, MinTrades: 3, MinVolumeContracts: 100}
+}
+
+// Boards is the leaderboard state: every trader's day buckets and the
+// result of the last recompute.
+type Boards struct {
+	Traders map[string]*Trader `cbor:"1,keyasint"`
+	// Handles maps a handle to its account.
+	Handles      map[string]string `cbor:"2,keyasint"`
+	ComputedTsMs int64             `cbor:"3,keyasint,omitempty"`
+	NextTsMs     int64             `cbor:"4,keyasint,omitempty"`
+	// Rows holds, per board ("pnl/7d" ...), the top BoardRowsMax accounts
+	// in rank order, as of the last recompute less later opt-outs.
+	Rows  map[string][]string `cbor:"5,keyasint"`
+	Gates Gates               `cbor:"6,keyasint"`
+}
+
+// Trader is one account's leaderboard record, created by its first fill
+// (or its first settings call).
+type Trader struct {
+	Handle      string `cbor:"1,keyasint"`
+	DisplayName string `cbor:"2,keyasint,omitempty"`
+	OptedOut    bool   `cbor:"3,keyasint,omitempty"`
+	SinceTsMs   int64  `cbor:"4,keyasint,omitempty"`
+	// Days are the newest day buckets, ascending, at most TraderDaysKept.
+	Days []Day `cbor:"5,keyasint,omitempty"`
+	// All holds all-time sums, and the equity index folded over every day
+	// but the newest in Days.
+	All Totals `cbor:"6,keyasint"`
+	// Rev counts settings changes (the share card's ETag carries it).
+	Rev int64 `cbor:"7,keyasint,omitempty"`
+	// Snap is the trader as of the last recompute.
+	Snap *Snap `cbor:"8,keyasint,omitempty"`
+}
+
+// Day is one UTC day of a trader's results. PnL is the change of ledger
+// equity that fills (realised PnL, a deficit the trader did not pay, less
+// the fee after any referral discount), funding flows and liquidations
+// (less the penalty) made; deposits and withdrawals are not PnL.
+// OpenEquityMsat is the equity just before the day's first such event.
+type Day struct {
+	Day            int64 `cbor:"1,keyasint"`
+	PnlMsat        int64 `cbor:"2,keyasint,omitempty"`
+	Volume         int64 `cbor:"3,keyasint,omitempty"`
+	Trades         int64 `cbor:"4,keyasint,omitempty"`
+	Wins           int64 `cbor:"5,keyasint,omitempty"`
+	Closes         int64 `cbor:"6,keyasint,omitempty"`
+	OpenEquityMsat int64 `cbor:"7,keyasint"`
+}
+
+// Totals are all-time sums plus the folded equity index.
+type Totals struct {
+	PnlMsat int64 `cbor:"1,keyasint,omitempty"`
+	Volume  int64 `cbor:"2,keyasint,omitempty"`
+	Trades  int64 `cbor:"3,keyasint,omitempty"`
+	Wins    int64 `cbor:"4,keyasint,omitempty"`
+	Closes  int64 `cbor:"5,keyasint,omitempty"`
+	IndexQ9 int64 `cbor:"6,keyasint"`
+	PeakQ9  int64 `cbor:"7,keyasint"`
+	MaxDDQ9 int64 `cbor:"8,keyasint,omitempty"`
+}
+
+// Metrics are one window's figures.
+type Metrics struct {
+	PnlMsat int64 `cbor:"1,keyasint,omitempty"`
+	RoiQ9   int64 `cbor:"2,keyasint,omitempty"`
+	Volume  int64 `cbor:"3,keyasint,omitempty"`
+	Trades  int64 `cbor:"4,keyasint,omitempty"`
+	Wins    int64 `cbor:"5,keyasint,omitempty"`
+	Closes  int64 `cbor:"6,keyasint,omitempty"`
+	MaxDDQ9 int64 `cbor:"7,keyasint,omitempty"`
+}
+
+// Snap is a trader as of a recompute: metrics per window, ranks per board
+// (board*3 + window; 0: not ranked), the equity curve.
+type Snap struct {
+	Windows []Metrics    `cbor:"1,keyasint"`
+	Ranks   []int64      `cbor:"2,keyasint"`
+	Curve   []CurvePoint `cbor:"3,keyasint,omitempty"`
+}
+
+// CurvePoint is the equity index at the end of a day.
+type CurvePoint struct {
+	Day     int64 `cbor:"1,keyasint"`
+	IndexQ9 int64 `cbor:"2,keyasint"`
+}
+
+func newBoards() *Boards {
+	return &Boards{Gates: DefaultGates()}
+}
+
+func (b *Boards) fillNil() {
+	if b.Traders == nil {
+		b.Traders = map[string]*Trader{}
+	}
+	if b.Handles == nil {
+		b.Handles = map[string]string{}
+	}
+	if b.Rows == nil {
+		b.Rows = map[string][]string{}
+	}
+}
+
+func boardKey(board, window int) string { return BoardNames[board] + "/" + WindowNames[window] }
+
+// check verifies that handles and traders agree and that rows hold only
+// ranked, opted-in traders in rank order.
+func (b *Boards) check() error {
+	if len(b.Handles) != len(b.Traders) {
+		return fmt.Errorf("growth: %d handles, %d traders", len(b.Handles), len(b.Traders))
+	}
+	// Any order will do: the first offender found is reported (sorting
+	// every trader on each entry would dominate the tests' checks).
+	for id, t := range b.Traders {
+		if b.Handles[t.Handle] != id {
+			return fmt.Errorf("growth: handle %s of %s maps to %s", t.Handle, id, b.Handles[t.Handle])
+		}
+		if len(t.Days) > TraderDaysKept {
+			return fmt.Errorf("growth: trader %s keeps %d days", id, len(t.Days))
+		}
+	}
+	for bi := range BoardNames {
+		for wi := range WindowNames {
+			for i, id := range b.Rows[boardKey(bi, wi)] {
+				t := b.Traders[id]
+				if t == nil || t.OptedOut || t.Snap == nil || t.Snap.Ranks[bi*3+wi] != int64(i+1) {
+					return fmt.Errorf("growth: board %s row %d (%s) is not that trader's rank", boardKey(bi, wi), i+1, id)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// handleWords make handles: adjective-animal-nnnn.
+var (
+	handleAdjectives = []string{"amber", "bold", "brisk", "calm", "clever", "cosmic", "crisp", "daring",
+		"eager", "fierce", "fleet", "gentle", "golden", "grand", "hardy", "humble", "jolly", "keen", "lively",
+		"lucky", "mellow", "mighty", "nimble", "noble", "patient", "plucky", "proud", "quick", "quiet", "rapid",
+		"royal", "rustic", "scarlet", "serene", "sharp", "silent", "silver", "sly", "solar", "steady", "stout",
+		"sunny", "swift", "tidal", "tranquil", "true", "vivid", "wild", "wise", "witty", "zesty", "azure",
+		"bright", "coral", "dusky", "frosty", "hazel", "ivory", "jade", "lunar", "misty", "onyx", "polar", "ruby"}
+	handleAnimals = []string{"badger", "bear", "bison", "crane", "crow", "deer", "dolphin", "eagle", "falcon",
+		"ferret", "finch", "fox", "gecko", "goose", "hare", "hawk", "heron", "ibex", "jaguar", "koala", "lark",
+		"lemur", "lion", "lynx", "marten", "mink", "moose", "newt", "ocelot", "orca", "otter", "owl", "panda",
+		"panther", "parrot", "pelican", "puffin", "puma", "quail", "rabbit", "raven", "robin", "salmon", "seal",
+		"shark", "sparrow", "stork", "swan", "tapir", "tiger", "toucan", "trout", "turtle", "viper", "walrus",
+		"weasel", "whale", "wolf", "wombat", "yak", "zebra", "bobcat", "cougar", "dingo"}
+)
+
+// newHandle derives a handle from the genesis seed and the account id
+// (SHA-256, so the id cannot be read back from it); a taken handle takes
+// the next round of the hash.
+func (b *Boards) newHandle(seed uint64, accountID string) string {
+	var s [8]byte
+	binary.BigEndian.PutUint64(s[:], seed)
+	for round := uint32(0); ; round++ {
+		h := sha256.New()
+		h.Write([]byte("perpd-handle\x00"))
+		h.Write(s[:])
+		var r [4]byte
+		binary.BigEndian.PutUint32(r[:], round)
+		h.Write(r[:])
+		h.Write([]byte(accountID))
+		sum := h.Sum(nil)
+		adj := handleAdjectives[int(sum[0])%len(handleAdjectives)]
+		animal := handleAnimals[int(sum[1])%len(handleAnimals)]
+		n := binary.BigEndian.Uint16(sum[2:4]) % 10000
+		handle := fmt.Sprintf("%s-%s-%04d", adj, animal, n)
+		if _, taken := b.Handles[handle]; !taken {
+			return handle
+		}
+	}
+}
+
+// trader returns accountID's record, creating it (with its handle).
+func (b *Boards) trader(seed uint64, accountID string) *Trader {
+	t, ok := b.Traders[accountID]
+	if !ok {
+		t = &Trader{Handle: b.newHandle(seed, accountID), All: Totals{IndexQ9: Q9, PeakQ9: Q9}}
+		b.Traders[accountID] = t
+		b.Handles[t.Handle] = accountID
+	}
+	return t
+}
+
+// Event is one PnL event of an account: a fill (trade), a funding flow or
+// a liquidation (trade and close).
+type Event struct {
+	AccountID string
+	// PnlMsat is the change of the account's ledger equity the event made.
+	PnlMsat int64
+	// Volume is contracts traded (closed + opened); Trade marks a fill or
+	// a liquidation; Close one that closed contracts, Win one whose
+	// realised PnL (before fees) was positive.
+	Volume            int64
+	Trade, Close, Win bool
+}
+
+// Observe adds an event to its account's day bucket at env.NowMs. The
+// ledger already holds the event's money: the day's opening equity is the
+// equity now less the event's PnL.
+func (s *State) Observe(env *Env, ev Event) {
+	b := s.Board
+	if _, ok := env.Host.CreatedMs(ev.AccountID); !ok {
+		return // venue accounts (the USDx hedge) do not rank
+	}
+	t := b.trader(env.Seed, ev.AccountID)
+	if t.SinceTsMs == 0 && ev.Trade {
+		t.SinceTsMs = env.NowMs
+	}
+	day := dayOf(env.NowMs)
+	if n := len(t.Days); n == 0 || t.Days[n-1].Day != day {
+		if n > 0 {
+			t.All.IndexQ9, t.All.PeakQ9, t.All.MaxDDQ9 = foldDay(t.All.IndexQ9, t.All.PeakQ9, t.All.MaxDDQ9, t.Days[n-1])
+		}
+		t.Days = append(t.Days, Day{Day: day, OpenEquityMsat: env.Host.Equity(ev.AccountID) - ev.PnlMsat})
+		if len(t.Days) > TraderDaysKept {
+			t.Days = slices.Delete(t.Days, 0, len(t.Days)-TraderDaysKept)
+		}
+	}
+	d := &t.Days[len(t.Days)-1]
+	d.PnlMsat += ev.PnlMsat
+	t.All.PnlMsat += ev.PnlMsat
+	d.Volume += ev.Volume
+	t.All.Volume += ev.Volume
+	if ev.Trade {
+		d.Trades++
+		t.All.Trades++
+	}
+	if ev.Close {
+		d.Closes++
+		t.All.Closes++
+		if ev.Win {
+			d.Wins++
+			t.All.Wins++
+		}
+	}
+}
+
+// Volume is an account's lifetime traded contracts (the referrer gate).
+func (s *State) Volume(accountID string) int64 {
+	if t, ok := s.Board.Traders[accountID]; ok {
+		return t.All.Volume
+	}
+	return 0
+}
+
+// indexStep applies one day's return to the equity index:
+//
+//	index' = index * (openEquity + pnl) / openEquity
+//
+// rounded down, with openEquity at least 1 msat, floored at 0 and capped
+// at IndexMaxQ9.
+func indexStep(index int64, d Day) int64 {
+	open := max(d.OpenEquityMsat, 1)
+	end := open + d.PnlMsat
+	if end <= 0 || index == 0 {
+		return 0
+	}
+	var x big.Int
+	x.Mul(big.NewInt(index), big.NewInt(end))
+	x.Quo(&x, big.NewInt(open))
+	if !x.IsInt64() || x.Int64() > IndexMaxQ9 {
+		return IndexMaxQ9
+	}
+	return x.Int64()
+}
+
+// drawdownQ9 is (peak - index) / peak in q9, rounded up.
+func drawdownQ9(peak, index int64) int64 {
+	if peak <= 0 || index >= peak {
+		return 0
+	}
+	var x, m big.Int
+	x.Mul(big.NewInt(peak-index), big.NewInt(Q9))
+	x.QuoRem(&x, big.NewInt(peak), &m)
+	if m.Sign() != 0 {
+		x.Add(&x, big.NewInt(1))
+	}
+	return x.Int64()
+}
+
+// foldDay applies a day to an index, its running peak and the maximum
+// drawdown.
+func foldDay(index, peak, maxDD int64, d Day) (int64, int64, int64) {
+	index = indexStep(index, d)
+	peak = max(peak, index)
+	return index, peak, max(maxDD, drawdownQ9(peak, index))
+}
+
+// windowMetrics folds the days of window wi ending at day today. The index
+// starts at 1.0 at the window's start; "all" continues the folded index.
+// roiQ9 = index at the end - 1.0.
+func (t *Trader) windowMetrics(wi int, today int64) Metrics {
+	var m Metrics
+	index, peak, dd := int64(Q9), int64(Q9), int64(0)
+	days := t.Days
+	if windowDays[wi] == 0 {
+		m = Metrics{PnlMsat: t.All.PnlMsat, Volume: t.All.Volume, Trades: t.All.Trades, Wins: t.All.Wins, Closes: t.All.Closes}
+		index, peak, dd = t.All.IndexQ9, t.All.PeakQ9, t.All.MaxDDQ9
+		if n := len(days); n > 0 {
+			index, _, dd = foldDay(index, peak, dd, days[n-1])
+		}
+		m.RoiQ9, m.MaxDDQ9 = index-Q9, dd
+		return m
+	}
+	from := today - (windowDays[wi]-1)*DayMs
+	for _, d := range days {
+		if d.Day < from || d.Day > today {
+			continue
+		}
+		m.PnlMsat += d.PnlMsat
+		m.Volume += d.Volume
+		m.Trades += d.Trades
+		m.Wins += d.Wins
+		m.Closes += d.Closes
+		index, peak, dd = foldDay(index, peak, dd, d)
+	}
+	m.RoiQ9, m.MaxDDQ9 = index-Q9, dd
+	return m
+}
+
+// curve is the equity index at the end of each kept day of the last
+// CurveDays, starting from 1.0.
+func (t *Trader) curve(today int64) []CurvePoint {
+	var out []CurvePoint
+	index := int64(Q9)
+	for _, d := range t.Days {
+		if d.Day <= today-CurveDays*DayMs || d.Day > today {
+			continue
+		}
+		index = indexStep(index, d)
+		out = append(out, CurvePoint{Day: d.Day, IndexQ9: index})
+	}
+	return out
+}
+
+// passes says whether window metrics m at equity pass the three gates.
+func (b *Boards) passes(m Metrics, equity int64) bool {
+	g := b.Gates
+	return equity >= g.MinEquityMsat && m.Trades >= g.MinTrades && m.Volume >= g.MinVolumeContracts
+}
+
+// OnClockBoards recomputes the boards when log time reaches the next cadence
+// stamp: every trader's window metrics and curve, then per board the
+// eligible opted-in traders ranked (pnl: PnL, then ROI; roi: ROI, then PnL;
+// ties by handle), the top BoardRowsMax kept as rows.
+func (s *State) OnClockBoards(env *Env) {
+	b := s.Board
+	if env.NowMs < b.NextTsMs {
+		return
+	}
+	cadence := int64(CadenceMinutes * 60_000)
+	b.ComputedTsMs = env.NowMs
+	b.NextTsMs = (env.NowMs/cadence + 1) * cadence
+	today := dayOf(env.NowMs)
+	ids := sortedKeys(b.Traders)
+	type cand struct {
+		id, handle string
+		m          Metrics
+	}
+	eligible := make([][]cand, len(WindowNames))
+	for _, id := range ids {
+		t := b.Traders[id]
+		snap := &Snap{Windows: make([]Metrics, len(WindowNames)), Ranks: make([]int64, len(BoardNames)*len(WindowNames)),
+			Curve: t.curve(today)}
+		equity := env.Host.Equity(id)
+		for wi := range WindowNames {
+			m := t.windowMetrics(wi, today)
+			snap.Windows[wi] = m
+			if !t.OptedOut && b.passes(m, equity) {
+				eligible[wi] = append(eligible[wi], cand{id, t.Handle, m})
+			}
+		}
+		t.Snap = snap
+	}
+	for bi := range BoardNames {
+		for wi := range WindowNames {
+			cs := slices.Clone(eligible[wi])
+			slices.SortFunc(cs, func(x, y cand) int {
+				a1, a2, b1, b2 := x.m.PnlMsat, x.m.RoiQ9, y.m.PnlMsat, y.m.RoiQ9
+				if bi == 1 {
+					a1, a2, b1, b2 = a2, a1, b2, b1
+				}
+				switch {
+				case a1 != b1:
+					return cmpDesc(a1, b1)
+				case a2 != b2:
+					return cmpDesc(a2, b2)
+				}
+				return strings.Compare(x.handle, y.handle)
+			})
+			rows := make([]string, 0, min(len(cs), BoardRowsMax))
+			for i, c := range cs {
+				b.Traders[c.id].Snap.Ranks[bi*3+wi] = int64(i + 1)
+				if i < BoardRowsMax {
+					rows = append(rows, c.id)
+				}
+			}
+			b.Rows[boardKey(bi, wi)] = rows
+		}
+	}
+}
+
+func cmpDesc(a, b int64) int {
+	if a > b {
+		return -1
+	}
+	return 1
+}
+
+// SettingsRequest is a settings change: nil fields stay as they are;
+// ClearName sets the display name to null.
+type SettingsRequest struct {
+	OptedOut    *bool   `cbor:"1,keyasint,omitempty"`
+	DisplayName *string `cbor:"2,keyasint,omitempty"`
+	ClearName   bool    `cbor:"3,keyasint,omitempty"`
+}
+
+// ValidateDisplayName checks a display name: 1 to DisplayNameMax
+// characters of letters, digits, spaces and . _ - ' , no leading,
+// trailing or double spaces.
+func ValidateDisplayName(name string) *wire.Refusal {
+	bad := func(why string) *wire.Refusal {
+		return wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "displayName %s", why)
+	}
+	n := utf8.RuneCountInString(name)
+	if !utf8.ValidString(name) || n < 1 || n > DisplayNameMax {
+		return bad(fmt.Sprintf("must have 1 to %d characters", DisplayNameMax))
+	}
+	if strings.TrimSpace(name) != name || strings.Contains(name, "  ") {
+		return bad("must not start or end with a space or hold two in a row")
+	}
+	for _, r := range name {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune(" ._-'", r) {
+			return bad("may hold only letters, digits, spaces and . _ - '")
+		}
+	}
+	return nil
+}
+
+// Settings applies a settings change. Opting out takes the trader off
+// every board at once (the traders ranked below move up); opting back in
+// shows at the next recompute.
+func (s *State) Settings(env *Env, accountID string, req SettingsRequest) *wire.Refusal {
+	if req.DisplayName != nil {
+		if ref := ValidateDisplayName(*req.DisplayName); ref != nil {
+			return ref
+		}
+	}
+	b := s.Board
+	t := b.trader(env.Seed, accountID)
+	t.Rev++
+	switch {
+	case req.ClearName:
+		t.DisplayName = ""
+	case req.DisplayName != nil:
+		t.DisplayName = *req.DisplayName
+	}
+	if req.OptedOut != nil && *req.OptedOut != t.OptedOut {
+		t.OptedOut = *req.OptedOut
+		if t.OptedOut {
+			b.unrank(accountID)
+		}
+	}
+	return nil
+}
+
+// unrank takes a trader off every board.
+func (b *Boards) unrank(accountID string) {
+	t := b.Traders[accountID]
+	if t.Snap == nil {
+		return
+	}
+	ids := sortedKeys(b.Traders)
+	for k, rank := range t.Snap.Ranks {
+		if rank == 0 {
+			continue
+		}
+		t.Snap.Ranks[k] = 0
+		key := boardKey(k/3, k%3)
+		for _, id := range ids {
+			if o := b.Traders[id]; o.Snap != nil && o.Snap.Ranks[k] > rank {
+				o.Snap.Ranks[k]--
+			}
+		}
+		rows := slices.DeleteFunc(b.Rows[key], func(id string) bool { return id == accountID })
+		if len(rows) < BoardRowsMax {
+			for _, id := range ids {
+				if o := b.Traders[id]; o.Snap != nil && o.Snap.Ranks[k] == int64(len(rows)+1) {
+					rows = append(rows, id)
+					break
+				}
+			}
+		}
+		b.Rows[key] = rows
+	}
+}

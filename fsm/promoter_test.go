@@ -1,0 +1,99 @@
+package fsm
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/perpd/perpd/fsm/growth"
+	"github.com/perpd/perpd/fsm/ledger"
+)
+
+func goodApplication() growth.Application {
+	return growth.Application{DisplayName: "Sats Weekly", Channels: []growth.Channel{{Kind: "newsletter", URL: "https://satsweekly.example", Audience: "12k readers"}},
+		Plan: "A weekly section on perps", Jurisdictions: []string{"DE", "PT"}, AcceptedTermsVersion: growth.PromoterTermsVersion}
+}
+
+// The promoter programme end to end: an application validated field by
+// field, codes with a bounded kickback in the referral code namespace, a
+// referee's fill split into discount + kickback for the referee and the
+// promoter's reward (promoter share less kickback) in the promoter
+// payable, stats by day, vesting after the holdback and the claim.
+func TestPromoterProgrammeEndToEnd(t *testing.T) {
+	w := newTradeWorld(t)
+	pr, pk := w.account(btcBTC)
+	bads := []func(a *growth.Application){
+		func(a *growth.Application) { a.DisplayName = "" },
+		func(a *growth.Application) { a.Channels = nil },
+		func(a *growth.Application) { a.Channels[0].Kind = "tiktokk" },
+		func(a *growth.Application) { a.Channels[0].URL = "ftp://x.example" },
+		func(a *growth.Application) { a.Channels[0].Audience = " " },
+		func(a *growth.Application) { a.Plan = "" },
+		func(a *growth.Application) { a.Jurisdictions = []string{"de"} },
+		func(a *growth.Application) { a.Jurisdictions = []string{"DE", "DE"} },
+		func(a *growth.Application) { a.AcceptedTermsVersion = "2020-01" },
+	}
+	for _, mut := range bads {
+		a := goodApplication()
+		a.Channels = append([]growth.Channel(nil), a.Channels...)
+		mut(&a)
+		wantRefused(t, w.growthCmd(CmdPromoterApply, pr, pk, "apply-bad", a), http.StatusBadRequest, "validation")
+	}
+	code := func(c string, kick int64) *Result {
+		return w.growthCmd(CmdPromoterCode, pr, pk, "pcode-"+c, growth.NewPromoterCode{Code: c, Label: "newsletter", KickbackQ9: kick})
+	}
+	wantRefused(t, code("SATSWEEKLY", 0), http.StatusNotFound, "not_found") // not a promoter yet
+	res := w.growthCmd(CmdPromoterApply, pr, pk, "apply", goodApplication())
+	wantOK(t, res)
+	var ar growth.ApplyResult
+	if err := res.Decode(&ar); err != nil || ar.Status != growth.PromoterApproved || ar.PromoterID == "" {
+		t.Fatalf("apply %s", res.Body)
+	}
+	wantRefused(t, w.growthCmd(CmdPromoterApply, pr, pk, "apply-2", goodApplication()), http.StatusConflict, "conflict")
+	wantRefused(t, code("SATSWEEKLY", 150_000_001), http.StatusBadRequest, "validation") // beyond MaxKickbackQ9
+	wantRefused(t, code("SATSWEEKLY", -1), http.StatusBadRequest, "validation")
+	other, ok2 := w.account(btcBTC)
+	wantOK(t, w.createCode(other, ok2, "TAKEN1"))
+	wantRefused(t, code("taken1", 0), http.StatusConflict, "conflict") // one namespace
+	const kick = 50_000_000                                            // 5% of the net fee back to the referee
+	wantOK(t, code("SatsWeekly", kick))
+
+	referee, rk := w.account(btcBTC)
+	wantOK(t, w.bind(referee, rk, "SATSWEEKLY"))
+	payable := w.balance(growth.PromoterPayable)
+	wantOK(t, w.order(referee, rk, mktOrder("p1", "BTC-PERP", "buy", 50_000)))
+	f := w.lastFill(referee)
+	r := f.Referral
+	p := growth.DefaultPolicy()
+	discount := r.GrossFeeMsat * p.RefereeDiscountQ9 / 1e9
+	net := r.GrossFeeMsat - discount
+	kickback := net * kick / 1e9
+	reward := net * (p.PromoterShareQ9 - kick) / 1e9
+	if r.DiscountMsat != discount+kickback || r.RewardMsat != reward || f.FeeMsat != r.GrossFeeMsat-discount-kickback {
+		t.Fatalf("split %+v fee %d, want discount %d + kickback %d, reward %d", *r, f.FeeMsat, discount, kickback, reward)
+	}
+	if got := w.balance(growth.PromoterPayable) - payable; got != reward || w.balance(growth.ReferralPayable) != 0 {
+		t.Fatalf("promoter payable grew %d, want %d", got, reward)
+	}
+	var stats growth.PromoterStats
+	var prof growth.PromoterView
+	w.m.Read(func(st *State, _ uint64) {
+		stats = st.Growth.StatsOf(pr, st.NowMs, 7)
+		prof, _ = st.Growth.PromoterOf(pr)
+	})
+	today := stats.Days[6]
+	if len(stats.Days) != 7 || today.Binds != 1 || today.Fills != 1 || int64(today.RewardMsat) != reward ||
+		int64(today.KickbackMsat) != kickback || int64(today.VolumeMsat) != f.TradeNotionalMsat || stats.Totals.Fills != 1 {
+		t.Fatalf("stats %+v", stats)
+	}
+	if int64(prof.PendingHoldbackMsat) != reward || prof.Referees != 1 || prof.Codes != 1 {
+		t.Fatalf("profile %+v", prof)
+	}
+	w.walkTo(f.TsMs/growth.DayMs*growth.DayMs + 2*growth.DayMs + 1)
+	free := w.balance(ledger.Free(pr))
+	res = w.growthCmd(CmdPromoterClaim, pr, pk, "pclaim", struct{}{})
+	wantOK(t, res)
+	if got := w.balance(ledger.Free(pr)) - free; got != reward || w.balance(growth.PromoterPayable) != 0 {
+		t.Fatalf("claimed %d, want %d", got, reward)
+	}
+	wantRefused(t, w.growthCmd(CmdPromoterClaim, other, ok2, "pclaim-x", struct{}{}), http.StatusNotFound, "not_found")
+}
