@@ -5,6 +5,7 @@ import (
 	"github.com/perpd/perpd/fsm/funds"
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/market"
+	"github.com/perpd/perpd/fsm/por"
 	"github.com/perpd/perpd/fsm/trade"
 	"github.com/perpd/perpd/fsm/usdx"
 )
@@ -30,6 +31,8 @@ type State struct {
 	Trade   *trade.State         `cbor:"11,keyasint"`
 	// USDx is the dollar unit, its hedge bookkeeping and sUSDx (issue 13).
 	USDx *usdx.State `cbor:"20,keyasint,omitempty"`
+	// PoR is Proof of Reserves: the latest liability trees (issue 14).
+	PoR *por.State `cbor:"30,keyasint,omitempty"`
 }
 
 // Genesis records how the cluster was born.
@@ -62,6 +65,7 @@ func NewState() *State {
 		Market:  market.NewState(),
 		Trade:   trade.NewState(),
 		USDx:    usdx.NewState(),
+		PoR:     por.NewState(),
 	}
 }
 
