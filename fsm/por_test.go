@@ -57,9 +57,9 @@ func TestPoRTreesCoverEveryAccountAndReplicasAgree(t *testing.T) {
 	var sums map[string]int64
 	var st0 struct {
 		credited, paid, venue int64
-		supply, outside    int64
-		holder             usdx.Holder
-		staked, shares     int64
+		supply, outside       int64
+		holder                usdx.Holder
+		staked, shares        int64
 	}
 	w.m.Read(func(st *State, _ uint64) {
 		sums = accountSums(st)

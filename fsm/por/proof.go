@@ -17,12 +17,12 @@ const (
 // sats proof carries the Msat fields (SPEC section 2); the USDx proof the
 // same shape with Micro fields.
 type ProofDoc struct {
-	Asset       string    `json:"asset"`
+	Asset       string    `json:"asset" enum:"msat,usdx"`
 	RootHash    string    `json:"rootHash"`
-	TotalMsat   string    `json:"totalMsat,omitempty"`
-	TotalMicro  string    `json:"totalMicro,omitempty"`
+	TotalMsat   string    `json:"totalMsat,omitempty" unit:"msat" doc:"sats tree: the root's sum"`
+	TotalMicro  string    `json:"totalMicro,omitempty" unit:"int" doc:"USDx tree: the root's sum in micro-USDx"`
 	RootSaltHex string    `json:"rootSaltHex"`
-	TreeTsMs    string    `json:"treeTsMs"`
+	TreeTsMs    string    `json:"treeTsMs" unit:"ms"`
 	Leaf        LeafDoc   `json:"leaf"`
 	Path        []StepDoc `json:"path"`
 }
@@ -30,16 +30,16 @@ type ProofDoc struct {
 // LeafDoc is the account's leaf.
 type LeafDoc struct {
 	AccountTag   string `json:"accountTag"`
-	BalanceMsat  string `json:"balanceMsat,omitempty"`
-	BalanceMicro string `json:"balanceMicro,omitempty"`
+	BalanceMsat  string `json:"balanceMsat,omitempty" unit:"msat"`
+	BalanceMicro string `json:"balanceMicro,omitempty" unit:"int"`
 	Index        uint64 `json:"index"`
 }
 
 // StepDoc is one path element.
 type StepDoc struct {
 	SiblingHash     string `json:"siblingHash"`
-	SiblingSumMsat  string `json:"siblingSumMsat,omitempty"`
-	SiblingSumMicro string `json:"siblingSumMicro,omitempty"`
+	SiblingSumMsat  string `json:"siblingSumMsat,omitempty" unit:"msat"`
+	SiblingSumMicro string `json:"siblingSumMicro,omitempty" unit:"int"`
 	SiblingOnLeft   bool   `json:"siblingOnLeft"`
 }
 

@@ -88,6 +88,8 @@ type Tree struct {
 	Levels [][]Node
 	// Count is the number of real (unpadded) leaves.
 	Count int
+	// Salt is the salt the leaves were hashed with.
+	Salt Hash
 }
 
 // Build hashes leaves (in the given order) into a tree. An empty tree is
@@ -97,7 +99,7 @@ func Build(salt Hash, leaves []Leaf) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tree{Count: len(leaves), Levels: [][]Node{level}}
+	t := &Tree{Count: len(leaves), Salt: salt, Levels: [][]Node{level}}
 	for len(level) > 1 {
 		next := make([]Node, len(level)/2)
 		for i := range next {
