@@ -27,7 +27,9 @@ func (c *skewClock) Mono() time.Duration {
 // GET /por shows a tree newer than after.
 func (a *testAPI) nextPorTree(clk *skewClock, after int64) map[string]any {
 	a.t.Helper()
-	clk.offset.Add(por.CadenceMs + 1000)
+	if after > 0 {
+		clk.offset.Add(por.CadenceMs + 1000)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		r := a.get("/por")
@@ -40,6 +42,24 @@ func (a *testAPI) nextPorTree(clk *skewClock, after int64) map[string]any {
 		time.Sleep(50 * time.Millisecond)
 	}
 	a.t.Fatal("no new Proof of Reserves tree")
+	return nil
+}
+
+// settledPor moves log time to the next tree, then waits until GET /por
+// keeps the same tree for half a second (log time has caught up with the
+// moved clock, and the next tree is a minute away) and returns it.
+func (a *testAPI) settledPor(clk *skewClock) map[string]any {
+	a.t.Helper()
+	m := a.nextPorTree(clk, porTs(a.nextPorTree(clk, 0)))
+	for i := 0; i < 100; i++ {
+		time.Sleep(500 * time.Millisecond)
+		again := a.get("/por").json(a.t)
+		if again["tsMs"] == m["tsMs"] {
+			return again
+		}
+		m = again
+	}
+	a.t.Fatal("GET /por never settled")
 	return nil
 }
 
@@ -64,8 +84,7 @@ func TestPorOverHTTP(t *testing.T) {
 			}
 		}
 	}
-	snap := a.nextPorTree(clk, 0)
-	snap = a.nextPorTree(clk, porTs(snap)) // surely after the faucet grants
+	snap := a.settledPor(clk) // taken after the faucet grants
 	if snap["status"] != "clean" || snap["consolidationVerified"] != true || snap["stale"] != false || snap["staleAfterMs"] != "180000" {
 		t.Fatalf("snapshot %v", snap)
 	}
