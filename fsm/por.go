@@ -55,12 +55,12 @@ func BuildPoR(st *State) *por.Snapshot {
 
 	// Classify every ledger balance: an account's part, the USDx side's
 	// backing, or the venue's own.
-	perAccount := map[string]int64{}
+	perAccount := make(map[string]int64, len(st.Access.Accounts))
 	var hedgeBacking, venueOwn, ledgerSum int64
 	overflow := false
 	for k, v := range st.Ledger.Balances {
 		if v < 0 && k != ledger.House {
-			problem("ledger account %s is negative (%d)", k, v)
+			problem("ledger account %s is negative (%d)", publicName(k), v)
 		}
 		if (v > 0 && ledgerSum > math.MaxInt64-v) || (v < 0 && ledgerSum < math.MinInt64-v) {
 			overflow = true
@@ -77,7 +77,7 @@ func BuildPoR(st *State) *por.Snapshot {
 			} else if st.Access.Accounts[id] != nil {
 				perAccount[id] += v
 			} else {
-				problem("ledger account %s belongs to no account", k)
+				problem("a trader ledger account belongs to no account")
 			}
 		case k == usdx.YieldEscrow:
 			hedgeBacking += v // the stakers' sats, not the venue's
@@ -107,14 +107,15 @@ func BuildPoR(st *State) *por.Snapshot {
 
 	entries := make([]por.Entry, 0, len(st.Access.Accounts))
 	var leafSum int64
+	var secret [32]byte
 	for id, a := range st.Access.Accounts {
 		amt := perAccount[id]
 		if amt < 0 {
-			problem("account %s nets %d msat", id, amt)
+			problem("an account nets %d msat", amt)
 			amt = 0
 		}
 		leafSum += amt
-		entries = append(entries, por.Entry{Account: id, Tag: por.AccountTag(tagSecret(st, a.ID, a.KeyIDs, seed), por.AssetMsat, id, now), Amount: amt})
+		entries = append(entries, por.Entry{Account: id, Tag: por.AccountTag(tagSecret(st, a.ID, a.KeyIDs, seed, &secret), por.AssetMsat, id, now), Amount: amt})
 	}
 	msatSalt := por.RootSalt(por.AssetMsat, now, seed)
 	t, err := por.NewTreeState(now, msatSalt, entries)
@@ -149,21 +150,30 @@ func BuildPoR(st *State) *por.Snapshot {
 	return snap
 }
 
+// publicName names a ledger account in a problem GET /por publishes:
+// venue accounts by name, a trader's without its account id.
+func publicName(k string) string {
+	if strings.HasPrefix(k, "acct:") {
+		return "of a trader"
+	}
+	return k
+}
+
 // tagSecret is the key of an account's tag: the SHA-256 of its oldest API
 // key still on record (the key's holder can recompute it), or, for an
 // account without one, a hash of the genesis seed and the account id.
-func tagSecret(st *State, id string, keyIDs []string, seed uint64) []byte {
+func tagSecret(st *State, id string, keyIDs []string, seed uint64, buf *[32]byte) []byte {
 	for _, kid := range keyIDs {
-		if k := st.Access.Keys[kid]; k != nil {
-			if b, err := hex.DecodeString(k.HashHex); err == nil && len(b) > 0 {
-				return b
+		if k := st.Access.Keys[kid]; k != nil && len(k.HashHex) == 64 {
+			if _, err := hex.Decode(buf[:], []byte(k.HashHex)); err == nil {
+				return buf[:]
 			}
 		}
 	}
 	var s [8]byte
 	binary.BigEndian.PutUint64(s[:], seed)
-	h := sha256.Sum256([]byte("perpd/por/fallback\x00" + string(s[:]) + id))
-	return h[:]
+	*buf = sha256.Sum256([]byte("perpd/por/fallback\x00" + string(s[:]) + id))
+	return buf[:]
 }
 
 func buildUsdxTree(st *State, now int64, seed uint64, problem func(string, ...any)) *por.TreeState {
@@ -174,6 +184,7 @@ func buildUsdxTree(st *State, now int64, seed uint64, problem func(string, ...an
 		return t
 	}
 	entries := make([]por.Entry, 0, len(u.Holders))
+	var secret [32]byte
 	var wantMax mbig.Int
 	wantMax.SetInt64(u.Supply - u.Outside)
 	wantMax.Mul(&wantMax, mbig.NewInt(por.MicroPerUsdx))
@@ -195,17 +206,15 @@ func buildUsdxTree(st *State, now int64, seed uint64, problem func(string, ...an
 			v.Add(v, s)
 		}
 		if !v.IsInt64() {
-			problem("USDx holder %s overflows", id)
+			problem("a USDx holder's balance overflows")
 			continue
 		}
 		sum.Add(&sum, v)
-		var secret []byte
 		var keyIDs []string
 		if a := st.Access.Accounts[id]; a != nil {
 			keyIDs = a.KeyIDs
 		}
-		secret = tagSecret(st, id, keyIDs, seed)
-		entries = append(entries, por.Entry{Account: id, Tag: por.AccountTag(secret, por.AssetUsdx, id, now), Amount: v.Int64()})
+		entries = append(entries, por.Entry{Account: id, Tag: por.AccountTag(tagSecret(st, id, keyIDs, seed, &secret), por.AssetUsdx, id, now), Amount: v.Int64()})
 	}
 	// Staking shares round down, at most 1 micro per holder.
 	slack := mbig.NewInt(int64(len(u.Holders)))

@@ -3,9 +3,12 @@ package fsm
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/perpd/perpd/fsm/access"
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/por"
 	"github.com/perpd/perpd/fsm/usdx"
@@ -170,4 +173,98 @@ func TestPoRShortfallPages(t *testing.T) {
 	if snap.ReservesMsat-snap.LiabilitiesMsat != snap.DriftMsat {
 		t.Fatal("drift is not reserves - liabilities")
 	}
+}
+
+// porState is a state of n accounts, each with a key, a free balance and
+// every third a margin, built without the log (for BuildPoR alone).
+func porState(tb testing.TB, n int) *State {
+	st := NewState()
+	st.NowMs = 10 * por.CadenceMs
+	st.Access.SignupsPerHour = n + 1
+	for i := 0; i < n; i++ {
+		id := "acc_" + strconv.Itoa(i)
+		sum := sha256.Sum256([]byte("key-" + id))
+		if ref := st.Access.Signup(access.NewAccount{AccountID: id, KeyID: "key_" + id, KeyHashHex: hex.EncodeToString(sum[:])}, st.NowMs); ref != nil {
+			tb.Fatal(ref)
+		}
+		if err := st.Ledger.Credit(ledger.Free(id), int64(i%1000+1)*1000); err != nil {
+			tb.Fatal(err)
+		}
+		if i%3 == 0 {
+			if err := st.Ledger.Transfer(ledger.Free(id), ledger.Margin(id, "BTC-PERP"), 500); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	return st
+}
+
+// Money the trees cannot attribute breaks the consolidation, and the
+// status pages, with the drift still shown.
+func TestPoRConsolidationCatchesUnaccountedMoney(t *testing.T) {
+	st := porState(t, 5)
+	snap := BuildPoR(st)
+	if !snap.Consolidated || snap.Status != por.StatusClean || snap.DriftMsat != 0 || snap.Msat.LeafCount() != 5 {
+		t.Fatalf("clean state: %+v", snap)
+	}
+	// A balance under an account id nobody has.
+	if err := st.Ledger.Credit(ledger.Free("ghost"), 7000); err != nil {
+		t.Fatal(err)
+	}
+	snap = BuildPoR(st)
+	if snap.Consolidated || snap.Status != por.StatusPage || len(snap.Problems) == 0 || strings.Contains(strings.Join(snap.Problems, ";"), "ghost") {
+		t.Fatalf("ghost money: %v %s %q", snap.Consolidated, snap.Status, snap.Problems)
+	}
+	if snap.DriftMsat != 7000 {
+		t.Fatalf("drift %d: the ghost's money is reserves no leaf claims", snap.DriftMsat)
+	}
+	// Pending withdrawals no open withdrawal explains.
+	st = porState(t, 5)
+	if err := st.Ledger.Transfer(ledger.Free("acc_1"), ledger.PendingWithdrawals, 100); err != nil {
+		t.Fatal(err)
+	}
+	if snap = BuildPoR(st); snap.Consolidated || !strings.Contains(strings.Join(snap.Problems, ";"), "pending withdrawals") {
+		t.Fatalf("pending: %q", snap.Problems)
+	}
+}
+
+func TestPoRStatusRule(t *testing.T) {
+	for _, c := range []struct {
+		drift, liab int64
+		ok          bool
+		want        string
+	}{
+		{0, 1_000_000, true, por.StatusClean},
+		{5, 1_000_000, true, por.StatusClean},
+		{-1_000, 1_000_000, true, por.StatusWarn}, // 0.1% exactly
+		{-1_001, 1_000_000, true, por.StatusPage},
+		{-1, 0, true, por.StatusPage},
+		{10, 1_000_000, false, por.StatusPage},
+		{-1 << 40, 1 << 62, true, por.StatusWarn}, // no overflow in the band
+	} {
+		if got := por.StatusOf(c.drift, c.liab, c.ok); got != c.want {
+			t.Errorf("StatusOf(%d, %d, %v) = %s, want %s", c.drift, c.liab, c.ok, got, c.want)
+		}
+	}
+}
+
+// BenchmarkBuildPoR100k is the timer's whole work at 100,000 accounts:
+// walk the ledger, tag every account, sort by tag, hash the tree.
+func BenchmarkBuildPoR100k(b *testing.B) {
+	st := porState(b, 100_000)
+	runtime.GC()
+	b.ResetTimer()
+	var snap *por.Snapshot
+	for range b.N {
+		snap = BuildPoR(st)
+	}
+	b.StopTimer()
+	if !snap.Consolidated {
+		b.Fatal(snap.Problems)
+	}
+	enc, err := Marshal(snap)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(len(enc)), "snapshot-bytes")
 }

@@ -2,7 +2,6 @@ package por
 
 import (
 	"bytes"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
@@ -21,14 +20,33 @@ import (
 // every account id, nobody else can link a tag to an account, and tags of
 // different trees (tsMs, asset) are unlinkable.
 func AccountTag(secret []byte, asset, accountID string, tsMs int64) Hash {
-	m := hmac.New(sha256.New, secret)
-	io.WriteString(m, "perpd/por/tag/v1\x00"+asset+"\x00"+accountID+"\x00")
-	var ts [8]byte
-	binary.BigEndian.PutUint64(ts[:], uint64(tsMs))
-	m.Write(ts[:])
-	var h Hash
-	m.Sum(h[:0])
-	return h
+	// HMAC (RFC 2104) spelled out over stack buffers: the state machine
+	// tags every account each minute, and crypto/hmac allocates per call.
+	var key [sha256.BlockSize]byte
+	if len(secret) > sha256.BlockSize {
+		k := sha256.Sum256(secret)
+		copy(key[:], k[:])
+	} else {
+		copy(key[:], secret)
+	}
+	var ibuf [sha256.BlockSize + 192]byte
+	in := ibuf[:sha256.BlockSize]
+	for i, b := range key {
+		in[i] = b ^ 0x36
+	}
+	in = append(in, "perpd/por/tag/v1\x00"...)
+	in = append(in, asset...)
+	in = append(in, 0)
+	in = append(in, accountID...)
+	in = append(in, 0)
+	in = binary.BigEndian.AppendUint64(in, uint64(tsMs))
+	inner := sha256.Sum256(in)
+	var obuf [sha256.BlockSize + sha256.Size]byte
+	for i, b := range key {
+		obuf[i] = b ^ 0x5c
+	}
+	copy(obuf[sha256.BlockSize:], inner[:])
+	return sha256.Sum256(obuf[:])
 }
 
 // RootSalt is a tree's salt: SHA-256("perpd/por/salt/v1" 0x00 asset 0x00

@@ -2,6 +2,7 @@ package por
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
@@ -245,6 +246,22 @@ func BenchmarkTags100k(b *testing.B) {
 	for range b.N {
 		for i := range 100_000 {
 			AccountTag(secret[:], AssetMsat, "acc_0123456789abcdef", int64(i))
+		}
+	}
+}
+
+// AccountTag is HMAC-SHA256 exactly, for short and long keys.
+func TestAccountTagIsHMAC(t *testing.T) {
+	for _, key := range [][]byte{[]byte("k"), bytes.Repeat([]byte{7}, 32), bytes.Repeat([]byte{9}, 64), bytes.Repeat([]byte{3}, 100)} {
+		for _, id := range []string{"acc_1", strings.Repeat("x", 300)} {
+			m := hmac.New(sha256.New, key)
+			m.Write([]byte("perpd/por/tag/v1\x00usdx\x00" + id + "\x00"))
+			m.Write(binary.BigEndian.AppendUint64(nil, 1234567))
+			var want Hash
+			m.Sum(want[:0])
+			if got := AccountTag(key, AssetUsdx, id, 1234567); got != want {
+				t.Fatalf("key %d bytes, id %d bytes: not HMAC-SHA256", len(key), len(id))
+			}
 		}
 	}
 }
