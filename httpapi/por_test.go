@@ -141,3 +141,53 @@ func TestPorOverHTTP(t *testing.T) {
 		t.Fatalf("dashboard: %d", r.status)
 	}
 }
+
+// The USDx tree over HTTP: a holder's proof carries micro-USDx and
+// verifies against liabilityUsdx; the tree's total is the supply held.
+func TestPorUsdxProofOverHTTP(t *testing.T) {
+	clk := &skewClock{start: time.Now()}
+	a := newTestAPIWith(t, nil, func(c *node.Config) { c.Clock = clk })
+	a.listMarkets()
+	key, _ := a.tradingAccount()
+	a.freshPrices()
+	q := a.do(req{method: "POST", path: "/v1/usdx/quotes", key: key, body: map[string]any{"side": "mint", "usdx": "20"}})
+	if q.status != 201 {
+		t.Fatalf("quote: %d %s", q.status, q.body)
+	}
+	qid := q.json(t)["quoteId"].(string)
+	if r := a.do(req{method: "POST", path: "/v1/usdx/mints", key: key, idem: qid, body: map[string]any{"quoteId": qid}}); r.status != 201 {
+		t.Fatalf("mint: %d %s", r.status, r.body)
+	}
+	snap := a.settledPor(clk)
+	lu := snap["liabilityUsdx"].(map[string]any)
+	if lu["totalMicro"] != "20000000" || lu["leafCount"] != float64(1) {
+		t.Fatalf("liabilityUsdx %v", lu)
+	}
+	if v := snap["vaultExposure"].(map[string]any); v["netPctOfEquityQ9"] != "0" || v["consolidationVerified"] != true || v["quantumQ9"] != "50000000" {
+		t.Fatalf("vaultExposure %v", v)
+	}
+	if snap["status"] != "clean" || snap["consolidationVerified"] != true {
+		t.Fatalf("snapshot %v", snap)
+	}
+	r := a.do(req{method: "GET", path: "/v1/por/proof?asset=usdx", key: key})
+	if r.status != 200 {
+		t.Fatalf("proof: %d %s", r.status, r.body)
+	}
+	d, err := por.DecodeProof(bytes.NewReader(r.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := d.Verify(lu["rootHash"].(string))
+	if err != nil || d.Asset != "usdx" || d.Leaf.BalanceMicro != "20000000" || d.TotalMicro != "20000000" || d.Leaf.BalanceMsat != "" || v.Balance != 20_000_000 {
+		t.Fatalf("usdx proof %s: %v", r.body, err)
+	}
+	// The sats proof of the same account is another tree with another root.
+	r = a.do(req{method: "GET", path: "/v1/por/proof", key: key})
+	d2, _ := por.DecodeProof(bytes.NewReader(r.body))
+	if _, err := d2.Verify(lu["rootHash"].(string)); err == nil {
+		t.Fatal("the sats proof verified against the USDx root")
+	}
+	if _, err := d2.Verify(snap["liability"].(map[string]any)["rootHash"].(string)); err != nil {
+		t.Fatal(err)
+	}
+}
