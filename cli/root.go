@@ -20,7 +20,7 @@ func Execute() int {
 			return applyEnv(cmd)
 		},
 	}
-	root.AddCommand(serveCmd(), devnetCmd(), adminCmd(), benchCmd())
+	root.AddCommand(serveCmd(), devnetCmd(), adminCmd(), benchCmd(), porCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		return 1

@@ -6,6 +6,7 @@ import (
 	"github.com/perpd/perpd/fsm/growth"
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/market"
+	"github.com/perpd/perpd/fsm/por"
 	"github.com/perpd/perpd/fsm/trade"
 	"github.com/perpd/perpd/fsm/usdx"
 )
@@ -34,6 +35,8 @@ type State struct {
 	// Growth is the referral programme and the leaderboards (key 15, so
 	// that keys 12-14 stay free for the domains landing beside it).
 	Growth *growth.State `cbor:"15,keyasint,omitempty"`
+	// PoR is Proof of Reserves: the latest liability trees (issue 14).
+	PoR *por.State `cbor:"30,keyasint,omitempty"`
 }
 
 // Genesis records how the cluster was born.
@@ -67,6 +70,7 @@ func NewState() *State {
 		Trade:   trade.NewState(),
 		USDx:    usdx.NewState(),
 		Growth:  growth.NewState(),
+		PoR:     por.NewState(),
 	}
 }
 

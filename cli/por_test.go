@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/perpd/perpd/fsm/por"
+)
+
+func runPor(t *testing.T, stdin []byte, args ...string) (string, error) {
+	t.Helper()
+	cmd := porCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(io.Discard)
+	cmd.SetIn(bytes.NewReader(stdin))
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+// testProof is leaf 2 of a three-leaf sats tree, as the API serves it.
+func testProof(t *testing.T) ([]byte, string) {
+	t.Helper()
+	salt := por.RootSalt(por.AssetMsat, 120_000, 7)
+	var leaves []por.Leaf
+	for i, amt := range []int64{5_000, 0, 1_234_000} {
+		leaves = append(leaves, por.Leaf{Tag: por.AccountTag([]byte{byte(i)}, por.AssetMsat, "acc", 120_000), Amount: amt})
+	}
+	tr, err := por.Build(salt, leaves)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := por.NewProofDoc(por.AssetMsat, tr, salt, leaves[2].Tag, 2, 120_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.MarshalIndent(d, "", "  ")
+	root := tr.Root().Hash
+	return b, hex.EncodeToString(root[:])
+}
+
+func TestPorVerify(t *testing.T) {
+	proof, root := testProof(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "proof.json")
+	if err := os.WriteFile(file, proof, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runPor(t, nil, "verify", "--proof", file, "--root", root)
+	if err != nil || !strings.HasPrefix(out, "VALID") || !strings.Contains(out, "balance 1234000 msat") || !strings.Contains(out, "expected one") {
+		t.Fatalf("valid proof: %v\n%s", err, out)
+	}
+	out, err = runPor(t, proof, "verify", "--proof", "-")
+	if err != nil || !strings.HasPrefix(out, "VALID") || !strings.Contains(out, "own root") {
+		t.Fatalf("from stdin: %v\n%s", err, out)
+	}
+	other := strings.Repeat("0", 64)
+	if out, err = runPor(t, nil, "verify", "--proof", file, "--root", other); !errors.Is(err, errProofInvalid) || !strings.HasPrefix(out, "INVALID") {
+		t.Fatalf("another root: %v\n%s", err, out)
+	}
+	// A claimed balance raised by one msat no longer leads to the root.
+	var d map[string]any
+	_ = json.Unmarshal(proof, &d)
+	d["leaf"].(map[string]any)["balanceMsat"] = "1234001"
+	bad, _ := json.Marshal(d)
+	if out, err = runPor(t, bad, "verify", "--proof", "-"); !errors.Is(err, errProofInvalid) || !strings.Contains(out, "INVALID") {
+		t.Fatalf("tampered balance: %v\n%s", err, out)
+	}
+	// A negative sibling sum is refused as such.
+	d["leaf"].(map[string]any)["balanceMsat"] = "1234000"
+	d["path"].([]any)[0].(map[string]any)["siblingSumMsat"] = "-5"
+	bad, _ = json.Marshal(d)
+	if out, err = runPor(t, bad, "verify", "--proof", "-"); err == nil || !strings.Contains(out, "non-negative") {
+		t.Fatalf("negative sum: %v\n%s", err, out)
+	}
+	if _, err = runPor(t, []byte("not json"), "verify", "--proof", "-"); err == nil {
+		t.Fatal("garbage verified")
+	}
+	if _, err = runPor(t, nil, "verify"); err == nil {
+		t.Fatal("no --proof accepted")
+	}
+}

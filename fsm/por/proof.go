@@ -1,0 +1,185 @@
+package por
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strconv"
+)
+
+// Assets of the two liability trees.
+const (
+	AssetMsat = "msat" // sats liabilities, balances in msat
+	AssetUsdx = "usdx" // USDx liabilities, balances in micro-USDx
+)
+
+// ProofDoc is an inclusion proof as served by GET /v1/por/proof and read by
+// perpd por verify. Amounts are decimal strings (SPEC's wire encoding). The
+// sats proof carries the Msat fields (SPEC section 2); the USDx proof the
+// same shape with Micro fields.
+type ProofDoc struct {
+	Asset       string    `json:"asset" enum:"msat,usdx"`
+	RootHash    string    `json:"rootHash"`
+	TotalMsat   string    `json:"totalMsat,omitempty" unit:"msat" doc:"sats tree: the root's sum"`
+	TotalMicro  string    `json:"totalMicro,omitempty" unit:"int" doc:"USDx tree: the root's sum in micro-USDx"`
+	RootSaltHex string    `json:"rootSaltHex"`
+	TreeTsMs    string    `json:"treeTsMs" unit:"ms"`
+	Leaf        LeafDoc   `json:"leaf"`
+	Path        []StepDoc `json:"path"`
+}
+
+// LeafDoc is the account's leaf.
+type LeafDoc struct {
+	AccountTag   string `json:"accountTag"`
+	BalanceMsat  string `json:"balanceMsat,omitempty" unit:"msat"`
+	BalanceMicro string `json:"balanceMicro,omitempty" unit:"int"`
+	Index        uint64 `json:"index"`
+}
+
+// StepDoc is one path element.
+type StepDoc struct {
+	SiblingHash     string `json:"siblingHash"`
+	SiblingSumMsat  string `json:"siblingSumMsat,omitempty" unit:"msat"`
+	SiblingSumMicro string `json:"siblingSumMicro,omitempty" unit:"int"`
+	SiblingOnLeft   bool   `json:"siblingOnLeft"`
+}
+
+// NewProofDoc renders leaf index i of t as a proof document.
+func NewProofDoc(asset string, t *Tree, salt, tag Hash, i int, treeTsMs int64) (ProofDoc, error) {
+	path, err := t.Proof(i)
+	if err != nil {
+		return ProofDoc{}, err
+	}
+	root := t.Root()
+	leafSum := t.Levels[0][i].Sum
+	d := ProofDoc{Asset: asset, RootHash: hex.EncodeToString(root.Hash[:]), RootSaltHex: hex.EncodeToString(salt[:]),
+		TreeTsMs: strconv.FormatInt(treeTsMs, 10), Leaf: LeafDoc{AccountTag: hex.EncodeToString(tag[:]), Index: uint64(i)},
+		Path: make([]StepDoc, len(path))}
+	micro := asset == AssetUsdx
+	setAmount(micro, &d.TotalMsat, &d.TotalMicro, root.Sum)
+	setAmount(micro, &d.Leaf.BalanceMsat, &d.Leaf.BalanceMicro, leafSum)
+	for k, s := range path {
+		d.Path[k] = StepDoc{SiblingHash: hex.EncodeToString(s.Sibling.Hash[:]), SiblingOnLeft: s.OnLeft}
+		setAmount(micro, &d.Path[k].SiblingSumMsat, &d.Path[k].SiblingSumMicro, s.Sibling.Sum)
+	}
+	return d, nil
+}
+
+func setAmount(micro bool, msat, mic *string, v uint64) {
+	s := strconv.FormatUint(v, 10)
+	if micro {
+		*mic = s
+	} else {
+		*msat = s
+	}
+}
+
+// Verdict is what verifying a proof found.
+type Verdict struct {
+	Asset    string
+	RootHash string
+	Total    uint64
+	Balance  uint64
+	Index    uint64
+	Depth    int
+}
+
+// Verify recomputes the root from the proof and checks it against the
+// proof's own rootHash and total, and against wantRoot when that is not
+// empty (the root the verifier got elsewhere, for example from GET /por).
+// Every amount must be a non-negative decimal integer within 64 bits
+// signed; every hash 32 bytes of hex.
+func (d ProofDoc) Verify(wantRoot string) (Verdict, error) {
+	v := Verdict{Asset: d.Asset, RootHash: d.RootHash, Index: d.Leaf.Index, Depth: len(d.Path)}
+	micro := d.Asset == AssetUsdx
+	if d.Asset != AssetMsat && d.Asset != AssetUsdx {
+		return v, fmt.Errorf("unknown asset %q", d.Asset)
+	}
+	pick := func(msat, mic string) string {
+		if micro {
+			return mic
+		}
+		return msat
+	}
+	salt, err := parseHash("rootSaltHex", d.RootSaltHex)
+	if err != nil {
+		return v, err
+	}
+	tag, err := parseHash("leaf.accountTag", d.Leaf.AccountTag)
+	if err != nil {
+		return v, err
+	}
+	root, err := parseHash("rootHash", d.RootHash)
+	if err != nil {
+		return v, err
+	}
+	if v.Total, err = parseAmount("total", pick(d.TotalMsat, d.TotalMicro)); err != nil {
+		return v, err
+	}
+	if v.Balance, err = parseAmount("leaf balance", pick(d.Leaf.BalanceMsat, d.Leaf.BalanceMicro)); err != nil {
+		return v, err
+	}
+	path := make([]Step, len(d.Path))
+	for k, s := range d.Path {
+		h, err := parseHash(fmt.Sprintf("path[%d].siblingHash", k), s.SiblingHash)
+		if err != nil {
+			return v, err
+		}
+		sum, err := parseAmount(fmt.Sprintf("path[%d] sibling sum", k), pick(s.SiblingSumMsat, s.SiblingSumMicro))
+		if err != nil {
+			return v, err
+		}
+		path[k] = Step{Sibling: Node{Hash: h, Sum: sum}, OnLeft: s.SiblingOnLeft}
+	}
+	got, err := Climb(Node{Hash: LeafHash(salt, tag), Sum: v.Balance}, d.Leaf.Index, path)
+	if err != nil {
+		return v, err
+	}
+	if got.Hash != root {
+		return v, fmt.Errorf("the path leads to root %x, not the proof's rootHash %s", got.Hash, d.RootHash)
+	}
+	if got.Sum != v.Total {
+		return v, fmt.Errorf("the path sums to %d, not the proof's total %d", got.Sum, v.Total)
+	}
+	if wantRoot != "" {
+		want, err := parseHash("expected root", wantRoot)
+		if err != nil {
+			return v, err
+		}
+		if want != root {
+			return v, fmt.Errorf("the proof's root %s is not the expected root %s", d.RootHash, wantRoot)
+		}
+	}
+	return v, nil
+}
+
+func parseHash(what, s string) (Hash, error) {
+	var h Hash
+	if len(s) != 2*HashSize {
+		return h, fmt.Errorf("%s: want %d hex digits, got %d", what, 2*HashSize, len(s))
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return h, fmt.Errorf("%s: %q is not lowercase hex", what, s)
+		}
+	}
+	_, err := hex.Decode(h[:], []byte(s))
+	return h, err
+}
+
+// parseAmount accepts ^[0-9]+$ within the signed 64-bit range: a sum in
+// a tree is never negative.
+func parseAmount(what, s string) (uint64, error) {
+	if s == "" {
+		return 0, fmt.Errorf("%s: missing", what)
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("%s: %q is not a non-negative decimal integer", what, s)
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %q out of range", what, s)
+	}
+	return uint64(v), nil
+}

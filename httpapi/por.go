@@ -1,0 +1,256 @@
+package httpapi
+
+import (
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"sync"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/fsm/por"
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// Proof of Reserves (SPEC sections 2 and 4, issue 14). The state machine
+// builds the trees (fsm/por.go); these handlers render the latest
+// snapshot, build a tree's levels on read to answer a proof (cached per
+// tree), and serve the dashboard.
+
+func init() { routeSets = append(routeSets, (*Server).porRoutes) }
+
+// PorHistoryLen is how many snapshots GET /por lists (newest first); the
+// state keeps por.HistoryMax.
+const PorHistoryLen = 100
+
+// PorLiabilityView is the sats tree's root (SPEC: liability).
+type PorLiabilityView struct {
+	RootHash    string   `json:"rootHash"`
+	TotalMsat   wire.Int `json:"totalMsat" unit:"msat"`
+	LeafCount   int      `json:"leafCount"`
+	RootSaltHex string   `json:"rootSaltHex"`
+	TsMs        wire.Int `json:"tsMs" unit:"ms"`
+}
+
+// PorLiabilityUsdxView is the USDx tree's root (SPEC: liabilityUsdx).
+type PorLiabilityUsdxView struct {
+	RootHash    string   `json:"rootHash"`
+	TotalMicro  wire.Int `json:"totalMicro" unit:"int" doc:"micro-USDx (1 USDx = 1000000)"`
+	LeafCount   int      `json:"leafCount"`
+	RootSaltHex string   `json:"rootSaltHex"`
+	TsMs        wire.Int `json:"tsMs" unit:"ms"`
+}
+
+// PorHistoryView is one past snapshot.
+type PorHistoryView struct {
+	TsMs      wire.Int `json:"tsMs" unit:"ms"`
+	Status    string   `json:"status" enum:"clean,warn,page"`
+	DriftMsat wire.Int `json:"driftMsat" unit:"msat"`
+	// The two roots of that snapshot, so an older proof can be checked.
+	RootHash     string `json:"rootHash"`
+	UsdxRootHash string `json:"usdxRootHash"`
+}
+
+// PorVaultView is the USDx hedge's exposure (SPEC: vaultExposure).
+type PorVaultView struct {
+	NetPctOfEquityQ9      *wire.Int `json:"netPctOfEquityQ9" unit:"q9" doc:"(hedge short contracts - USDx supply) / supply; null while no USDx exists"`
+	QuantumQ9             wire.Int  `json:"quantumQ9" unit:"q9" doc:"the smallest step of netPctOfEquityQ9: one contract of the supply"`
+	TsMs                  wire.Int  `json:"tsMs" unit:"ms"`
+	ConsolidationVerified bool      `json:"consolidationVerified" doc:"USDx supply equals the hedge's short contracts"`
+}
+
+// PorDetailView is the snapshot's inner figures (SPEC: snapshot, not shown).
+type PorDetailView struct {
+	ReservesMsat     wire.Int `json:"reservesMsat" unit:"msat"`
+	ReservesSource   string   `json:"reservesSource"`
+	LiabilitiesMsat  wire.Int `json:"liabilitiesMsat" unit:"msat"`
+	HedgeBackingMsat wire.Int `json:"hedgeBackingMsat" unit:"msat"`
+	CadenceMs        wire.Int `json:"cadenceMs" unit:"ms"`
+	WarnBandQ9       wire.Int `json:"warnBandQ9" unit:"q9"`
+	Problems         []string `json:"problems"`
+}
+
+// PorSnapshotView is GET /por (SPEC section 2, Proof of Reserves).
+type PorSnapshotView struct {
+	TsMs                  wire.Int             `json:"tsMs" unit:"ms"`
+	AgeMs                 wire.Int             `json:"ageMs" unit:"ms"`
+	StaleAfterMs          wire.Int             `json:"staleAfterMs" unit:"ms"`
+	Stale                 bool                 `json:"stale"`
+	Status                string               `json:"status" enum:"clean,warn,page"`
+	DriftMsat             wire.Int             `json:"driftMsat" unit:"msat" doc:"reserves - liabilities; negative is a shortfall"`
+	ConsolidationVerified bool                 `json:"consolidationVerified"`
+	Snapshot              any                  `json:"snapshot"`
+	History               []PorHistoryView     `json:"history"`
+	Liability             PorLiabilityView     `json:"liability"`
+	LiabilityUsdx         PorLiabilityUsdxView `json:"liabilityUsdx"`
+	VaultExposure         PorVaultView         `json:"vaultExposure"`
+}
+
+// PorProofQuery is the query of GET /v1/por/proof.
+type PorProofQuery struct {
+	Asset *string `json:"asset" enum:"msat,usdx" doc:"which tree; default msat"`
+}
+
+//go:embed por_dashboard.html
+var porDashboardHTML []byte
+
+func (s *Server) porRoutes() []*Route {
+	return []*Route{
+		{Method: http.MethodGet, Path: "/por", Summary: "Proof of Reserves: the latest snapshot (404 before the first tree)",
+			Budget: "read", Responses: map[int]any{200: PorSnapshotView{}, 404: wire.ErrorBody{}}, Handler: s.porSnapshot},
+		{Method: http.MethodGet, Path: "/por/dashboard", Summary: "Proof of Reserves dashboard and in-browser proof verifier (HTML)",
+			Content: "text/html", Responses: map[int]any{200: ""}, Handler: s.porDashboard},
+		{Method: http.MethodGet, Path: "/v1/por/proof", Summary: "The caller's inclusion proof in the latest tree (404 when the account is not in it)",
+			Auth: Keyed, Scope: "read", Budget: "read", Query: PorProofQuery{},
+			Responses: map[int]any{200: por.ProofDoc{}, 404: wire.ErrorBody{}}, Handler: s.porProof},
+	}
+}
+
+var errTreeMismatch = errors.New("the tree changed while the proof was built; ask again")
+
+func hexOf(h por.Hash) string { return hex.EncodeToString(h[:]) }
+
+// NewPorSnapshotView renders snap as of log time nowMs.
+func NewPorSnapshotView(snap *por.Snapshot, hist []por.HistoryEntry, nowMs int64) PorSnapshotView {
+	age := max(nowMs-snap.TsMs, 0)
+	v := PorSnapshotView{TsMs: wire.Int(snap.TsMs), AgeMs: wire.Int(age), StaleAfterMs: por.StaleAfterMs,
+		Stale: age > por.StaleAfterMs, Status: snap.Status, DriftMsat: wire.Int(snap.DriftMsat),
+		ConsolidationVerified: snap.Consolidated,
+		Snapshot: PorDetailView{ReservesMsat: wire.Int(snap.ReservesMsat), ReservesSource: "simulated rail custody: settled deposits and faucet grants less paid payouts",
+			LiabilitiesMsat: wire.Int(snap.LiabilitiesMsat), HedgeBackingMsat: wire.Int(snap.HedgeBackingMsat),
+			CadenceMs: por.CadenceMs, WarnBandQ9: por.WarnBandQ9, Problems: append([]string{}, snap.Problems...)},
+		Liability: PorLiabilityView{RootHash: hexOf(snap.Msat.RootHash), TotalMsat: wire.Int(snap.Msat.Total),
+			LeafCount: snap.Msat.LeafCount(), RootSaltHex: hexOf(snap.Msat.Salt), TsMs: wire.Int(snap.Msat.TsMs)},
+		LiabilityUsdx: PorLiabilityUsdxView{RootHash: hexOf(snap.Usdx.RootHash), TotalMicro: wire.Int(snap.Usdx.Total),
+			LeafCount: snap.Usdx.LeafCount(), RootSaltHex: hexOf(snap.Usdx.Salt), TsMs: wire.Int(snap.Usdx.TsMs)},
+		VaultExposure: PorVaultView{QuantumQ9: wire.Int(snap.Vault.QuantumQ9), TsMs: wire.Int(snap.TsMs), ConsolidationVerified: snap.Vault.Verified},
+		History:       []PorHistoryView{},
+	}
+	if snap.Vault.HasNet {
+		v.VaultExposure.NetPctOfEquityQ9 = wire.Ptr(snap.Vault.NetPctQ9)
+	}
+	for i := len(hist) - 1; i >= 0 && len(v.History) < PorHistoryLen; i-- {
+		h := hist[i]
+		v.History = append(v.History, PorHistoryView{TsMs: wire.Int(h.TsMs), Status: h.Status, DriftMsat: wire.Int(h.DriftMsat),
+			RootHash: hexOf(h.MsatRoot), UsdxRootHash: hexOf(h.UsdxRoot)})
+	}
+	return v
+}
+
+func (s *Server) porSnapshot(c *gin.Context) {
+	now := s.Node.LogNowMs()
+	var v *PorSnapshotView
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
+		if st.PoR == nil || st.PoR.Latest == nil {
+			return
+		}
+		view := NewPorSnapshotView(st.PoR.Latest, st.PoR.History, now)
+		v = &view
+	})
+	if v == nil {
+		notFound(c, "Proof of Reserves snapshot (the first tree is built within a minute of log time)")
+		return
+	}
+	c.JSON(http.StatusOK, v)
+}
+
+func (s *Server) porDashboard(c *gin.Context) {
+	c.Header("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'")
+	c.Data(http.StatusOK, "text/html; charset=utf-8", porDashboardHTML)
+}
+
+// porTrees caches the levels of the latest tree of each asset: a proof
+// needs them, the state keeps only leaves and root. Keyed by the root and
+// salt, so a cached tree is right whichever server or state asks.
+var porTrees = struct {
+	sync.Mutex
+	byAsset map[string]*por.Tree
+}{byAsset: map[string]*por.Tree{}}
+
+// porTree returns the levels of the tree whose leaves are ls and whose
+// root is root, from the cache or built now.
+func porTree(asset string, salt, root por.Hash, ls func() []por.Leaf) (*por.Tree, error) {
+	porTrees.Lock()
+	t := porTrees.byAsset[asset]
+	porTrees.Unlock()
+	if t != nil && t.Root().Hash == root && t.Salt == salt {
+		return t, nil
+	}
+	t, err := por.Build(salt, ls())
+	if err != nil {
+		return nil, err
+	}
+	if t.Root().Hash != root {
+		return nil, errTreeMismatch
+	}
+	porTrees.Lock()
+	porTrees.byAsset[asset] = t
+	porTrees.Unlock()
+	return t, nil
+}
+
+func (s *Server) porProof(c *gin.Context) {
+	var q PorProofQuery
+	if err := decodeQuery(c, &q); err != nil {
+		invalid(c, err.Error())
+		return
+	}
+	asset := por.AssetMsat
+	if q.Asset != nil {
+		asset = *q.Asset
+	}
+	acct := callerOf(c).AccountID
+	var (
+		found      bool
+		idx        int
+		tag, salt  por.Hash
+		root       por.Hash
+		tsMs       int64
+		leaves     []por.Leaf
+		treeExists bool
+	)
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
+		if st.PoR == nil || st.PoR.Latest == nil {
+			return
+		}
+		tr := st.PoR.Latest.Msat
+		if asset == por.AssetUsdx {
+			tr = st.PoR.Latest.Usdx
+		}
+		treeExists = true
+		if idx = tr.Index(acct); idx < 0 {
+			return
+		}
+		found, tag, salt, root, tsMs = true, tr.Tags[idx], tr.Salt, tr.RootHash, tr.TsMs
+		porTrees.Lock()
+		cached := porTrees.byAsset[asset]
+		porTrees.Unlock()
+		if cached == nil || cached.Root().Hash != root || cached.Salt != salt {
+			leaves = tr.Leaves() // a copy: built into levels outside the lock
+		}
+	})
+	if !treeExists {
+		notFound(c, "Proof of Reserves tree (the first is built within a minute of log time)")
+		return
+	}
+	if !found {
+		notFound(c, "account in the latest "+asset+" tree (it is in the next tree built after it was created or first held "+asset+")")
+		return
+	}
+	t, err := porTree(asset, salt, root, func() []por.Leaf { return leaves })
+	if err == nil && t.Count <= idx {
+		err = errTreeMismatch
+	}
+	if err != nil {
+		unavailable(c, "proof unavailable: "+err.Error())
+		return
+	}
+	d, err := por.NewProofDoc(asset, t, salt, tag, idx, tsMs)
+	if err != nil {
+		unavailable(c, "proof unavailable: "+err.Error())
+		return
+	}
+	c.JSON(http.StatusOK, d)
+}
