@@ -97,13 +97,22 @@ func (n *Node) forward(ctx context.Context, adminAddr string, cmd *fsm.Command) 
 	}
 	n.SetPeerAuth(req)
 	req.Header.Set("Content-Type", "application/cbor")
+	rid := RequestIDFrom(ctx)
+	if rid == "" { // a node's own housekeeping: still one id on both nodes
+		rid = "int-" + NewRequestID()
+	}
+	req.Header.Set(RequestIDHeader, rid)
 	if err := setDrawHeader(ctx, req); err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	resp, err := n.forwarder.client.Do(req)
 	if err != nil {
+		n.cfg.Logger.Info("write forward failed", "request_id", rid, "type", cmd.Type, "leader", adminAddr, "err", err)
 		return nil, err
 	}
+	n.cfg.Logger.Info("write forwarded to leader", "request_id", rid, "type", cmd.Type, "leader", adminAddr,
+		"status", resp.StatusCode, "ms", time.Since(start).Milliseconds())
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardBytes))
 	if err != nil {
@@ -184,8 +193,21 @@ func (n *Node) ForwardHandler() http.Handler {
 		if d != nil {
 			ctx = WithDraw(ctx, d)
 		}
+		// The follower's id, so both nodes log this write under one id; a
+		// malformed one (the peer is authenticated, but still) is replaced.
+		rid := r.Header.Get(RequestIDHeader)
+		if !ValidRequestID(rid) {
+			rid = "fwd-" + NewRequestID()
+		}
+		start := time.Now()
 		res, err := n.applyLocal(ctx, cmd)
 		writeVerdict(w, d)
+		if err != nil {
+			n.cfg.Logger.Info("forwarded write not applied", "request_id", rid, "type", cmd.Type, "from", r.RemoteAddr, "err", err)
+		} else {
+			n.cfg.Logger.Info("forwarded write applied", "request_id", rid, "type", cmd.Type, "from", r.RemoteAddr,
+				"index", res.Index, "status", res.Status, "ms", time.Since(start).Milliseconds())
+		}
 		if err != nil {
 			var limited *RateLimitedError
 			status := http.StatusServiceUnavailable

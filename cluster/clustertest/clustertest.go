@@ -223,6 +223,7 @@ func (c *Cluster) tryStart(m *Member, fresh bool) error {
 		Bootstrap:         m.bootstrap,
 		Deployment:        c.cfg.deployment,
 		AdminToken:        c.Token,
+		MetricsToken:      c.cfg.metricsToken,
 		ClusterSecret:     c.Secret,
 		TLS:               peer,
 		SnapshotThreshold: c.cfg.snapshotThreshold,

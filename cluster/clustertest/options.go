@@ -27,6 +27,7 @@ type config struct {
 	onNode            []func(*node.Node)
 	assemble          Assembler
 	tls               bool
+	metricsToken      string
 }
 
 // Assembler builds a node's admin server and public API before the node
@@ -93,3 +94,6 @@ func Assemble(a Assembler) Option { return func(c *config) { c.assemble = a } }
 // from a throwaway CA made for the cluster (Cluster.CA), as `perpd devnet`
 // does. Cluster.Admin then presents an operator certificate.
 func TLS() Option { return func(c *config) { c.tls = true } }
+
+// MetricsToken gives every member a read-only metrics token.
+func MetricsToken(tok string) Option { return func(c *config) { c.metricsToken = tok } }
