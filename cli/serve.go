@@ -133,6 +133,7 @@ func runServe(parent context.Context, f serveFlags) error {
 	}
 	n.Start()
 	asm.Run(ctx)
+	f.ops.startBackups(ctx, n, log)
 	var adminTLS *tls.Config
 	if peerTLS != nil {
 		adminTLS = peerTLS.ServerConfig()

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/pflag"
 
+	"github.com/perpd/perpd/cluster"
 	"github.com/perpd/perpd/node"
 )
 
@@ -24,7 +26,9 @@ type opsFlags struct {
 func addOpsFlags(fl *pflag.FlagSet, f *opsFlags) {
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text (human) or json (one object per line, for a log shipper)")
 	fl.StringVar(&f.metricsTokenFile, "metrics-token-file", "", "file (mode 0600) holding a read-only bearer token accepted by GET /metrics on the admin listener beside the admin token (default: none, the admin token only)")
-	// BACKUP FLAGS
+	fl.StringVar(&f.backupDir, "backup-dir", "", "directory for scheduled backups: consistent, checked snapshots with a SHA-256 and a manifest each (default: no backups)")
+	fl.DurationVar(&f.backupEvery, "backup-every", time.Hour, "interval between scheduled backups (with --backup-dir; at least 1m)")
+	fl.IntVar(&f.backupKeep, "backup-keep", 24, "backups of this node kept in --backup-dir; older ones are deleted")
 }
 
 // validate checks the flags before anything starts.
@@ -62,4 +66,14 @@ func (f *opsFlags) metricsToken() (string, error) {
 		return "", fmt.Errorf("--metrics-token-file: %w", err)
 	}
 	return t, nil
+}
+
+// startBackups runs scheduled backups until ctx ends, when --backup-dir is
+// set.
+func (f *opsFlags) startBackups(ctx context.Context, n *node.Node, log hclog.Logger) {
+	if f.backupDir == "" {
+		return
+	}
+	log.Info("scheduled backups", "dir", f.backupDir, "every", f.backupEvery, "keep", f.backupKeep)
+	go cluster.RunBackups(ctx, n, cluster.BackupConfig{Dir: f.backupDir, Every: f.backupEvery, Keep: f.backupKeep, Log: log.Named("backup")})
 }
