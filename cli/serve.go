@@ -100,7 +100,7 @@ func runServe(parent context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	log := f.ops.logger(f.logLevel, f.id)
+	log := f.ops.logger(f.logLevel, f.id, os.Stderr)
 	if err := os.MkdirAll(f.data, 0o700); err != nil {
 		return err
 	}

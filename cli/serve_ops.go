@@ -3,7 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
+	"io"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -49,10 +49,10 @@ func (f *opsFlags) validate() error {
 	return nil
 }
 
-// logger is the node's root logger in the chosen format.
-func (f *opsFlags) logger(level, id string) hclog.Logger {
+// logger is the node's root logger in the chosen format, writing to out.
+func (f *opsFlags) logger(level, id string, out io.Writer) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
-		Name: "perpd", Level: hclog.LevelFromString(level), JSONFormat: f.logFormat == "json", Output: os.Stderr,
+		Name: "perpd", Level: hclog.LevelFromString(level), JSONFormat: f.logFormat == "json", Output: out,
 	}).With("node", id)
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,5 +40,26 @@ func TestServeChecksItsOperationsFlags(t *testing.T) {
 	if err := serveWith(t, "--log-format", "json", "--metrics-token-file", tok, "--backup-dir", t.TempDir(),
 		"--backup-every", "1m", "--backup-keep", "3"); err != nil {
 		t.Fatalf("valid operations flags: %v", err)
+	}
+}
+
+// TestJSONLogFormat: --log-format json writes one JSON object per line with
+// the node id and the pairs as fields.
+func TestJSONLogFormat(t *testing.T) {
+	var buf strings.Builder
+	f := opsFlags{logFormat: "json"}
+	f.logger("info", "node7", &buf).Info("hello", "request_id", "abc")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(buf.String())), &m); err != nil {
+		t.Fatalf("not one JSON object: %v: %q", err, buf.String())
+	}
+	if m["@message"] != "hello" || m["node"] != "node7" || m["request_id"] != "abc" || m["@level"] != "info" {
+		t.Fatalf("JSON log line %v", m)
+	}
+	buf.Reset()
+	f.logFormat = "text"
+	f.logger("info", "node7", &buf).Info("hello")
+	if strings.HasPrefix(buf.String(), "{") || !strings.Contains(buf.String(), "hello: node=node7") {
+		t.Fatalf("text log line %q", buf.String())
 	}
 }

@@ -28,6 +28,7 @@ type config struct {
 	assemble          Assembler
 	tls               bool
 	metricsToken      string
+	logJSON           bool
 }
 
 // Assembler builds a node's admin server and public API before the node
@@ -97,3 +98,6 @@ func TLS() Option { return func(c *config) { c.tls = true } }
 
 // MetricsToken gives every member a read-only metrics token.
 func MetricsToken(tok string) Option { return func(c *config) { c.metricsToken = tok } }
+
+// LogJSON makes every member log in hclog's JSON format (serve --log-format json).
+func LogJSON() Option { return func(c *config) { c.logJSON = true } }
