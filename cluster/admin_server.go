@@ -52,6 +52,7 @@ func NewAdminServer(n *node.Node) *AdminServer {
 	s.Handle("GET /admin/snapshot", s.snapshot)
 	s.Handle("POST /admin/restore", s.leaderOnly(s.restore))
 	s.profiling()
+	s.featureLevels()
 	return s
 }
 

@@ -27,6 +27,9 @@ type State struct {
 	Funds   *funds.State         `cbor:"9,keyasint"`
 	Market  *market.State        `cbor:"10,keyasint"`
 	Trade   *trade.State         `cbor:"11,keyasint"`
+	// FeatureLevel gates changes of apply behaviour (apply_feature.go);
+	// omitted at 0, so states from before it encode as they did.
+	FeatureLevel uint32 `cbor:"40,keyasint,omitempty"`
 }
 
 // Genesis records how the cluster was born.
@@ -45,6 +48,9 @@ type NodeMeta struct {
 	Raft  string `cbor:"2,keyasint"`
 	HTTP  string `cbor:"3,keyasint"`
 	Admin string `cbor:"4,keyasint"`
+	// FeatureLevel is the highest cluster feature level the node's build
+	// implements (fsm.FeatureLevel); 0 for builds before feature levels.
+	FeatureLevel uint32 `cbor:"5,keyasint,omitempty"`
 }
 
 // NewState returns the empty state of a fresh cluster.

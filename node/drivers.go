@@ -98,7 +98,8 @@ func (n *Node) ensureGenesis() {
 }
 
 func (n *Node) ensureMeta() {
-	want := fsm.NodeMeta{ID: n.cfg.ID, Raft: string(n.trans.LocalAddr()), HTTP: n.cfg.HTTPAddr, Admin: n.cfg.AdminAddr}
+	want := fsm.NodeMeta{ID: n.cfg.ID, Raft: string(n.trans.LocalAddr()), HTTP: n.cfg.HTTPAddr, Admin: n.cfg.AdminAddr,
+		FeatureLevel: fsm.FeatureLevel}
 	var ok bool
 	n.machine.Read(func(st *fsm.State, _ uint64) {
 		if m, found := st.Nodes[want.ID]; found && *m == want {
