@@ -79,11 +79,9 @@ var (
 func main() {
 	flag.Parse()
 	if *relay {
-		if err := runRelay(*relayListen, *delay, *jitter); err != nil {
-			fmt.Fprintln(os.Stderr, "relay:", err)
-			os.Exit(1)
-		}
-		return
+		err := runRelay(*relayListen, *delay, *jitter) // returns only on failure
+		fmt.Fprintln(os.Stderr, "relay:", err)
+		os.Exit(1)
 	}
 	if reason := preflight(); reason != "" {
 		if os.Getenv("CI") != "" {
