@@ -6,7 +6,7 @@ TIME      ?= 5m
 NEMESIS   ?= all
 NODES     ?= 5
 
-.PHONY: build run test test-short devnet lint fmt jepsen bench bench-load bench-compare bench-ws clean testnet testnet-short
+.PHONY: build run test test-short devnet lint fmt jepsen bench bench-load bench-compare bench-ws clean testnet testnet-short upgrade-rehearsal
 
 build:
 	$(GO) build -o $(BIN) .
@@ -101,3 +101,12 @@ testnet: build
 # The short form `make test` runs (about 20 s).
 testnet-short: build
 	$(GO) run ./deploy/testnet -perpd $(BIN) -writes 30 -delay $(DELAY) -jitter $(JITTER) -out testnet-result.json
+
+# A rolling upgrade from the build at UPGRADE_FROM (a commit or tag: the
+# previous release) to this tree, on loopback (deploy/upgrade-rehearsal.sh).
+UPGRADE_FROM ?= 4281d61
+upgrade-rehearsal: build
+	rm -rf /tmp/perpd-upgrade-src && mkdir -p /tmp/perpd-upgrade-src
+	git archive $(UPGRADE_FROM) | tar -x -C /tmp/perpd-upgrade-src
+	cd /tmp/perpd-upgrade-src && $(GO) build -o /tmp/perpd-upgrade-old .
+	./deploy/upgrade-rehearsal.sh /tmp/perpd-upgrade-old $(BIN)

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -26,16 +27,28 @@ func adminFeatureLevelCmd(f *adminFlags) *cobra.Command {
 			}
 			ctx, cancel := f.ctx()
 			defer cancel()
-			if cmd.Flags().Changed("raise") {
+			raising := cmd.Flags().Changed("raise")
+			if raising {
 				if err := c.Do(ctx, http.MethodPost, "/admin/feature-level", cluster.FeatureLevelRequest{Level: raise}, nil); err != nil {
 					return err
 				}
 			}
-			var v cluster.FeatureLevelView
-			if err := c.Do(ctx, http.MethodGet, "/admin/feature-level", nil, &v); err != nil {
-				return err
+			// The raise applied on the leader; wait until this node has
+			// applied it too before showing its view.
+			for {
+				var v cluster.FeatureLevelView
+				if err := c.Do(ctx, http.MethodGet, "/admin/feature-level", nil, &v); err != nil {
+					return err
+				}
+				if !raising || v.FeatureLevel >= raise {
+					return printJSON(cmd.OutOrStdout(), v)
+				}
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("the raise applied on the leader but not yet on %s", f.addr)
+				case <-time.After(100 * time.Millisecond):
+				}
 			}
-			return printJSON(cmd.OutOrStdout(), v)
 		},
 	}
 	cmd.Flags().Uint32Var(&raise, "raise", 0, "the level to raise the cluster to")

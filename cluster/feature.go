@@ -1,13 +1,23 @@
 package cluster
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
+	"sync"
+	"time"
 
 	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/fsm/wire"
 )
+
+// BuildLevelPath is where a node tells a peer the highest cluster feature
+// level its build implements. A build from before feature levels has no
+// such route: its 404 means level 0.
+const BuildLevelPath = "/internal/build-level"
 
 // FeatureLevelView is the body of GET /admin/feature-level.
 type FeatureLevelView struct {
@@ -15,17 +25,18 @@ type FeatureLevelView struct {
 	FeatureLevel uint32 `json:"featureLevel"`
 	// BuildLevel is the highest level this node's build implements.
 	BuildLevel uint32 `json:"buildLevel"`
-	// Nodes is the level each recorded node advertises.
-	Nodes []NodeLevel `json:"nodes"`
+	// Members is what each member of the raft configuration answered.
+	Members []MemberLevel `json:"members"`
 	// Raisable is the highest level the cluster may be raised to now: the
-	// lowest any member advertises.
-	Raisable uint32 `json:"raisable"`
+	// lowest any member implements (absent while a member does not answer).
+	Raisable *uint32 `json:"raisable,omitempty"`
 }
 
-// NodeLevel is one node's advertised level.
-type NodeLevel struct {
+// MemberLevel is one member's build level, or why it is unknown.
+type MemberLevel struct {
 	ID    string `json:"id"`
 	Level uint32 `json:"level"`
+	Error string `json:"error,omitempty"`
 }
 
 // FeatureLevelRequest raises the cluster's level.
@@ -34,65 +45,156 @@ type FeatureLevelRequest struct {
 }
 
 func (s *AdminServer) featureLevels() {
+	s.mux.HandleFunc("GET "+BuildLevelPath, func(w http.ResponseWriter, r *http.Request) {
+		if err := s.n.CheckPeer(r); err != nil {
+			writeJSON(w, http.StatusUnauthorized, errBody(err.Error()))
+			return
+		}
+		writeJSON(w, http.StatusOK, fsm.FeatureLevelResult{FeatureLevel: fsm.FeatureLevel})
+	})
 	s.Handle("GET /admin/feature-level", s.featureLevel)
 	s.HandleLeader("POST /admin/feature-level", s.raiseFeatureLevel)
 }
 
-func (s *AdminServer) featureView() FeatureLevelView {
-	v := FeatureLevelView{BuildLevel: fsm.FeatureLevel, Nodes: []NodeLevel{}}
+// memberLevels asks every member of the raft configuration for its build
+// level (this node answers for itself).
+func (s *AdminServer) memberLevels(ctx context.Context) ([]MemberLevel, error) {
+	members, err := s.n.Members()
+	if err != nil {
+		return nil, err
+	}
+	admin := map[string]string{}
 	s.n.Machine().Read(func(st *fsm.State, _ uint64) {
-		v.FeatureLevel = st.FeatureLevel
 		for id, m := range st.Nodes {
-			v.Nodes = append(v.Nodes, NodeLevel{ID: id, Level: m.FeatureLevel})
+			admin[id] = m.Admin
 		}
-		v.Raisable, _, _ = st.MinAdvertisedLevel()
 	})
-	sort.Slice(v.Nodes, func(i, j int) bool { return v.Nodes[i].ID < v.Nodes[j].ID })
-	return v
+	out := make([]MemberLevel, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		out[i].ID = m.ID
+		if m.ID == s.n.Config().ID {
+			out[i].Level = fsm.FeatureLevel
+			continue
+		}
+		wg.Add(1)
+		go func(ml *MemberLevel, addr string) {
+			defer wg.Done()
+			if addr == "" {
+				ml.Error = "no admin address recorded yet"
+				return
+			}
+			level, err := s.askBuildLevel(ctx, addr)
+			if err != nil {
+				ml.Error = err.Error()
+				return
+			}
+			ml.Level = level
+		}(&out[i], admin[m.ID])
+	}
+	wg.Wait()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func (s *AdminServer) askBuildLevel(ctx context.Context, adminAddr string) (uint32, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.n.PeerURL(adminAddr, BuildLevelPath), nil)
+	if err != nil {
+		return 0, err
+	}
+	s.n.SetPeerAuth(req)
+	resp, err := s.n.PeerClient().Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	switch resp.StatusCode {
+	case http.StatusOK:
+		var r fsm.FeatureLevelResult
+		if err := json.Unmarshal(b, &r); err != nil {
+			return 0, err
+		}
+		return r.FeatureLevel, nil
+	case http.StatusNotFound:
+		return 0, nil // a build from before feature levels
+	}
+	return 0, fmt.Errorf("%s answered %d", adminAddr, resp.StatusCode)
+}
+
+func (s *AdminServer) featureView(ctx context.Context) (FeatureLevelView, error) {
+	v := FeatureLevelView{BuildLevel: fsm.FeatureLevel}
+	s.n.Machine().Read(func(st *fsm.State, _ uint64) { v.FeatureLevel = st.FeatureLevel })
+	members, err := s.memberLevels(ctx)
+	if err != nil {
+		return v, err
+	}
+	v.Members = members
+	min, known := ^uint32(0), true
+	for _, m := range members {
+		if m.Error != "" {
+			known = false
+		}
+		min = minU32(min, m.Level)
+	}
+	if known && len(members) > 0 {
+		v.Raisable = &min
+	}
+	return v, nil
+}
+
+func minU32(a, b uint32) uint32 {
+	if a < b {
+		return a
+	}
+	return b
 }
 
 func (s *AdminServer) featureLevel(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.featureView())
+	v, err := s.featureView(r.Context())
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error()))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
-// raiseFeatureLevel proposes CmdSetFeatureLevel after checking, on the
-// leader, what the state machine checks again at apply: the level rises,
-// this build implements it, and every member of the raft configuration has
-// a record advertising it (a member that just joined may not have
-// announced itself yet).
+// raiseFeatureLevel asks every member for its build level and proposes
+// CmdSetFeatureLevel with the answers; the state machine refuses the raise
+// if a node it records is missing from them or implements less. The
+// leader refuses first when a member does not answer or implements less.
 func (s *AdminServer) raiseFeatureLevel(w http.ResponseWriter, r *http.Request) {
 	var req FeatureLevelRequest
 	if !DecodeJSON(w, r, &req) {
 		return
 	}
-	refuse := func(status int, format string, args ...any) {
-		writeJSON(w, status, wire.ErrorBody{Error: fmt.Sprintf(format, args...), Code: wire.CodeConflict})
+	refuse := func(format string, args ...any) {
+		writeJSON(w, http.StatusConflict, wire.ErrorBody{Error: fmt.Sprintf(format, args...), Code: wire.CodeConflict})
 	}
 	if req.Level > fsm.FeatureLevel {
-		refuse(http.StatusConflict, "this build implements feature level %d at most", fsm.FeatureLevel)
+		refuse("this build implements feature level %d at most", fsm.FeatureLevel)
 		return
 	}
-	members, err := s.n.Members()
+	members, err := s.memberLevels(r.Context())
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error()))
 		return
 	}
-	levels := map[string]uint32{}
-	for _, nl := range s.featureView().Nodes {
-		levels[nl.ID] = nl.Level
-	}
+	p := fsm.FeatureLevelPayload{Level: req.Level}
 	for _, m := range members {
-		l, ok := levels[m.ID]
-		if !ok {
-			refuse(http.StatusConflict, "member %s has not advertised its feature level yet; retry in a few seconds", m.ID)
+		if m.Error != "" {
+			refuse("member %s did not say which feature level its build implements: %s", m.ID, m.Error)
 			return
 		}
-		if l < req.Level {
-			refuse(http.StatusConflict, "member %s runs a build that implements feature level %d at most; upgrade it first", m.ID, l)
+		if m.Level < req.Level {
+			refuse("member %s runs a build that implements feature level %d at most: upgrade it first", m.ID, m.Level)
 			return
 		}
+		p.Nodes = append(p.Nodes, fsm.AdvertisedLevel{ID: m.ID, Level: m.Level})
 	}
-	res, err := s.n.ProposeInternal(fsm.CmdSetFeatureLevel, fsm.FeatureLevelPayload{Level: req.Level})
+	res, err := s.n.ProposeInternal(fsm.CmdSetFeatureLevel, p)
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error()))
 		return

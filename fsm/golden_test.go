@@ -353,9 +353,8 @@ func goldenScenario(t *testing.T) []goldenEntry {
 
 	w.ok(0, w.cmd(CmdGenesis, GenesisPayload{Seed: 42, Deployment: "testnet", FaucetGrantsPerHour: 3}))
 	w.ok(10, w.cmd(CmdMarketsGenesis, MarketsGenesisPayload{Markets: market.DefaultCatalogue()}))
-	w.ok(10, w.cmd(CmdNodeMeta, NodeMeta{ID: "node1", Raft: "192.0.2.1:7080", HTTP: "192.0.2.1:8080", Admin: "192.0.2.1:9080", FeatureLevel: 1}))
-	w.ok(10, w.cmd(CmdNodeMeta, NodeMeta{ID: "node2", Raft: "192.0.2.2:7080", HTTP: "192.0.2.2:8080", Admin: "192.0.2.2:9080", FeatureLevel: 1}))
-	// node3 still runs a build from before feature levels.
+	w.ok(10, w.cmd(CmdNodeMeta, NodeMeta{ID: "node1", Raft: "192.0.2.1:7080", HTTP: "192.0.2.1:8080", Admin: "192.0.2.1:9080"}))
+	w.ok(10, w.cmd(CmdNodeMeta, NodeMeta{ID: "node2", Raft: "192.0.2.2:7080", HTTP: "192.0.2.2:8080", Admin: "192.0.2.2:9080"}))
 	w.ok(10, w.cmd(CmdNodeMeta, NodeMeta{ID: "node3", Raft: "192.0.2.3:7080", HTTP: "192.0.2.3:8080", Admin: "192.0.2.3:9080"}))
 	w.refused(10, w.cmd(CmdNodeMeta, NodeMeta{ID: "node4"})) // no raft address
 	w.print(100, "BTCUSD", btc)
@@ -429,10 +428,9 @@ func goldenScenario(t *testing.T) []goldenEntry {
 	w.ok(50, w.client(CmdRevokeKeys, alice.acct, alice.key, "revoke-1", RevokePayload{AllButCurrent: true}))
 
 	// The rolling upgrade: refused while node3 runs the old build, raised
-	// once it advertises the level, then node3 leaves.
-	w.refused(50, w.cmd(CmdSetFeatureLevel, FeatureLevelPayload{Level: 1}))
-	w.ok(50, w.cmd(CmdNodeMeta, NodeMeta{ID: "node3", Raft: "192.0.2.3:7080", HTTP: "192.0.2.3:8080", Admin: "192.0.2.3:9080", FeatureLevel: 1}))
-	w.ok(50, w.cmd(CmdSetFeatureLevel, FeatureLevelPayload{Level: 1}))
+	// once it is upgraded, then node3 leaves.
+	w.refused(50, w.cmd(CmdSetFeatureLevel, FeatureLevelPayload{Level: 1, Nodes: []AdvertisedLevel{{"node1", 1}, {"node2", 1}, {"node3", 0}}}))
+	w.ok(50, w.cmd(CmdSetFeatureLevel, FeatureLevelPayload{Level: 1, Nodes: []AdvertisedLevel{{"node1", 1}, {"node2", 1}, {"node3", 1}}}))
 	w.ok(50, w.cmd(CmdNodeGone, NodeGonePayload{ID: "node3"}))
 
 	// Group commit: a client write and a tick in one entry.

@@ -48,9 +48,6 @@ type NodeMeta struct {
 	Raft  string `cbor:"2,keyasint"`
 	HTTP  string `cbor:"3,keyasint"`
 	Admin string `cbor:"4,keyasint"`
-	// FeatureLevel is the highest cluster feature level the node's build
-	// implements (fsm.FeatureLevel); 0 for builds before feature levels.
-	FeatureLevel uint32 `cbor:"5,keyasint,omitempty"`
 }
 
 // NewState returns the empty state of a fresh cluster.

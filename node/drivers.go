@@ -98,8 +98,7 @@ func (n *Node) ensureGenesis() {
 }
 
 func (n *Node) ensureMeta() {
-	want := fsm.NodeMeta{ID: n.cfg.ID, Raft: string(n.trans.LocalAddr()), HTTP: n.cfg.HTTPAddr, Admin: n.cfg.AdminAddr,
-		FeatureLevel: fsm.FeatureLevel}
+	want := fsm.NodeMeta{ID: n.cfg.ID, Raft: string(n.trans.LocalAddr()), HTTP: n.cfg.HTTPAddr, Admin: n.cfg.AdminAddr}
 	var ok bool
 	n.machine.Read(func(st *fsm.State, _ uint64) {
 		if m, found := st.Nodes[want.ID]; found && *m == want {
