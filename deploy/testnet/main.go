@@ -28,6 +28,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -129,7 +130,8 @@ func preflight() string {
 }
 
 type testnet struct {
-	procs    map[string]*exec.Cmd // perpd and relays, by name
+	procs    map[string]*exec.Cmd // perpd, relays and Prometheus, by name
+	prom     string               // Prometheus' API base URL in the checker's namespace ("" without it)
 	mode     string               // netem or relay
 	token    string
 	adminTLS *tls.Config
@@ -152,6 +154,7 @@ type result struct {
 	Checks       []string `json:"checks"`
 	LeaderKilled string   `json:"leaderKilled"`
 	Partitioned  string   `json:"partitioned"`
+	Prometheus   bool     `json:"prometheus"`
 }
 
 func (t *testnet) check(format string, args ...any) {
@@ -214,6 +217,9 @@ func (t *testnet) run(ctx context.Context) error {
 	if err := t.waitGenesis(ctx); err != nil {
 		return err
 	}
+	if err := t.startPrometheus(); err != nil {
+		return err
+	}
 	if err := t.writeEverywhere(ctx, []int{1, 2, 3}, "all"); err != nil {
 		return err
 	}
@@ -224,6 +230,9 @@ func (t *testnet) run(ctx context.Context) error {
 		return err
 	}
 	if err := t.partition(ctx); err != nil {
+		return err
+	}
+	if err := t.watchedInPrometheus(ctx); err != nil {
 		return err
 	}
 	return t.report()
@@ -323,7 +332,7 @@ func (t *testnet) secrets() error {
 	for i := 1; i <= nodes; i++ {
 		args = append(args, nodeID(i)+"="+hostIP(i))
 	}
-	args = append(args, "--", "admin")
+	args = append(args, "--", "admin", "prometheus")
 	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
 		return fmt.Errorf("make-certs.sh: %v\n%s", err, out)
 	}
@@ -387,6 +396,134 @@ func dialIn(ns string) func(ctx context.Context, network, addr string) (net.Conn
 		r := <-ch
 		return r.c, r.err
 	}
+}
+
+// startPrometheus runs Debian's prometheus in the checker's namespace with
+// deploy/prometheus.yml (paths moved under -dir, a 1 s scrape interval)
+// and deploy/alerts.yml: it scrapes the nodes' /metrics over mutual TLS
+// with the prometheus certificate and the metrics token, verifying each
+// node certificate's IP. Without the binary the testnet goes on without.
+func (t *testnet) startPrometheus() error {
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		fmt.Println("testnet: prometheus not installed; not watching the testnet with it")
+		return nil
+	}
+	conf, err := os.ReadFile(filepath.Join(*repo, "deploy", "prometheus.yml"))
+	if err != nil {
+		return err
+	}
+	pd := filepath.Join(*dir, "prometheus")
+	if err := os.MkdirAll(pd, 0o700); err != nil {
+		return err
+	}
+	alerts, err := filepath.Abs(filepath.Join(*repo, "deploy", "alerts.yml"))
+	if err != nil {
+		return err
+	}
+	tlsDir := filepath.Join(*dir, "tls")
+	r := strings.NewReplacer(
+		"scrape_interval: 15s", "scrape_interval: 1s",
+		"scrape_timeout: 10s", "scrape_timeout: 1s",
+		"/etc/prometheus/perpd-metrics-token", filepath.Join(*dir, "metrics-token"),
+		"/etc/prometheus/perpd/ca.pem", filepath.Join(tlsDir, "ca.pem"),
+		"/etc/prometheus/perpd/prometheus.pem", filepath.Join(tlsDir, "prometheus.pem"),
+		"/etc/prometheus/perpd/prometheus-key.pem", filepath.Join(tlsDir, "prometheus-key.pem"),
+		"/etc/prometheus/perpd-alerts.yml", alerts)
+	cf := filepath.Join(pd, "prometheus.yml")
+	if err := os.WriteFile(cf, []byte(r.Replace(string(conf))), 0o600); err != nil {
+		return err
+	}
+	cmd := exec.Command("ip", "netns", "exec", nsName(0), bin, "--config.file="+cf,
+		"--storage.tsdb.path="+filepath.Join(pd, "data"), "--web.listen-address=127.0.0.1:9090", "--log.level=warn")
+	logf, err := os.Create(filepath.Join(pd, "prometheus.log"))
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	t.procs["prometheus"] = cmd
+	t.prom = "http://127.0.0.1:9090"
+	return nil
+}
+
+// promQuery runs an instant query and returns each series' labels and
+// value.
+func (t *testnet) promQuery(ctx context.Context, q string) ([]promSample, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, t.prom+"/api/v1/query?query="+url.QueryEscape(q), nil)
+	res, err := t.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+		return nil, err
+	}
+	if body.Status != "success" {
+		return nil, fmt.Errorf("%s: %s", q, body.Error)
+	}
+	var out []promSample
+	for _, r := range body.Data.Result {
+		s, _ := r.Value[1].(string)
+		v, _ := strconv.ParseFloat(s, 64)
+		out = append(out, promSample{r.Metric, v})
+	}
+	return out, nil
+}
+
+type promSample struct {
+	labels map[string]string
+	value  float64
+}
+
+// watchedInPrometheus checks, through Prometheus' query API, what an
+// operator watching the testnet sees after the run: every node up again,
+// one leader, the leader change and the writes counted.
+func (t *testnet) watchedInPrometheus(ctx context.Context) error {
+	if t.prom == "" {
+		return nil
+	}
+	want := []struct {
+		what, q string
+		ok      func([]promSample) bool
+	}{
+		{"every node scraped and up", `up{job="perpd"} == 1`, func(s []promSample) bool { return len(s) == nodes }},
+		{"exactly one leader", `sum(perpd_raft_is_leader{job="perpd"})`, func(s []promSample) bool { return len(s) == 1 && s[0].value == 1 }},
+		{"the leader change seen", `sum(perpd_raft_leader_changes_total{job="perpd"})`, func(s []promSample) bool { return len(s) == 1 && s[0].value >= 2 }},
+		{"the writes counted", `sum(perpd_http_requests_total{job="perpd",route="/v1/signup",status="201"})`, func(s []promSample) bool { return len(s) == 1 && s[0].value >= 1 }},
+		{"raft's commit time", `count(perpd_raft_commitTime_count{job="perpd"})`, func(s []promSample) bool { return len(s) == 1 && s[0].value >= 1 }},
+	}
+	for _, w := range want {
+		deadline := time.Now().Add(30 * time.Second)
+		var last []promSample
+		var err error
+		for {
+			last, err = t.promQuery(ctx, w.q)
+			if err == nil && w.ok(last) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("prometheus: %s: %s gave %v %v", w.what, w.q, last, err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	t.result.Prometheus = true
+	t.check("Prometheus (deploy/prometheus.yml, mutual TLS, metrics token) sees every node up, one leader, the leader changes, the writes and raft's commit times")
+	return nil
 }
 
 // readEnv parses a KEY=VALUE file, skipping comments and blank lines.
