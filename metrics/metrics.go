@@ -137,8 +137,14 @@ func (r *Registry) Grouped(commands int) { r.groupCommands.Observe(float64(comma
 func (r *Registry) ObserveHTTP(method, route string, status int, d time.Duration) {
 	method = boundedMethod(method)
 	r.httpRequests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
-	r.httpDuration.WithLabelValues(route, method).Observe(d.Seconds())
+	if route != webSocketRoute { // its "duration" is the connection's life
+		r.httpDuration.WithLabelValues(route, method).Observe(d.Seconds())
+	}
 }
+
+// webSocketRoute is the upgrade route; its connections are counted by
+// perpd_ws_connections, not timed as requests.
+const webSocketRoute = "/v1/ws"
 
 func boundedMethod(m string) string {
 	switch m {
