@@ -20,7 +20,6 @@ import (
 // replica; raising again, or past this build, is refused.
 func TestFeatureLevelRaisedOnceEveryMemberImplementsIt(t *testing.T) {
 	c := clustertest.Start(t, 3)
-	leader := c.Leader()
 	follower := c.Admin(c.Followers()[0].ID)
 	var v cluster.FeatureLevelView
 	if !clustertest.Poll(10*time.Second, func() bool {
@@ -36,7 +35,7 @@ func TestFeatureLevelRaisedOnceEveryMemberImplementsIt(t *testing.T) {
 	}
 
 	// A node record from a build before feature levels.
-	res, err := leader.Node.ProposeInternal(fsm.CmdNodeMeta, fsm.NodeMeta{ID: "old-build", Raft: "127.0.0.1:1"})
+	res, err := c.Leader().Node.ProposeInternal(fsm.CmdNodeMeta, fsm.NodeMeta{ID: "old-build", Raft: "127.0.0.1:1"})
 	if err != nil || !res.OK() {
 		t.Fatalf("old record: %+v %v", res, err)
 	}
@@ -44,8 +43,12 @@ func TestFeatureLevelRaisedOnceEveryMemberImplementsIt(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "old-build") || !strings.Contains(err.Error(), "409") {
 		t.Fatalf("raise with an old build recorded: %v", err)
 	}
-	res, err = leader.Node.ProposeInternal(fsm.CmdNodeGone, fsm.NodeGonePayload{ID: "old-build"})
-	if err != nil || !res.OK() {
+	// Leader-only command: proposed on whoever leads now (an election
+	// under load may have moved the leadership).
+	if !clustertest.Poll(15*time.Second, func() bool {
+		res, err = c.Leader().Node.ProposeInternal(fsm.CmdNodeGone, fsm.NodeGonePayload{ID: "old-build"})
+		return err == nil && res.OK()
+	}) {
 		t.Fatalf("drop old record: %+v %v", res, err)
 	}
 	if err := follower.Do(ctx(t), http.MethodPost, "/admin/feature-level", cluster.FeatureLevelRequest{Level: 1}, nil); err != nil {
