@@ -6,7 +6,7 @@ TIME      ?= 5m
 NEMESIS   ?= all
 NODES     ?= 5
 
-.PHONY: build run test test-short devnet lint fmt jepsen bench bench-load bench-compare bench-ws clean
+.PHONY: build run test test-short devnet lint fmt jepsen bench bench-load bench-compare bench-ws clean testnet testnet-short upgrade-rehearsal
 
 build:
 	$(GO) build -o $(BIN) .
@@ -20,6 +20,7 @@ test:
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 	$(MAKE) jepsen-short
+	$(MAKE) testnet-short
 
 devnet: build
 	./$(BIN) devnet --nodes 3 --dir ./devnet
@@ -72,7 +73,7 @@ bench-ws: build
 	PERPD=./$(BIN) ./bench/ws-fanout.sh
 
 clean:
-	rm -rf bin data devnet devnet-bench bench-result.json bench-compare.json bench-ws.json
+	rm -rf bin data devnet devnet-bench bench-result.json bench-compare.json bench-ws.json testnet-result.json
 
 # Jepsen-style fault injection against a real cluster (jepsen/README.md).
 # Needs root and iptables for partitions. TIME, NEMESIS and NODES change it.
@@ -84,3 +85,28 @@ jepsen:
 jepsen-short:
 	$(GO) run ./jepsen/cmd/jepsen -time 60s -nemesis all -nodes 3
 	$(GO) test -tags jepsen_bug -count=1 -timeout 15m ./jepsen/harness
+
+# docs/deploy.md rehearsed on this machine (root, Linux): three network
+# namespaces on a bridge (192.0.2.0/24), perpd serve from deploy/env with
+# mutual TLS, 25 ms +- 5 ms each way between hosts (tc netem, or a delaying
+# relay where the kernel lacks netem); checks formation, writes through
+# every node, a leader kill and a healed partition, and reports write
+# latency p50/p99 in testnet-result.json. WRITES, DELAY and JITTER change it.
+WRITES ?= 300
+DELAY  ?= 25ms
+JITTER ?= 5ms
+testnet: build
+	$(GO) run ./deploy/testnet -perpd $(BIN) -writes $(WRITES) -delay $(DELAY) -jitter $(JITTER) -out testnet-result.json
+
+# The short form `make test` runs (about 20 s).
+testnet-short: build
+	$(GO) run ./deploy/testnet -perpd $(BIN) -writes 30 -delay $(DELAY) -jitter $(JITTER) -out testnet-result.json
+
+# A rolling upgrade from the build at UPGRADE_FROM (a commit or tag: the
+# previous release) to this tree, on loopback (deploy/upgrade-rehearsal.sh).
+UPGRADE_FROM ?= 4281d61
+upgrade-rehearsal: build
+	rm -rf /tmp/perpd-upgrade-src && mkdir -p /tmp/perpd-upgrade-src
+	git archive $(UPGRADE_FROM) | tar -x -C /tmp/perpd-upgrade-src
+	cd /tmp/perpd-upgrade-src && $(GO) build -o /tmp/perpd-upgrade-old .
+	./deploy/upgrade-rehearsal.sh /tmp/perpd-upgrade-old $(BIN)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/perpd/perpd/cluster"
 	"github.com/perpd/perpd/httpapi"
+	"github.com/perpd/perpd/metrics"
 	"github.com/perpd/perpd/node"
 	"github.com/perpd/perpd/node/rail"
 	"github.com/perpd/perpd/wsapi"
@@ -64,8 +65,12 @@ func Build(n *node.Node, log hclog.Logger, opts ...httpapi.Option) (*Assembly, e
 	if err != nil {
 		return nil, err
 	}
+	reg, err := metrics.New(n)
+	if err != nil {
+		return nil, err
+	}
 	p := &Parts{Node: n, Admin: cluster.NewAdminServer(n), Rail: rl, Log: log}
-	p.HTTPOptions = append(p.HTTPOptions, httpapi.WithRail(rl))
+	p.HTTPOptions = append(p.HTTPOptions, httpapi.WithRail(rl), httpapi.WithRequestObserver(reg.ObserveHTTP))
 	p.HTTPOptions = append(p.HTTPOptions, opts...)
 	for _, w := range wirings {
 		if err := w(p); err != nil {
@@ -78,7 +83,23 @@ func Build(n *node.Node, log hclog.Logger, opts ...httpapi.Option) (*Assembly, e
 	if k := profiles[n.Config().Deployment].budgetScale; k > 1 {
 		p.HTTPOptions = append(p.HTTPOptions, httpapi.WithBudgetScale(k))
 	}
-	return &Assembly{Admin: p.Admin, API: httpapi.New(n, log.Named("http"), p.HTTPOptions...), Hub: hub}, nil
+	api := httpapi.New(n, log.Named("http"), p.HTTPOptions...)
+	watchParts(reg, api, hub)
+	p.Admin.ServeMetrics(reg.Handler())
+	return &Assembly{Admin: p.Admin, API: api, Hub: hub}, nil
+}
+
+// watchParts adds the series of the parts the node does not own.
+func watchParts(reg *metrics.Registry, api *httpapi.Server, hub *wsapi.Hub) {
+	reg.Gauge("ratelimit_buckets", "Token buckets in this node's rate-limit table (one per key, account or address in use).",
+		func() float64 { return float64(api.BucketCount()) })
+	reg.Gauge("ws_connections", "Open WebSocket connections.", func() float64 { return float64(hub.Connections()) })
+	reg.Counter("ws_dropped_frames_total", "WebSocket frames not sent because their connection was closed for resync.",
+		func() float64 { return float64(hub.DroppedFrames()) })
+	reg.Counter("ws_slow_consumer_closes_total", "WebSocket connections closed for resync because their send buffer was full.",
+		func() float64 { return float64(hub.SlowConsumerCloses()) })
+	reg.Counter("ws_event_loss_closes_total", "WebSocket connections closed for resync because the node's event stream lost events.",
+		func() float64 { return float64(hub.EventLossCloses()) })
 }
 
 // newRail builds the simulated rail of testnet and local deployments; its

@@ -30,6 +30,7 @@ type serveFlags struct {
 	faucetGrants, signupsPerHour int
 	faucetGrantSats              int64
 	tokenOnArgv                  bool
+	ops                          opsFlags // serve_ops.go
 }
 
 func serveCmd() *cobra.Command {
@@ -63,6 +64,7 @@ func serveCmd() *cobra.Command {
 	fl.StringVar(&f.simRailDir, "sim-rail-dir", "", "directory where the simulated rail records payouts; nodes on one machine that share it pay each withdrawal once (devnet sets it)")
 	fl.IntVar(&f.signupsPerHour, "signups-per-hour", 0, "signups across the cluster per rolling hour, fixed at genesis (0: default 3000; 30000 on bench)")
 	fl.BoolVar(&f.checkInvariants, "check-invariants", false, "check ledger conservation after every entry (slow; for tests)")
+	addOpsFlags(fl, &f.ops)
 	return cmd
 }
 
@@ -91,7 +93,14 @@ func runServe(parent context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "perpd", Level: hclog.LevelFromString(f.logLevel)}).With("node", f.id)
+	if err := f.ops.validate(); err != nil {
+		return err
+	}
+	metricsToken, err := f.ops.metricsToken()
+	if err != nil {
+		return err
+	}
+	log := f.ops.logger(f.logLevel, f.id, os.Stderr)
 	if err := os.MkdirAll(f.data, 0o700); err != nil {
 		return err
 	}
@@ -106,6 +115,7 @@ func runServe(parent context.Context, f serveFlags) error {
 	n, err := node.New(node.Config{
 		ID: f.id, DataDir: f.data, RaftAddr: f.raftAddr, HTTPAddr: f.httpAddr, AdminAddr: f.adminAddr,
 		Bootstrap: f.bootstrap, Deployment: f.deployment, AdminToken: token, ClusterSecret: secret, TLS: peerTLS,
+		MetricsToken:      metricsToken,
 		SnapshotThreshold: f.snapThreshold, TrailingLogs: f.trailingLogs,
 		CheckInvariants: f.checkInvariants, Logger: log,
 		FaucetGrantsPerHour: f.faucetGrants, FaucetGrantMsat: f.faucetGrantSats * 1000,
@@ -123,6 +133,7 @@ func runServe(parent context.Context, f serveFlags) error {
 	}
 	n.Start()
 	asm.Run(ctx)
+	f.ops.startBackups(ctx, n, log)
 	var adminTLS *tls.Config
 	if peerTLS != nil {
 		adminTLS = peerTLS.ServerConfig()

@@ -53,6 +53,7 @@ func NewAdminServer(n *node.Node) *AdminServer {
 	s.Handle("GET /admin/snapshot", s.snapshot)
 	s.Handle("POST /admin/restore", s.leaderOnly(s.restore))
 	s.profiling()
+	s.featureLevels()
 	return s
 }
 
@@ -128,6 +129,11 @@ func (s *AdminServer) status(w http.ResponseWriter, r *http.Request) {
 type StateView struct {
 	AppliedIndex string `json:"appliedIndex"`
 	StateHash    string `json:"stateHash"`
+	// After a restore: the index the restored state was installed at and
+	// its hash, which equals the hash of the snapshot that was uploaded
+	// (a backup's manifest records it).
+	RestoredIndex     string `json:"restoredIndex,omitempty"`
+	RestoredStateHash string `json:"restoredStateHash,omitempty"`
 }
 
 func (s *AdminServer) state(w http.ResponseWriter, r *http.Request) {
@@ -291,9 +297,19 @@ func (s *AdminServer) restore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	meta.Size = int64(len(body))
+	before := s.n.Raft.LastIndex()
 	if err := s.n.RestoreSnapshot(&meta, bytes.NewReader(body)); err != nil {
 		writeJSON(w, statusFor(err), errBody(err.Error()))
 		return
 	}
-	s.state(w, r)
+	idx, hash, err := s.n.StateHash()
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, errBody(err.Error()))
+		return
+	}
+	view := StateView{AppliedIndex: strconv.FormatUint(idx, 10), StateHash: hash}
+	if ri, rh, err := s.n.SnapshotHashAfter(before); err == nil {
+		view.RestoredIndex, view.RestoredStateHash = strconv.FormatUint(ri, 10), rh
+	}
+	writeJSON(w, http.StatusOK, view)
 }

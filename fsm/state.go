@@ -37,6 +37,9 @@ type State struct {
 	Growth *growth.State `cbor:"15,keyasint,omitempty"`
 	// PoR is Proof of Reserves: the latest liability trees (issue 14).
 	PoR *por.State `cbor:"30,keyasint,omitempty"`
+	// FeatureLevel gates changes of apply behaviour (apply_feature.go);
+	// omitted at 0, so states from before it encode as they did.
+	FeatureLevel uint32 `cbor:"40,keyasint,omitempty"`
 }
 
 // Genesis records how the cluster was born.

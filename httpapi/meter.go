@@ -107,6 +107,17 @@ func (m *meter) get(id string, perMin, burst int, now time.Time) *rate.Limiter {
 	return b.lim
 }
 
+// size is how many buckets the table holds.
+func (m *meter) size() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.buckets)
+}
+
+// BucketCount is how many rate-limit buckets this node's table holds (a
+// metric: it grows with distinct keys and addresses, up to a million).
+func (s *Server) BucketCount() int { return s.meter.size() }
+
 func (m *meter) evict(e *list.Element) {
 	delete(m.buckets, e.Value.(*bucket).id)
 	m.lru.Remove(e)

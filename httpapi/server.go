@@ -44,6 +44,10 @@ type Server struct {
 	docs docCache
 	// proposer replaces Node.Propose (tests drop an answer through it).
 	proposer func(context.Context, *fsm.Command) (*fsm.Result, error)
+	// observe is told about every answered request (reqlog.go); proxyNets
+	// are trustedProxies parsed.
+	observe   RequestObserver
+	proxyNets []*net.IPNet
 }
 
 // New builds the gin engine with every route of the table.
@@ -62,13 +66,14 @@ func New(n *node.Node, log hclog.Logger, opts ...Option) *Server {
 	if err := e.SetTrustedProxies(s.trustedProxies); err != nil {
 		panic("httpapi: trusted proxies: " + err.Error())
 	}
+	s.proxyNets = parseProxyNets(s.trustedProxies)
 	if s.Rail == nil {
 		s.Rail = defaultRail(n.Config().Deployment)
 	}
 	// The order and withdraw budgets are drawn by the leader from its
 	// server's buckets (see leaderBudgets).
 	n.SetMeter(leaderMeter{s})
-	e.Use(gin.CustomRecoveryWithWriter(log.StandardWriter(&hclog.StandardLoggerOptions{}), recovery), s.bodyLimit, s.stampIndex)
+	e.Use(s.requestLog, gin.CustomRecoveryWithWriter(log.StandardWriter(&hclog.StandardLoggerOptions{}), recovery), s.bodyLimit, s.stampIndex)
 	e.NoRoute(func(c *gin.Context) { notFound(c, "route "+c.Request.URL.Path) })
 	e.NoMethod(func(c *gin.Context) {
 		fail(c, http.StatusMethodNotAllowed, "validation", "method "+c.Request.Method+" not allowed on "+c.Request.URL.Path)

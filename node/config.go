@@ -20,6 +20,9 @@ type Config struct {
 	// AdminToken authenticates operators on the admin listener, and
 	// nothing else: members need not share it.
 	AdminToken string
+	// MetricsToken, when set, is a second bearer token accepted only by
+	// GET /metrics on the admin listener (a read-only scrape credential).
+	MetricsToken string
 	// ClusterSecret is shared by every member and never reaches operators.
 	// The peer credential of node-to-node calls, the simulated rail's node
 	// key and the confirm-token MAC key are derived from it (HKDF, one

@@ -106,7 +106,11 @@ func (n *Node) forward(ctx context.Context, adminAddr string, cmd *fsm.Command) 
 	if err != nil {
 		return nil, err
 	}
-	p := &pendingForward{ctx: ctx, addr: adminAddr, item: forwardItem{Cmd: body}, done: make(chan forwardAnswer, 1)}
+	rid := RequestIDFrom(ctx)
+	if rid == "" { // a node's own housekeeping: still one id on both nodes
+		rid = "int-" + NewRequestID()
+	}
+	p := &pendingForward{ctx: ctx, addr: adminAddr, item: forwardItem{Cmd: body, RequestID: rid}, done: make(chan forwardAnswer, 1)}
 	if d := drawOf(ctx); d != nil {
 		c := *d
 		c.verdict = nil
@@ -117,10 +121,14 @@ func (n *Node) forward(ctx context.Context, adminAddr string, cmd *fsm.Command) 
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	start := time.Now()
 	select {
 	case a := <-p.done:
+		n.cfg.Logger.Info("write forwarded to leader", "request_id", rid, "type", cmd.Type, "leader", adminAddr,
+			"status", a.Status, "ms", time.Since(start).Milliseconds())
 		return forwardOutcome(ctx, a)
 	case <-ctx.Done():
+		n.cfg.Logger.Info("write forward failed", "request_id", rid, "type", cmd.Type, "leader", adminAddr, "err", ctx.Err())
 		return nil, ctx.Err()
 	}
 }
@@ -136,6 +144,7 @@ func (n *Node) forwardOne(ctx context.Context, adminAddr string, it forwardItem)
 	}
 	n.SetPeerAuth(req)
 	req.Header.Set("Content-Type", "application/cbor")
+	req.Header.Set(RequestIDHeader, it.RequestID)
 	if it.Draw != nil {
 		b, err := json.Marshal(it.Draw)
 		if err != nil {
@@ -234,7 +243,7 @@ func (n *Node) ForwardHandler() http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		a := n.serveForward(r.Context(), b, d)
+		a := n.serveForward(r.Context(), b, d, r.Header.Get(RequestIDHeader), r.RemoteAddr)
 		if a.Verdict != nil {
 			if vb, err := json.Marshal(a.Verdict); err == nil {
 				w.Header().Set(VerdictHeader, string(vb))
@@ -252,7 +261,10 @@ func (n *Node) ForwardHandler() http.Handler {
 // serveForward applies one forwarded command (encoded) with its draw, as
 // the leader: the answer a single forward gets, for ForwardPath and for
 // each item of a ForwardBatchPath call alike.
-func (n *Node) serveForward(ctx context.Context, raw []byte, d *Draw) forwardAnswer {
+// The follower's request id (rid) logs the write under one id on both
+// nodes; a malformed one (the peer is authenticated, but still) is
+// replaced.
+func (n *Node) serveForward(ctx context.Context, raw []byte, d *Draw, rid, from string) forwardAnswer {
 	cmd, err := fsm.DecodeCommand(raw)
 	if err != nil {
 		return forwardAnswer{Status: http.StatusBadRequest, Error: err.Error()}
@@ -266,12 +278,22 @@ func (n *Node) serveForward(ctx context.Context, raw []byte, d *Draw) forwardAns
 		}
 		d.verdict = nil // only this leader's meter gives one
 	}
+	if !ValidRequestID(rid) {
+		rid = "fwd-" + NewRequestID()
+	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ProposeTimeout)
 	defer cancel()
 	if d != nil {
 		ctx = WithDraw(ctx, d)
 	}
+	start := time.Now()
 	res, err := n.applyLocal(ctx, cmd)
+	if err != nil {
+		n.cfg.Logger.Info("forwarded write not applied", "request_id", rid, "type", cmd.Type, "from", from, "err", err)
+	} else {
+		n.cfg.Logger.Info("forwarded write applied", "request_id", rid, "type", cmd.Type, "from", from,
+			"index", res.Index, "status", res.Status, "ms", time.Since(start).Milliseconds())
+	}
 	var a forwardAnswer
 	if v, ok := d.Verdict(); ok {
 		a.Verdict = &v

@@ -41,6 +41,9 @@ const (
 type forwardItem struct {
 	Cmd  []byte `cbor:"1,keyasint"`
 	Draw *Draw  `cbor:"2,keyasint,omitempty"`
+	// RequestID is the client request's id on the follower, so that
+	// both nodes log the write under it.
+	RequestID string `cbor:"3,keyasint,omitempty"`
 }
 
 // forwardAnswer is the leader's answer to one item: the HTTP status a
@@ -249,7 +252,7 @@ func (n *Node) ForwardBatchHandler() http.Handler {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				answers[i] = n.serveForward(r.Context(), it.Cmd, it.Draw)
+				answers[i] = n.serveForward(r.Context(), it.Cmd, it.Draw, it.RequestID, r.RemoteAddr)
 			}()
 		}
 		wg.Wait()

@@ -138,6 +138,9 @@ func (c *committer) launch(batch []*queued) int {
 			return taken
 		}
 	}
+	if o := n.observer(); o != nil {
+		o.Grouped(len(members))
+	}
 	f := n.Raft.Apply(entry, time.Second)
 	go func() {
 		defer func() { <-c.slots }()

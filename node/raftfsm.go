@@ -3,6 +3,7 @@ package node
 import (
 	"io"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -24,6 +25,8 @@ type raftFSM struct {
 
 	// shadow encodes snapshots off the apply path (shadow.go).
 	shadow *shadow
+
+	checkRecorder // observer and last conservation check (observe.go)
 }
 
 func newRaftFSM(m *fsm.Machine, publish func([]fsm.Event)) *raftFSM {
@@ -35,6 +38,7 @@ var _ raft.BatchingFSM = (*raftFSM)(nil)
 func (f *raftFSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l})[0] }
 
 func (f *raftFSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	start := time.Now()
 	idx := make([]uint64, len(logs))
 	data := make([][]byte, len(logs))
 	for i, l := range logs {
@@ -55,6 +59,9 @@ func (f *raftFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	f.checkHalt()
 	f.notify()
+	if o := f.obs.Load(); o != nil {
+		(*o).Applied(len(logs), time.Since(start))
+	}
 	return out
 }
 
@@ -97,9 +104,13 @@ func (f *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	b, err := f.m.Snapshot()
 	if err != nil {
+		if f.m.Halted() != nil {
+			f.recordCheck(f.m.Applied(), false)
+		}
 		f.checkHalt() // a failed ledger check halts the machine
 		return nil, err
 	}
+	f.recordCheck(f.m.Applied(), true)
 	return snapshotBytes(b), nil
 }
 

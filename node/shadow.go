@@ -157,12 +157,14 @@ func (s *lazySnapshot) Persist(sink raft.SnapshotSink) error {
 		// state, so the live replica stops rather than serve it.
 		var h *fsm.Halt
 		if errors.As(err, &h) {
+			s.f.recordCheck(s.index, false)
 			s.f.m.HaltWith(h)
 			s.f.checkHalt()
 		}
 		_ = sink.Cancel()
 		return fmt.Errorf("snapshot at %d: %w", s.index, err)
 	}
+	s.f.recordCheck(s.index, true) // the shadow's Snapshot checked the ledger
 	if _, err := sink.Write(b); err != nil {
 		_ = sink.Cancel()
 		return err

@@ -58,3 +58,38 @@ func (n *Node) RestoreSnapshot(meta *raft.SnapshotMeta, r io.Reader) error {
 	}
 	return nil
 }
+
+// SnapshotHashAfter finds the oldest stored snapshot past index after and
+// returns its index and state hash. After a restore (RestoreSnapshot) with
+// after set to the log's last index before it, that is the restored
+// snapshot: the operator compares its hash with the backup's.
+func (n *Node) SnapshotHashAfter(after uint64) (uint64, string, error) {
+	list, err := n.snaps.List()
+	if err != nil {
+		return 0, "", err
+	}
+	var pick *raft.SnapshotMeta
+	for _, m := range list {
+		if m.Index > after && (pick == nil || m.Index < pick.Index) {
+			pick = m
+		}
+	}
+	if pick == nil {
+		return 0, "", fmt.Errorf("no snapshot past index %d", after)
+	}
+	_, rc, err := n.snaps.Open(pick.ID)
+	if err != nil {
+		return 0, "", err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return 0, "", err
+	}
+	m := fsm.NewMachine(fsm.Options{})
+	if err := m.RestoreAt(b, pick.Index); err != nil {
+		return 0, "", err
+	}
+	_, h, err := m.StateHash()
+	return pick.Index, h, err
+}

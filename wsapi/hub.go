@@ -67,6 +67,9 @@ type Hub struct {
 	sendBuffer int64
 	slowCloses atomic.Uint64
 	lossCloses atomic.Uint64
+	// dropped counts frames not queued because their connection was
+	// closing for resync or had a full send buffer.
+	dropped atomic.Uint64
 	// beforeBatch, when set, runs before each bus batch (tests stall the
 	// hub with it).
 	beforeBatch func()
@@ -120,6 +123,13 @@ func (h *Hub) SlowConsumerCloses() uint64 { return h.slowCloses.Load() }
 // EventLossCloses counts connections closed because the node's event bus
 // dropped events on their way to the hub.
 func (h *Hub) EventLossCloses() uint64 { return h.lossCloses.Load() }
+
+// DroppedFrames counts frames not sent because their connection was being
+// closed for resync (the client was told to take a fresh snapshot).
+func (h *Hub) DroppedFrames() uint64 { return h.dropped.Load() }
+
+// Connections is how many WebSocket connections are open.
+func (h *Hub) Connections() int { return h.m.Len() }
 
 // ServeHTTP upgrades the request.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -200,11 +210,16 @@ func (h *Hub) eachConn(fn func(s *melody.Session, c *conn)) {
 // must resync rather than silently missing this frame.
 func (h *Hub) write(s *melody.Session, msg []byte) {
 	c := connOf(s)
-	if c == nil || c.closing.Load() {
+	if c == nil {
+		return
+	}
+	if c.closing.Load() {
+		h.dropped.Add(1)
 		return
 	}
 	if c.queued.Add(1) > h.sendBuffer {
 		c.queued.Add(-1)
+		h.dropped.Add(1)
 		if h.closeResync(s, c, ReasonSlowConsumer) {
 			h.slowCloses.Add(1)
 			h.log.Debug("websocket client too slow; closed for resync", "remote", s.RemoteAddr())

@@ -206,7 +206,7 @@ func (c *Cluster) tryStart(m *Member, fresh bool) error {
 		closeAll()
 		return err
 	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "perpd", Level: c.cfg.logLevel, Output: c.logs}).With("node", m.ID)
+	log := hclog.New(&hclog.LoggerOptions{Name: "perpd", Level: c.cfg.logLevel, Output: c.logs, JSONFormat: c.cfg.logJSON}).With("node", m.ID)
 	var peer *node.PeerTLS
 	if c.CA != nil {
 		if peer, err = c.CA.PeerTLS(m.ID, true); err != nil {
@@ -223,6 +223,7 @@ func (c *Cluster) tryStart(m *Member, fresh bool) error {
 		Bootstrap:         m.bootstrap,
 		Deployment:        c.cfg.deployment,
 		AdminToken:        c.Token,
+		MetricsToken:      c.cfg.metricsToken,
 		ClusterSecret:     c.Secret,
 		TLS:               peer,
 		SnapshotThreshold: c.cfg.snapshotThreshold,

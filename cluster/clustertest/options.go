@@ -27,6 +27,8 @@ type config struct {
 	onNode            []func(*node.Node)
 	assemble          Assembler
 	tls               bool
+	metricsToken      string
+	logJSON           bool
 }
 
 // Assembler builds a node's admin server and public API before the node
@@ -93,3 +95,9 @@ func Assemble(a Assembler) Option { return func(c *config) { c.assemble = a } }
 // from a throwaway CA made for the cluster (Cluster.CA), as `perpd devnet`
 // does. Cluster.Admin then presents an operator certificate.
 func TLS() Option { return func(c *config) { c.tls = true } }
+
+// MetricsToken gives every member a read-only metrics token.
+func MetricsToken(tok string) Option { return func(c *config) { c.metricsToken = tok } }
+
+// LogJSON makes every member log in hclog's JSON format (serve --log-format json).
+func LogJSON() Option { return func(c *config) { c.logJSON = true } }

@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/pflag"
+
+	"github.com/perpd/perpd/cluster"
+	"github.com/perpd/perpd/node"
+)
+
+// opsFlags are serve's operations flags (issue 16): log format, the
+// read-only metrics token, scheduled backups.
+type opsFlags struct {
+	logFormat        string
+	metricsTokenFile string
+	backupDir        string
+	backupEvery      time.Duration
+	backupKeep       int
+}
+
+func addOpsFlags(fl *pflag.FlagSet, f *opsFlags) {
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text (human) or json (one object per line, for a log shipper)")
+	fl.StringVar(&f.metricsTokenFile, "metrics-token-file", "", "file (mode 0600) holding a read-only bearer token accepted by GET /metrics on the admin listener beside the admin token (default: none, the admin token only)")
+	fl.StringVar(&f.backupDir, "backup-dir", "", "directory for scheduled backups: consistent, checked snapshots with a SHA-256 and a manifest each (default: no backups)")
+	fl.DurationVar(&f.backupEvery, "backup-every", time.Hour, "interval between scheduled backups (with --backup-dir; at least 1m)")
+	fl.IntVar(&f.backupKeep, "backup-keep", 24, "backups of this node kept in --backup-dir; older ones are deleted")
+}
+
+// validate checks the flags before anything starts.
+func (f *opsFlags) validate() error {
+	switch f.logFormat {
+	case "text", "json":
+	default:
+		return fmt.Errorf("--log-format %q: want text or json", f.logFormat)
+	}
+	if f.backupDir != "" {
+		if f.backupEvery < time.Minute {
+			return fmt.Errorf("--backup-every %v: at least 1m", f.backupEvery)
+		}
+		if f.backupKeep < 1 {
+			return fmt.Errorf("--backup-keep %d: at least 1", f.backupKeep)
+		}
+	}
+	return nil
+}
+
+// logger is the node's root logger in the chosen format, writing to out.
+func (f *opsFlags) logger(level, id string, out io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name: "perpd", Level: hclog.LevelFromString(level), JSONFormat: f.logFormat == "json", Output: out,
+	}).With("node", id)
+}
+
+// metricsToken reads --metrics-token-file ("" when unset).
+func (f *opsFlags) metricsToken() (string, error) {
+	if f.metricsTokenFile == "" {
+		return "", nil
+	}
+	t, err := node.ReadSecretFile(f.metricsTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("--metrics-token-file: %w", err)
+	}
+	return t, nil
+}
+
+// startBackups runs scheduled backups until ctx ends, when --backup-dir is
+// set.
+func (f *opsFlags) startBackups(ctx context.Context, n *node.Node, log hclog.Logger) {
+	if f.backupDir == "" {
+		return
+	}
+	log.Info("scheduled backups", "dir", f.backupDir, "every", f.backupEvery, "keep", f.backupKeep)
+	go cluster.RunBackups(ctx, n, cluster.BackupConfig{Dir: f.backupDir, Every: f.backupEvery, Keep: f.backupKeep, Log: log.Named("backup")})
+}

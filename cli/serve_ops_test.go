@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestServeChecksItsOperationsFlags(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"an unknown log format", []string{"--log-format", "xml"}, "--log-format"},
+		{"backups too often", []string{"--backup-dir", t.TempDir(), "--backup-every", "10s"}, "--backup-every"},
+		{"no backup kept", []string{"--backup-dir", t.TempDir(), "--backup-keep", "0"}, "--backup-keep"},
+		{"a missing metrics token file", []string{"--metrics-token-file", filepath.Join(t.TempDir(), "none")}, "--metrics-token-file"},
+	}
+	world := filepath.Join(t.TempDir(), "world-readable")
+	if err := os.WriteFile(world, []byte("tok"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases, struct {
+		name string
+		args []string
+		want string
+	}{"a world-readable metrics token", []string{"--metrics-token-file", world}, "chmod 600"})
+	for _, tc := range cases {
+		if err := serveWith(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %q", tc.name, err, tc.want)
+		}
+	}
+	tok := filepath.Join(t.TempDir(), "metrics-token")
+	if err := os.WriteFile(tok, []byte("tok"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := serveWith(t, "--log-format", "json", "--metrics-token-file", tok, "--backup-dir", t.TempDir(),
+		"--backup-every", "1m", "--backup-keep", "3"); err != nil {
+		t.Fatalf("valid operations flags: %v", err)
+	}
+}
+
+// TestJSONLogFormat: --log-format json writes one JSON object per line with
+// the node id and the pairs as fields.
+func TestJSONLogFormat(t *testing.T) {
+	var buf strings.Builder
+	f := opsFlags{logFormat: "json"}
+	f.logger("info", "node7", &buf).Info("hello", "request_id", "abc")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(buf.String())), &m); err != nil {
+		t.Fatalf("not one JSON object: %v: %q", err, buf.String())
+	}
+	if m["@message"] != "hello" || m["node"] != "node7" || m["request_id"] != "abc" || m["@level"] != "info" {
+		t.Fatalf("JSON log line %v", m)
+	}
+	buf.Reset()
+	f.logFormat = "text"
+	f.logger("info", "node7", &buf).Info("hello")
+	if strings.HasPrefix(buf.String(), "{") || !strings.Contains(buf.String(), "hello: node=node7") {
+		t.Fatalf("text log line %q", buf.String())
+	}
+}

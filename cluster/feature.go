@@ -1,0 +1,205 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// BuildLevelPath is where a node tells a peer the highest cluster feature
+// level its build implements. A build from before feature levels has no
+// such route: its 404 means level 0.
+const BuildLevelPath = "/internal/build-level"
+
+// FeatureLevelView is the body of GET /admin/feature-level.
+type FeatureLevelView struct {
+	// FeatureLevel is the cluster's level (State.FeatureLevel).
+	FeatureLevel uint32 `json:"featureLevel"`
+	// BuildLevel is the highest level this node's build implements.
+	BuildLevel uint32 `json:"buildLevel"`
+	// Members is what each member of the raft configuration answered.
+	Members []MemberLevel `json:"members"`
+	// Raisable is the highest level the cluster may be raised to now: the
+	// lowest any member implements (absent while a member does not answer).
+	Raisable *uint32 `json:"raisable,omitempty"`
+}
+
+// MemberLevel is one member's build level, or why it is unknown.
+type MemberLevel struct {
+	ID    string `json:"id"`
+	Level uint32 `json:"level"`
+	Error string `json:"error,omitempty"`
+}
+
+// FeatureLevelRequest raises the cluster's level.
+type FeatureLevelRequest struct {
+	Level uint32 `json:"level"`
+}
+
+func (s *AdminServer) featureLevels() {
+	s.mux.HandleFunc("GET "+BuildLevelPath, func(w http.ResponseWriter, r *http.Request) {
+		if err := s.n.CheckPeer(r); err != nil {
+			writeJSON(w, http.StatusUnauthorized, errBody(err.Error()))
+			return
+		}
+		writeJSON(w, http.StatusOK, fsm.FeatureLevelResult{FeatureLevel: fsm.FeatureLevel})
+	})
+	s.Handle("GET /admin/feature-level", s.featureLevel)
+	s.HandleLeader("POST /admin/feature-level", s.raiseFeatureLevel)
+}
+
+// memberLevels asks every member of the raft configuration for its build
+// level (this node answers for itself).
+func (s *AdminServer) memberLevels(ctx context.Context) ([]MemberLevel, error) {
+	members, err := s.n.Members()
+	if err != nil {
+		return nil, err
+	}
+	admin := map[string]string{}
+	s.n.Machine().Read(func(st *fsm.State, _ uint64) {
+		for id, m := range st.Nodes {
+			admin[id] = m.Admin
+		}
+	})
+	out := make([]MemberLevel, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		out[i].ID = m.ID
+		if m.ID == s.n.Config().ID {
+			out[i].Level = fsm.FeatureLevel
+			continue
+		}
+		wg.Add(1)
+		go func(ml *MemberLevel, addr string) {
+			defer wg.Done()
+			if addr == "" {
+				ml.Error = "no admin address recorded yet"
+				return
+			}
+			level, err := s.askBuildLevel(ctx, addr)
+			if err != nil {
+				ml.Error = err.Error()
+				return
+			}
+			ml.Level = level
+		}(&out[i], admin[m.ID])
+	}
+	wg.Wait()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func (s *AdminServer) askBuildLevel(ctx context.Context, adminAddr string) (uint32, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.n.PeerURL(adminAddr, BuildLevelPath), nil)
+	if err != nil {
+		return 0, err
+	}
+	s.n.SetPeerAuth(req)
+	resp, err := s.n.PeerClient().Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	switch resp.StatusCode {
+	case http.StatusOK:
+		var r fsm.FeatureLevelResult
+		if err := json.Unmarshal(b, &r); err != nil {
+			return 0, err
+		}
+		return r.FeatureLevel, nil
+	case http.StatusNotFound:
+		return 0, nil // a build from before feature levels
+	}
+	return 0, fmt.Errorf("%s answered %d", adminAddr, resp.StatusCode)
+}
+
+func (s *AdminServer) featureView(ctx context.Context) (FeatureLevelView, error) {
+	v := FeatureLevelView{BuildLevel: fsm.FeatureLevel}
+	s.n.Machine().Read(func(st *fsm.State, _ uint64) { v.FeatureLevel = st.FeatureLevel })
+	members, err := s.memberLevels(ctx)
+	if err != nil {
+		return v, err
+	}
+	v.Members = members
+	min, known := ^uint32(0), true
+	for _, m := range members {
+		if m.Error != "" {
+			known = false
+		}
+		min = minU32(min, m.Level)
+	}
+	if known && len(members) > 0 {
+		v.Raisable = &min
+	}
+	return v, nil
+}
+
+func minU32(a, b uint32) uint32 {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+func (s *AdminServer) featureLevel(w http.ResponseWriter, r *http.Request) {
+	v, err := s.featureView(r.Context())
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error()))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// raiseFeatureLevel asks every member for its build level and proposes
+// CmdSetFeatureLevel with the answers; the state machine refuses the raise
+// if a node it records is missing from them or implements less. The
+// leader refuses first when a member does not answer or implements less.
+func (s *AdminServer) raiseFeatureLevel(w http.ResponseWriter, r *http.Request) {
+	var req FeatureLevelRequest
+	if !DecodeJSON(w, r, &req) {
+		return
+	}
+	refuse := func(format string, args ...any) {
+		writeJSON(w, http.StatusConflict, wire.ErrorBody{Error: fmt.Sprintf(format, args...), Code: wire.CodeConflict})
+	}
+	if req.Level > fsm.FeatureLevel {
+		refuse("this build implements feature level %d at most", fsm.FeatureLevel)
+		return
+	}
+	members, err := s.memberLevels(r.Context())
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error()))
+		return
+	}
+	p := fsm.FeatureLevelPayload{Level: req.Level}
+	for _, m := range members {
+		if m.Error != "" {
+			refuse("member %s did not say which feature level its build implements: %s", m.ID, m.Error)
+			return
+		}
+		if m.Level < req.Level {
+			refuse("member %s runs a build that implements feature level %d at most: upgrade it first", m.ID, m.Level)
+			return
+		}
+		p.Nodes = append(p.Nodes, fsm.AdvertisedLevel{ID: m.ID, Level: m.Level})
+	}
+	res, err := s.n.ProposeInternal(fsm.CmdSetFeatureLevel, p)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error()))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(res.Status)
+	_, _ = w.Write(res.Body)
+}

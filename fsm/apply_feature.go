@@ -1,0 +1,103 @@
+package fsm
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// Feature levels: how a change of apply behaviour reaches a running
+// cluster without replicas diverging during a rolling upgrade.
+//
+// The cluster's level (State.FeatureLevel) starts at 0 and only rises, by
+// CmdSetFeatureLevel, which an operator proposes once every member runs a
+// build that implements the new level. Nothing about levels enters the
+// replicated state before that: during a rolling upgrade old and new
+// builds write and apply exactly the same entries, so their state hashes
+// stay equal. The leader learns what each member's build implements by
+// asking it (the admin listener's /internal/build-level; a build from
+// before feature levels answers 404, meaning 0) and puts the answers in
+// the command; the state machine checks them against its own record of
+// the nodes, so the refusal is deterministic. A change of apply behaviour
+// ships gated: `if c.St.FeatureLevel >= N { new } else { old }` with
+// FeatureLevel raised to N in the same release, so an upgraded replica
+// applies old entries exactly as the old build did, and the new behaviour
+// starts at the same log index on every replica. The golden log
+// (testdata/golden) replays every command type of a release to a recorded
+// state hash, so an ungated change fails CI.
+//
+// Levels of this build:
+//
+//	0: the behaviour of every release before feature levels existed.
+//	1: feature levels themselves (CmdSetFeatureLevel); no apply behaviour
+//	   is gated on it yet.
+const FeatureLevel uint32 = 1
+
+// CmdSetFeatureLevel raises the cluster's feature level (admin).
+const CmdSetFeatureLevel CmdType = 7
+
+func init() { register(CmdSetFeatureLevel, applySetFeatureLevel) }
+
+// FeatureLevelPayload asks for a new cluster feature level, with the level
+// each node's build implements as the leader found it.
+type FeatureLevelPayload struct {
+	Level uint32            `cbor:"1,keyasint"`
+	Nodes []AdvertisedLevel `cbor:"2,keyasint"`
+}
+
+// AdvertisedLevel is the highest level one node's build implements.
+type AdvertisedLevel struct {
+	ID    string `cbor:"1,keyasint" json:"id"`
+	Level uint32 `cbor:"2,keyasint" json:"level"`
+}
+
+// FeatureLevelResult is the cluster's level after the command.
+type FeatureLevelResult struct {
+	FeatureLevel uint32 `json:"featureLevel"`
+}
+
+// applySetFeatureLevel raises the level. It is refused when the level does
+// not rise, or when a node the state records is missing from the payload
+// or implements less. A replica whose own build does not implement the
+// level cannot apply what follows correctly, so it stops (fail-stop)
+// instead of diverging: that only happens when an old build replays a log
+// raised without it, and the fix is to run the new build.
+func applySetFeatureLevel(c *Ctx) (int, any, *wire.Refusal) {
+	var p FeatureLevelPayload
+	if ref := c.Decode(&p); ref != nil {
+		return 0, nil, ref
+	}
+	if p.Level <= c.St.FeatureLevel {
+		return 0, nil, wire.Refuse(http.StatusConflict, wire.CodeConflict,
+			"the cluster is at feature level %d; levels only rise", c.St.FeatureLevel)
+	}
+	levels := make(map[string]uint32, len(p.Nodes))
+	for _, n := range p.Nodes {
+		levels[n.ID] = n.Level
+	}
+	ids := make([]string, 0, len(c.St.Nodes))
+	for id := range c.St.Nodes {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var short []string
+	for _, id := range ids {
+		if l, ok := levels[id]; !ok || l < p.Level {
+			short = append(short, fmt.Sprintf("%s (%d)", id, l))
+		}
+	}
+	if len(short) > 0 {
+		return 0, nil, wire.Refuse(http.StatusConflict, wire.CodeConflict,
+			"node(s) %v do not run a build that implements feature level %d: upgrade them first", short, p.Level)
+	}
+	if len(c.St.Nodes) == 0 {
+		return 0, nil, wire.Refuse(http.StatusConflict, wire.CodeConflict, "no node is recorded yet")
+	}
+	if p.Level > FeatureLevel {
+		panic(fmt.Sprintf("the log raises the feature level to %d and this build implements %d at most: run a newer build", p.Level, FeatureLevel))
+	}
+	c.St.FeatureLevel = p.Level
+	return http.StatusOK, FeatureLevelResult{FeatureLevel: p.Level}, nil
+}

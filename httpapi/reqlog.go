@@ -1,0 +1,127 @@
+package httpapi
+
+import (
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/perpd/perpd/node"
+)
+
+// RequestIDHeader is the header every response carries its request id in.
+const RequestIDHeader = node.RequestIDHeader
+
+// requestIDCtx is where the request id sits in the gin context.
+const requestIDCtx = "perpd.requestID"
+
+// RequestObserver is told about every answered request (metrics): the
+// route template ("unmatched" for no route), never the raw path, so its
+// values stay bounded.
+type RequestObserver func(method, route string, status int, d time.Duration)
+
+// WithRequestObserver sets the observer of answered requests.
+func WithRequestObserver(o RequestObserver) Option { return func(s *Server) { s.observe = o } }
+
+// requestLog gives every request an id, returns it in X-Request-Id, carries
+// it to node.Propose (a forwarded write is logged with it on the leader
+// too), and logs one line per answered request with it.
+//
+// Which id: an X-Request-Id from a trusted proxy (--trusted-proxies) is
+// kept when it is well-formed (node.ValidRequestID: at most 64 characters
+// of [A-Za-z0-9._:-]), so one id follows a request from the edge through
+// the cluster. From anyone else the node draws its own: a client cannot
+// make its requests share an id with another's in the logs, nor inject
+// text into them. A client's own well-formed id is still logged beside
+// ours (client_request_id), so a user can quote theirs to an operator.
+//
+// Log levels: writes (anything but GET, HEAD and OPTIONS) at info, reads
+// at debug (a read-heavy node would log little else), every 5xx at warn.
+// Only the path is logged, never the query string or a header: keys and
+// secrets never reach the log.
+func (s *Server) requestLog(c *gin.Context) {
+	start := time.Now()
+	in := c.GetHeader(RequestIDHeader)
+	id := ""
+	if in != "" && s.fromTrustedProxy(c) && node.ValidRequestID(in) {
+		id = in
+	} else {
+		id = node.NewRequestID()
+	}
+	c.Set(requestIDCtx, id)
+	c.Writer.Header().Set(RequestIDHeader, id)
+	c.Request = c.Request.WithContext(node.WithRequestID(c.Request.Context(), id))
+	c.Next()
+
+	status := c.Writer.Status()
+	route := c.FullPath()
+	if route == "" {
+		route = "unmatched"
+	}
+	d := time.Since(start)
+	if s.observe != nil {
+		s.observe(c.Request.Method, route, status, d)
+	}
+	level := hclog.Debug
+	switch {
+	case status >= 500:
+		level = hclog.Warn
+	case c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead && c.Request.Method != http.MethodOptions:
+		level = hclog.Info
+	}
+	if level < s.log.GetLevel() {
+		return
+	}
+	args := []any{"request_id", id, "method", c.Request.Method, "path", c.Request.URL.Path, "route", route,
+		"status", status, "ms", float64(d.Microseconds()) / 1000, "remote", c.ClientIP()}
+	if in != "" && in != id && node.ValidRequestID(in) {
+		args = append(args, "client_request_id", in)
+	}
+	if cl := callerOf(c); cl.AccountID != "" {
+		args = append(args, "account", cl.AccountID)
+	}
+	s.log.Log(level, "request", args...)
+}
+
+// fromTrustedProxy reports whether the TCP peer is one of the configured
+// reverse proxies.
+func (s *Server) fromTrustedProxy(c *gin.Context) bool {
+	if len(s.proxyNets) == 0 {
+		return false
+	}
+	host, _, err := net.SplitHostPort(c.Request.RemoteAddr)
+	if err != nil {
+		host = c.Request.RemoteAddr
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return false
+	}
+	for _, n := range s.proxyNets {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseProxyNets turns the validated --trusted-proxies list into networks.
+func parseProxyNets(list []string) []*net.IPNet {
+	var out []*net.IPNet
+	for _, p := range list {
+		if _, n, err := net.ParseCIDR(p); err == nil {
+			out = append(out, n)
+			continue
+		}
+		if ip := net.ParseIP(p); ip != nil {
+			bits := 128
+			if ip.To4() != nil {
+				ip, bits = ip.To4(), 32
+			}
+			out = append(out, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+		}
+	}
+	return out
+}

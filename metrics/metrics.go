@@ -1,0 +1,295 @@
+// Package metrics exposes one node's operational measurements in the
+// Prometheus text format, for GET /metrics on the admin listener.
+//
+// Two sources feed it. Raft's own instrumentation goes through
+// hashicorp/go-metrics (its compat layer, so whichever backend raft was
+// built with) into a Prometheus sink; that state is process-global, like
+// raft's calls, so a process running several nodes (tests) mixes their
+// raft_* series. Everything else is per node, on the node's own registry:
+// raft state read from raft.Stats, leader changes seen by an observer,
+// apply latency and batch sizes, group commit, HTTP requests by route and
+// status, WebSocket connections and dropped frames, oracle staleness per
+// feed, the latest ledger conservation check and the rate-limit bucket
+// table. Series are named perpd_* (raft's are perpd_raft_* as go-metrics
+// names them, camelCase after the prefix).
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	gometrics "github.com/hashicorp/go-metrics/compat"
+	gmprom "github.com/hashicorp/go-metrics/compat/prometheus"
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/node"
+)
+
+// Namespace prefixes every series.
+const Namespace = "perpd"
+
+var (
+	globalOnce sync.Once
+	globalReg  *prometheus.Registry
+	globalErr  error
+)
+
+// global is the process-wide registry: raft's go-metrics sink and the Go
+// runtime and process collectors. It is built once.
+func global() (*prometheus.Registry, error) {
+	globalOnce.Do(func() {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		opts := gmprom.DefaultPrometheusOpts
+		opts.Registerer = reg
+		// A series raft stops updating (a removed peer's replication
+		// timings) disappears after this long.
+		opts.Expiration = 5 * time.Minute
+		sink, err := gmprom.NewPrometheusSinkFrom(opts)
+		if err != nil {
+			globalErr = err
+			return
+		}
+		conf := gometrics.DefaultConfig(Namespace)
+		conf.EnableHostname = false
+		conf.EnableRuntimeMetrics = false // the Go collector covers them
+		if _, err := gometrics.NewGlobal(conf, sink); err != nil {
+			globalErr = err
+			return
+		}
+		globalReg = reg
+	})
+	return globalReg, globalErr
+}
+
+// Registry holds one node's series.
+type Registry struct {
+	n   *node.Node
+	reg *prometheus.Registry
+
+	httpRequests  *prometheus.CounterVec
+	httpDuration  *prometheus.HistogramVec
+	applySeconds  prometheus.Histogram
+	applyEntries  prometheus.Histogram
+	groupCommands prometheus.Histogram
+	leaderChanges prometheus.Counter
+}
+
+// New builds n's registry, installs it as n's observer and starts watching
+// raft's leader changes until n stops. Call it before n.Start.
+func New(n *node.Node) (*Registry, error) {
+	if _, err := global(); err != nil {
+		return nil, err
+	}
+	r := &Registry{n: n, reg: prometheus.NewRegistry()}
+	r.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "http_requests_total",
+		Help: "Public API requests answered, by route template, method and status.",
+	}, []string{"route", "method", "status"})
+	r.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Name: "http_request_duration_seconds",
+		Help:    "Public API request latency, by route template and method.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	}, []string{"route", "method"})
+	r.applySeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: Namespace, Name: "fsm_apply_batch_seconds",
+		Help:    "Time the state machine took to apply one batch of log entries.",
+		Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+	})
+	r.applyEntries = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: Namespace, Name: "fsm_apply_batch_entries",
+		Help:    "Log entries per batch raft handed the state machine.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
+	})
+	r.groupCommands = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: Namespace, Name: "group_commit_commands",
+		Help:    "Client commands per raft entry built by the leader's group commit.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+	})
+	r.leaderChanges = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "raft_leader_changes_total",
+		Help: "Times this node saw the cluster's leader change (including to none).",
+	})
+	r.reg.MustRegister(r.httpRequests, r.httpDuration, r.applySeconds, r.applyEntries, r.groupCommands,
+		r.leaderChanges, &nodeCollector{n: n})
+	n.SetObserver(r)
+	r.watchLeader()
+	return r, nil
+}
+
+// Applied implements node.Observer.
+func (r *Registry) Applied(entries int, d time.Duration) {
+	r.applySeconds.Observe(d.Seconds())
+	r.applyEntries.Observe(float64(entries))
+}
+
+// Grouped implements node.Observer.
+func (r *Registry) Grouped(commands int) { r.groupCommands.Observe(float64(commands)) }
+
+// ObserveHTTP counts one answered request. route is the route template
+// (bounded), never the raw path.
+func (r *Registry) ObserveHTTP(method, route string, status int, d time.Duration) {
+	method = boundedMethod(method)
+	r.httpRequests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	if route != webSocketRoute { // its "duration" is the connection's life
+		r.httpDuration.WithLabelValues(route, method).Observe(d.Seconds())
+	}
+}
+
+// webSocketRoute is the upgrade route; its connections are counted by
+// perpd_ws_connections, not timed as requests.
+const webSocketRoute = "/v1/ws"
+
+func boundedMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodHead, http.MethodOptions:
+		return m
+	}
+	return "other"
+}
+
+// Gauge registers a gauge read at scrape time (the WebSocket hub, the rate
+// limiter: parts the node does not own).
+func (r *Registry) Gauge(name, help string, f func() float64) {
+	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, f))
+}
+
+// Counter registers a counter read at scrape time from a monotonic source.
+func (r *Registry) Counter(name, help string, f func() float64) {
+	r.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, f))
+}
+
+// Handler serves the node's series and the process-wide ones, in the
+// Prometheus text format (or OpenMetrics when the scraper asks for it).
+func (r *Registry) Handler() http.Handler {
+	g, _ := global()
+	return promhttp.HandlerFor(prometheus.Gatherers{g, r.reg}, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// watchLeader counts leader changes as raft reports them.
+func (r *Registry) watchLeader() {
+	ch := make(chan raft.Observation, 16)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	r.n.Raft.RegisterObserver(obs)
+	go func() {
+		defer r.n.Raft.DeregisterObserver(obs)
+		for {
+			select {
+			case <-r.n.Done():
+				return
+			case <-ch:
+				r.leaderChanges.Inc()
+			}
+		}
+	}()
+}
+
+// nodeCollector reads the node's state at scrape time.
+type nodeCollector struct{ n *node.Node }
+
+var (
+	descRaftState   = desc("raft_state", "This node's raft role: 1 on the series of its current state.", "state")
+	descIsLeader    = desc("raft_is_leader", "1 when this node leads the cluster.")
+	descTerm        = desc("raft_term", "Current raft term.")
+	descCommitIdx   = desc("raft_commit_index", "Highest log index known committed.")
+	descAppliedIdx  = desc("raft_applied_index", "Highest log index the state machine applied.")
+	descLastLogIdx  = desc("raft_last_log_index", "Last index in this node's log.")
+	descFSMPending  = desc("raft_fsm_pending", "Committed batches waiting for the state machine.")
+	descLastContact = desc("raft_last_contact_seconds", "Seconds since this follower last heard from the leader (0 on the leader).")
+	descPeers       = desc("raft_peers", "Voters in the latest configuration, this node included.")
+	descHalted      = desc("halted", "1 when this replica has halted (fail-stop) and serves nothing.")
+	descStaleness   = desc("oracle_staleness_seconds", "Log time since the feed's last print (how old the price the venue uses is).", "feed")
+	descCheckTime   = desc("conservation_check_timestamp_seconds", "Unix time of this node's latest ledger conservation check (run at every snapshot).")
+	descCheckIndex  = desc("conservation_check_index", "Applied index of the state the latest conservation check covered.")
+	descCheckOK     = desc("conservation_check_ok", "1 when the latest conservation check passed, 0 when it failed (the replica halts).")
+	descLogTime     = desc("log_time_seconds", "The node's estimate of the log's clock now, as Unix seconds.")
+)
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
+}
+
+func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRaftState, descIsLeader, descTerm, descCommitIdx, descAppliedIdx,
+		descLastLogIdx, descFSMPending, descLastContact, descPeers, descHalted, descStaleness, descCheckTime,
+		descCheckIndex, descCheckOK, descLogTime} {
+		ch <- d
+	}
+}
+
+var raftStates = []string{"Follower", "Candidate", "Leader", "Shutdown"}
+
+func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.n
+	stats := n.Raft.Stats()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	state := n.Raft.State().String()
+	for _, s := range raftStates {
+		gauge(descRaftState, b2f(s == state), s)
+	}
+	gauge(descIsLeader, b2f(state == "Leader"))
+	gauge(descTerm, statNum(stats, "term"))
+	gauge(descCommitIdx, statNum(stats, "commit_index"))
+	gauge(descAppliedIdx, float64(n.Machine().Applied()))
+	gauge(descLastLogIdx, statNum(stats, "last_log_index"))
+	gauge(descFSMPending, statNum(stats, "fsm_pending"))
+	gauge(descPeers, statNum(stats, "num_peers")+1)
+	if state != "Leader" {
+		gauge(descLastContact, lastContact(n.Raft.LastContact()))
+	} else {
+		gauge(descLastContact, 0)
+	}
+	gauge(descHalted, b2f(n.Halted() != nil))
+	nowMs := n.LogNowMs()
+	gauge(descLogTime, float64(nowMs)/1000)
+	n.Machine().Read(func(st *fsm.State, _ uint64) {
+		if st.Market == nil {
+			return
+		}
+		for _, id := range st.Market.FeedIDs() {
+			last, ok := st.Market.FeedLast(id)
+			if !ok {
+				continue
+			}
+			gauge(descStaleness, float64(nowMs-last.TsMs)/1000, id)
+		}
+	})
+	if chk, ok := n.LastConservationCheck(); ok {
+		gauge(descCheckTime, float64(chk.At.UnixMilli())/1000)
+		gauge(descCheckIndex, float64(chk.Index))
+		gauge(descCheckOK, b2f(chk.OK))
+	}
+}
+
+func lastContact(t time.Time) float64 {
+	if t.IsZero() {
+		return -1 // never heard from a leader
+	}
+	return time.Since(t).Seconds()
+}
+
+func statNum(stats map[string]string, k string) float64 {
+	v, err := strconv.ParseUint(stats[k], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return float64(v)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
