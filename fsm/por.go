@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/perpd/perpd/fsm/growth"
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/por"
 	"github.com/perpd/perpd/fsm/usdx"
@@ -56,7 +57,7 @@ func BuildPoR(st *State) *por.Snapshot {
 	// Classify every ledger balance: an account's part, the USDx side's
 	// backing, or the venue's own.
 	perAccount := make(map[string]int64, len(st.Access.Accounts))
-	var hedgeBacking, venueOwn, ledgerSum int64
+	var hedgeBacking, venueOwn, ledgerSum, payables int64
 	overflow := false
 	for k, v := range st.Ledger.Balances {
 		if v < 0 && k != ledger.House {
@@ -83,9 +84,21 @@ func BuildPoR(st *State) *por.Snapshot {
 			hedgeBacking += v // the stakers' sats, not the venue's
 		case k == ledger.PendingWithdrawals:
 			// Attributed below, withdrawal by withdrawal.
+		case k == growth.ReferralPayable || k == growth.PromoterPayable:
+			payables += v // attributed below, earner by earner
 		default:
 			venueOwn += v
 		}
+	}
+	var owedSum int64
+	if st.Growth != nil {
+		for id, amt := range st.Growth.OwedByAccount() {
+			perAccount[id] += amt
+			owedSum += amt
+		}
+	}
+	if owedSum != payables {
+		problem("the referral and promoter payables hold %d msat, their earners are owed %d", payables, owedSum)
 	}
 	var pendingSum int64
 	for _, seq := range st.Funds.Open {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/perpd/perpd/fsm/access"
 	"github.com/perpd/perpd/fsm/ledger"
+	"github.com/perpd/perpd/fsm/growth"
 	"github.com/perpd/perpd/fsm/por"
 	"github.com/perpd/perpd/fsm/usdx"
 )
@@ -267,4 +268,40 @@ func BenchmarkBuildPoR100k(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(len(enc)), "snapshot-bytes")
+}
+
+// Referral rewards the venue owes (accrued, still vesting) are the
+// referrer's: they count in its leaf, and the payable is not mistaken for
+// the venue's own money. (Before, the payable counted as the venue's, so
+// the trees left out a debt and the drift overstated the surplus.)
+func TestPoRCountsReferralRewardsOwed(t *testing.T) {
+	w := newTradeWorld(t)
+	referrer, rk := w.account(2 * btcBTC)
+	referee, ek := w.account(5 * btcBTC)
+	wantOK(t, w.order(referrer, rk, mktOrder("own-1", "BTC-PERP", "buy", 200))) // the referrer's own volume
+	wantOK(t, w.createCode(referrer, rk, "PORCODE1"))
+	wantOK(t, w.bind(referee, ek, "PORCODE1"))
+	wantOK(t, w.order(referee, ek, levered(mktOrder("r-1", "BTC-PERP", "buy", 100_000), 10)))
+	w.walkTo((w.ts/por.CadenceMs + 1) * por.CadenceMs)
+	wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+
+	var owed, payable int64
+	var sums map[string]int64
+	w.m.Read(func(st *State, _ uint64) {
+		owed = st.Growth.OwedByAccount()[referrer]
+		payable = st.Ledger.Balance(growth.ReferralPayable)
+		sums = accountSums(st)
+	})
+	if owed <= 0 || owed != payable {
+		t.Fatalf("referrer owed %d, payable holds %d", owed, payable)
+	}
+	var snap *por.Snapshot
+	w.m.Read(func(st *State, _ uint64) { snap = st.PoR.Latest })
+	if snap == nil || !snap.Consolidated || len(snap.Problems) != 0 {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	i := snap.Msat.Index(referrer)
+	if i < 0 || snap.Msat.Amounts[i] != sums[referrer]+owed {
+		t.Fatalf("referrer's leaf %d, its balances %d + rewards owed %d", snap.Msat.Amounts[i], sums[referrer], owed)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/perpd/perpd/fsm/ledger"
 )
@@ -237,6 +238,24 @@ func (s *State) FillNil() {
 		s.Board = newBoards()
 	}
 	s.Board.fillNil()
+}
+
+// OwedByAccount is what the programmes owe each earning account: its
+// claimable and still-vesting referral and promoter rewards (the balances
+// of ReferralPayable and PromoterPayable, attributed). Proof of Reserves
+// counts them in the account's leaf: they are the venue's debts even
+// before a claim moves them to the free balance.
+func (s *State) OwedByAccount() map[string]int64 {
+	out := map[string]int64{}
+	for _, key := range s.earnerKeys() {
+		e := s.earnerOfKey(key)
+		id := strings.TrimPrefix(key, promoterKeyPrefix)
+		out[id] += e.acc.ClaimableMsat
+		for _, b := range e.acc.Pending {
+			out[id] += b.RewardMsat
+		}
+	}
+	return out
 }
 
 // CheckInvariants verifies that the referral payable holds exactly the
