@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/perpd/perpd/fsm"
 )
 
@@ -44,7 +46,7 @@ func TestForwardBatchFallsBackToSingleForwards(t *testing.T) {
 	defer leader.Close()
 	addr := strings.TrimPrefix(leader.URL, "http://")
 
-	n := &Node{forwarder: newForwarder(nil), keys: &keys{}, cfg: Config{ProposeTimeout: 5 * time.Second}, stop: make(chan struct{})}
+	n := &Node{forwarder: newForwarder(nil), keys: &keys{}, cfg: Config{ProposeTimeout: 5 * time.Second, Logger: hclog.NewNullLogger()}, stop: make(chan struct{})}
 	n.forwards = newForwardBatcher(n)
 	n.wg.Add(1)
 	go n.forwards.run()
