@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/perpd/perpd/fsm/access"
-	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/growth"
+	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/por"
 	"github.com/perpd/perpd/fsm/usdx"
 )
