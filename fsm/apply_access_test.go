@@ -47,7 +47,7 @@ func (w *railWorld) signup(i int) *Command {
 func TestSignupCapPerRollingHour(t *testing.T) {
 	const capPerHour = 3
 	w := newRailWorld(t)
-	wantOK(t, w.at(w.cmd(CmdGenesis, "", "", "", GenesisPayload{Seed: 1, Deployment: "testnet", SignupsPerHour: capPerHour})))
+	wantOK(t, w.at(w.cmd(CmdGenesis, "", "", "", GenesisPayload{FeatureLevel: FeatureLevel, Seed: 1, Deployment: "testnet", SignupsPerHour: capPerHour})))
 	first := w.ts + 1
 	for i := range capPerHour {
 		wantOK(t, w.at(w.signup(i)))

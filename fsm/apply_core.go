@@ -67,6 +67,10 @@ type GenesisPayload struct {
 	// SignupsPerHour caps signups cluster-wide per rolling hour; zero keeps
 	// access.DefaultSignupsPerHour (read by the access genesis hook).
 	SignupsPerHour int `cbor:"20,keyasint,omitempty"`
+	// FeatureLevel is the level a new cluster starts at: its bootstrap
+	// node's build level (every member of a new cluster runs one build).
+	// Clusters from before it started at 0.
+	FeatureLevel uint32 `cbor:"21,keyasint,omitempty"`
 }
 
 func applyGenesis(c *Ctx) (int, any, *wire.Refusal) {
@@ -77,7 +81,12 @@ func applyGenesis(c *Ctx) (int, any, *wire.Refusal) {
 	if ref := c.Decode(&p); ref != nil {
 		return 0, nil, ref
 	}
+	if p.FeatureLevel > FeatureLevel {
+		return 0, nil, wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "genesis at feature level %d; this build implements %d", p.FeatureLevel, FeatureLevel)
+	}
 	c.St.Genesis = &Genesis{TsMs: c.Now(), Seed: p.Seed, Deployment: p.Deployment}
+	c.St.FeatureLevel = max(c.St.FeatureLevel, p.FeatureLevel)
+	enableDomains(c.St)
 	if p.FaucetGrantMsat > 0 {
 		c.St.Access.Faucet.GrantMsat = p.FaucetGrantMsat
 	}

@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"sort"
 
+	"github.com/perpd/perpd/fsm/growth"
+	"github.com/perpd/perpd/fsm/por"
+	"github.com/perpd/perpd/fsm/usdx"
 	"github.com/perpd/perpd/fsm/wire"
 )
 
@@ -33,7 +36,47 @@ import (
 //	0: the behaviour of every release before feature levels existed.
 //	1: feature levels themselves (CmdSetFeatureLevel); no apply behaviour
 //	   is gated on it yet.
-const FeatureLevel uint32 = 1
+const FeatureLevel uint32 = 2
+
+// LevelDomains is the level that turns on USDx (issue 13), the referral
+// and leaderboard programmes (issue 15) and Proof of Reserves (issue 14):
+// below it their state does not exist, their commands are refused as
+// feature_unavailable and their timers and hooks do nothing, so a build
+// with them applies an older cluster's log exactly as the build before
+// them did. A new cluster's genesis starts at the build's level.
+const LevelDomains uint32 = 2
+
+// DomainsOn reports whether the cluster runs at LevelDomains or above.
+func (st *State) DomainsOn() bool { return st.FeatureLevel >= LevelDomains && st.USDx != nil }
+
+// enableDomains creates the state of the domains LevelDomains turns on.
+func enableDomains(st *State) {
+	if st.FeatureLevel < LevelDomains {
+		return
+	}
+	if st.USDx == nil {
+		st.USDx = usdx.NewState()
+	}
+	if st.Growth == nil {
+		st.Growth = growth.NewState()
+	}
+	if st.PoR == nil {
+		st.PoR = por.NewState()
+	}
+}
+
+// registerDomain registers a handler of a LevelDomains command: below the
+// level it is refused, changing nothing.
+func registerDomain(t CmdType, h handler) {
+	register(t, func(c *Ctx) (int, any, *wire.Refusal) {
+		if !c.St.DomainsOn() {
+			return 0, nil, wire.Refuse(http.StatusServiceUnavailable, wire.CodeFeatureUnavailable,
+				"this cluster runs at feature level %d; this command needs level %d (perpd admin feature-level --raise %d once every node runs this build)",
+				c.St.FeatureLevel, LevelDomains, LevelDomains)
+		}
+		return h(c)
+	})
+}
 
 // CmdSetFeatureLevel raises the cluster's feature level (admin).
 const CmdSetFeatureLevel CmdType = 7
@@ -99,5 +142,6 @@ func applySetFeatureLevel(c *Ctx) (int, any, *wire.Refusal) {
 		panic(fmt.Sprintf("the log raises the feature level to %d and this build implements %d at most: run a newer build", p.Level, FeatureLevel))
 	}
 	c.St.FeatureLevel = p.Level
+	enableDomains(c.St)
 	return http.StatusOK, FeatureLevelResult{FeatureLevel: p.Level}, nil
 }

@@ -22,26 +22,31 @@ const (
 )
 
 func init() {
-	register(CmdReferralCode, applyReferralCode)
-	register(CmdReferralBind, applyReferralBind)
-	register(CmdReferralClaim, applyReferralClaim)
-	register(CmdLeaderboardSettings, applyLeaderboardSettings)
-	register(CmdPromoterApply, applyPromoterApply)
-	register(CmdPromoterCode, applyPromoterCode)
-	register(CmdPromoterClaim, applyPromoterClaim)
+	registerDomain(CmdReferralCode, applyReferralCode)
+	registerDomain(CmdReferralBind, applyReferralBind)
+	registerDomain(CmdReferralClaim, applyReferralClaim)
+	registerDomain(CmdLeaderboardSettings, applyLeaderboardSettings)
+	registerDomain(CmdPromoterApply, applyPromoterApply)
+	registerDomain(CmdPromoterCode, applyPromoterCode)
+	registerDomain(CmdPromoterClaim, applyPromoterClaim)
 	fillHooks = append(fillHooks, func(s *State) {
-		if s.Growth == nil {
-			s.Growth = growth.NewState()
+		if s.Growth != nil {
+			s.Growth.FillNil()
 		}
-		s.Growth.FillNil()
 	})
 	tradeEnvHooks = append(tradeEnvHooks, growthTradeHook)
 	registerTimer(func(c *Ctx) {
+		if c.St.Growth == nil {
+			return
+		}
 		env := c.growthEnv()
 		c.St.Growth.OnClock(env, c.St.Growth.Volume)
 		c.St.Growth.OnClockBoards(env)
 	})
 	invariantChecks = append(invariantChecks, func(st *State) error {
+		if st.Growth == nil {
+			return nil
+		}
 		return st.Growth.CheckInvariants(st.Ledger)
 	})
 }
@@ -104,6 +109,9 @@ func AccountEquityMsat(st *State, accountID string) int64 {
 // liquidations, each with the equity change it made.
 func growthTradeHook(c *Ctx, env *trade.Env) {
 	g := c.St.Growth
+	if g == nil {
+		return // below LevelDomains: fills as before the programmes
+	}
 	env.FeeSplit = func(f *trade.Fill) *trade.Referral { return g.FeeSplit(c.growthEnv(), f) }
 	emit := env.Emit
 	env.Emit = func(kind, accountID string, seq uint64, data any) {

@@ -28,7 +28,7 @@ func defaultMarketsGenesis() MarketsGenesisPayload {
 func newMarketReplica(t testing.TB) *replica {
 	t.Helper()
 	r := newReplica(t)
-	wantOK(t, r.apply(mustCommand(t, CmdGenesis, mktLaunchMs, GenesisPayload{Seed: 42, Deployment: "testnet"})))
+	wantOK(t, r.apply(mustCommand(t, CmdGenesis, mktLaunchMs, GenesisPayload{FeatureLevel: FeatureLevel, Seed: 42, Deployment: "testnet"})))
 	wantOK(t, r.apply(mustCommand(t, CmdMarketsGenesis, mktLaunchMs, defaultMarketsGenesis())))
 	return r
 }
@@ -58,7 +58,7 @@ func (r *replica) market() *market.State {
 func TestMarketsGenesisListsTheCatalogueOnce(t *testing.T) {
 	r := newReplica(t)
 	wantRefused(t, r.apply(mustCommand(t, CmdMarketsGenesis, mktLaunchMs, defaultMarketsGenesis())), http.StatusConflict, wire.CodeConflict)
-	wantOK(t, r.apply(mustCommand(t, CmdGenesis, mktLaunchMs, GenesisPayload{Seed: 42, Deployment: "testnet"})))
+	wantOK(t, r.apply(mustCommand(t, CmdGenesis, mktLaunchMs, GenesisPayload{FeatureLevel: FeatureLevel, Seed: 42, Deployment: "testnet"})))
 
 	bad := []MarketsGenesisPayload{
 		{},
@@ -110,7 +110,7 @@ func TestSeededHistoryFollowsTheGenesisSeed(t *testing.T) {
 		t.Fatal("same genesis, different states")
 	}
 	c := newReplica(t)
-	wantOK(t, c.apply(mustCommand(t, CmdGenesis, mktLaunchMs, GenesisPayload{Seed: 43, Deployment: "testnet"})))
+	wantOK(t, c.apply(mustCommand(t, CmdGenesis, mktLaunchMs, GenesisPayload{FeatureLevel: FeatureLevel, Seed: 43, Deployment: "testnet"})))
 	wantOK(t, c.apply(mustCommand(t, CmdMarketsGenesis, mktLaunchMs, defaultMarketsGenesis())))
 	da, _ := a.market().Candles("BTC-PERP", market.Interval1d, 10, mktLaunchMs)
 	dc, _ := c.market().Candles("BTC-PERP", market.Interval1d, 10, mktLaunchMs)
@@ -189,7 +189,7 @@ func TestPricesAreDeterministicAcrossReplicas(t *testing.T) {
 		}
 		entries = append(entries, b)
 	}
-	add(mustCommand(t, CmdGenesis, mktLaunchMs, GenesisPayload{Seed: 7, Deployment: "testnet"}))
+	add(mustCommand(t, CmdGenesis, mktLaunchMs, GenesisPayload{FeatureLevel: FeatureLevel, Seed: 7, Deployment: "testnet"}))
 	add(mustCommand(t, CmdMarketsGenesis, mktLaunchMs, defaultMarketsGenesis()))
 	for i := int64(1); i <= 400; i++ {
 		ts := mktLaunchMs + i*20_000 // crosses several funding boundaries

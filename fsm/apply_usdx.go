@@ -27,36 +27,46 @@ const (
 )
 
 func init() {
-	register(CmdUSDxQuote, applyUSDxQuote)
-	register(CmdUSDxMint, applyUSDxMint)
-	register(CmdUSDxRedeem, applyUSDxRedeem)
-	register(CmdUSDxStake, applyUSDxStake)
-	register(CmdUSDxUnstake, applyUSDxUnstake)
-	register(CmdUSDxWithdraw, applyUSDxWithdraw)
-	register(CmdUSDxWithdrawalPaid, applyUSDxWithdrawalPaid)
-	register(CmdUSDxFreeze, applyUSDxFreeze)
-	register(CmdUSDxFreezeApplied, applyUSDxFreezeApplied)
-	register(CmdUSDxAttest, applyUSDxAttest)
-	register(CmdUSDxHalt, applyUSDxHalt)
-	register(CmdUSDxParams, applyUSDxParams)
-	register(CmdUSDxDeposited, applyUSDxDeposited)
+	registerDomain(CmdUSDxQuote, applyUSDxQuote)
+	registerDomain(CmdUSDxMint, applyUSDxMint)
+	registerDomain(CmdUSDxRedeem, applyUSDxRedeem)
+	registerDomain(CmdUSDxStake, applyUSDxStake)
+	registerDomain(CmdUSDxUnstake, applyUSDxUnstake)
+	registerDomain(CmdUSDxWithdraw, applyUSDxWithdraw)
+	registerDomain(CmdUSDxWithdrawalPaid, applyUSDxWithdrawalPaid)
+	registerDomain(CmdUSDxFreeze, applyUSDxFreeze)
+	registerDomain(CmdUSDxFreezeApplied, applyUSDxFreezeApplied)
+	registerDomain(CmdUSDxAttest, applyUSDxAttest)
+	registerDomain(CmdUSDxHalt, applyUSDxHalt)
+	registerDomain(CmdUSDxParams, applyUSDxParams)
+	registerDomain(CmdUSDxDeposited, applyUSDxDeposited)
 	fillHooks = append(fillHooks, func(s *State) {
-		if s.USDx == nil {
-			s.USDx = usdx.NewState()
+		if s.USDx != nil {
+			s.USDx.FillNil()
 		}
-		s.USDx.FillNil()
 	})
 	// Registered after the trading book's hooks (file order): the hedge's
 	// funding is settled before the waterfall reads it, and a print's
 	// trading work is done before queued redemptions are paid.
 	fundingHooks = append(fundingHooks, func(c *Ctx, ev market.FundingEvent) {
-		c.St.USDx.OnFunding(c.usdxEnv(), ev)
+		if c.St.USDx != nil {
+			c.St.USDx.OnFunding(c.usdxEnv(), ev)
+		}
 	})
 	printHooks = append(printHooks, func(c *Ctx, marketID string) {
-		c.St.USDx.OnPrint(c.usdxEnv(), marketID)
+		if c.St.USDx != nil {
+			c.St.USDx.OnPrint(c.usdxEnv(), marketID)
+		}
 	})
-	registerTimer(func(c *Ctx) { c.St.USDx.OnTime(c.usdxEnv()) })
+	registerTimer(func(c *Ctx) {
+		if c.St.USDx != nil {
+			c.St.USDx.OnTime(c.usdxEnv())
+		}
+	})
 	invariantChecks = append(invariantChecks, func(st *State) error {
+		if st.USDx == nil {
+			return nil
+		}
 		return st.USDx.CheckInvariants(st.Ledger, st.Trade)
 	})
 }

@@ -21,7 +21,7 @@ func benchMachine(b *testing.B, accounts int) (*Machine, uint64) {
 		r, _ := m.Apply(idx, data)
 		return r
 	}
-	g, _ := NewCommand(CmdGenesis, GenesisPayload{Seed: 1, Deployment: "testnet", FaucetGrantsPerHour: 1 << 30, SignupsPerHour: 1 << 30})
+	g, _ := NewCommand(CmdGenesis, GenesisPayload{FeatureLevel: FeatureLevel, Seed: 1, Deployment: "testnet", FaucetGrantsPerHour: 1 << 30, SignupsPerHour: 1 << 30})
 	g.TsMs = 1_800_000_000_000
 	apply(g)
 	for i := 0; i < accounts; i++ {

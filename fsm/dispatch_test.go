@@ -70,7 +70,7 @@ func TestRaftInternalEntriesOnlyAdvanceTheIndex(t *testing.T) {
 
 func TestGenesisOnlyOnce(t *testing.T) {
 	r := newReplica(t)
-	res := r.apply(mustCommand(t, CmdGenesis, 1000, GenesisPayload{Seed: 7, Deployment: "prod"}))
+	res := r.apply(mustCommand(t, CmdGenesis, 1000, GenesisPayload{FeatureLevel: FeatureLevel, Seed: 7, Deployment: "prod"}))
 	wantOK(t, res)
 	var g Genesis
 	r.m.Read(func(st *State, _ uint64) { g = *st.Genesis })
@@ -78,7 +78,7 @@ func TestGenesisOnlyOnce(t *testing.T) {
 		t.Fatalf("genesis %+v", g)
 	}
 	after := r.hash()
-	res = r.apply(mustCommand(t, CmdGenesis, 1000, GenesisPayload{Seed: 8, Deployment: "testnet"}))
+	res = r.apply(mustCommand(t, CmdGenesis, 1000, GenesisPayload{FeatureLevel: FeatureLevel, Seed: 8, Deployment: "testnet"}))
 	wantRefused(t, res, http.StatusConflict, wire.CodeConflict)
 	if r.hash() != after {
 		t.Fatal("a second genesis changed the state")

@@ -469,6 +469,10 @@ func goldenScenario(t *testing.T) []goldenEntry {
 	w.ok(50, w.client(CmdPlaceOrder, alice.acct, alice.key, "alice-close-1", trade.PlaceRequest{OrderID: "alice-close-1",
 		MarketID: "BTC-PERP", Side: "sell", Type: "market", Contracts: 2_000, ReduceOnly: true}))
 
+	// Below LevelDomains the new domains' commands are refused; the raise
+	// (node3 left: node1 and node2 run this build) turns them on.
+	w.refused(50, w.client(CmdUSDxQuote, alice.acct, alice.key, "uq-0", USDxQuotePayload{QuoteID: "uq_golden_0", Side: "mint", Usdx: 1}))
+	w.ok(50, w.cmd(CmdSetFeatureLevel, FeatureLevelPayload{Level: LevelDomains, Nodes: []AdvertisedLevel{{"node1", LevelDomains}, {"node2", LevelDomains}}}))
 	goldenUSDx(w, alice.acct, alice.key, btc)
 	goldenGrowth(w, alice, bob, btc)
 	return w.entries

@@ -23,7 +23,7 @@ import (
 func init() {
 	registerTimer(func(c *Ctx) {
 		if c.St.PoR == nil {
-			c.St.PoR = por.NewState()
+			return // below LevelDomains
 		}
 		if c.St.PoR.Due(c.Now()) {
 			c.St.PoR.Record(BuildPoR(c.St))

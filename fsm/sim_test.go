@@ -305,7 +305,7 @@ func (g *simGen) next() simEntry {
 	var c *Command
 	switch r := rng.IntN(100); {
 	case g.n == 1:
-		c = mustSimCommand(CmdGenesis, 0, GenesisPayload{Seed: 7, Deployment: "testnet", FaucetGrantsPerHour: 3})
+		c = mustSimCommand(CmdGenesis, 0, GenesisPayload{FeatureLevel: FeatureLevel, Seed: 7, Deployment: "testnet", FaucetGrantsPerHour: 3})
 	case g.n == 2:
 		c = mustSimCommand(CmdMarketsGenesis, 0, MarketsGenesisPayload{Markets: market.DefaultCatalogue()})
 	case r < 12:
@@ -419,7 +419,7 @@ func (g *simGen) next() simEntry {
 	case r < 87:
 		c = mustSimCommand(CmdNodeGone, 0, NodeGonePayload{ID: fmt.Sprintf("node%d", rng.IntN(5))})
 	case r < 89:
-		c = mustSimCommand(CmdGenesis, 0, GenesisPayload{Seed: rng.Uint64(), Deployment: "testnet"})
+		c = mustSimCommand(CmdGenesis, 0, GenesisPayload{FeatureLevel: FeatureLevel, Seed: rng.Uint64(), Deployment: "testnet"})
 	case r < 91:
 		c = &Command{Type: CmdType(1000 + rng.IntN(100))}
 	case r < 94:

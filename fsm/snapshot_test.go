@@ -13,7 +13,7 @@ import (
 // stored idempotent answers, advanced time.
 func busyReplica(t *testing.T) *replica {
 	r := newReplica(t)
-	wantOK(t, r.apply(mustCommand(t, CmdGenesis, 1000, GenesisPayload{Seed: 42, Deployment: "testnet"})))
+	wantOK(t, r.apply(mustCommand(t, CmdGenesis, 1000, GenesisPayload{FeatureLevel: FeatureLevel, Seed: 42, Deployment: "testnet"})))
 	for i := range 3 {
 		id := fmt.Sprintf("node%d", i+1)
 		wantOK(t, r.apply(mustCommand(t, CmdNodeMeta, 1000, NodeMeta{ID: id, Raft: "127.0.0.1:700" + id[4:], HTTP: "h", Admin: "a"})))

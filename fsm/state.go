@@ -71,9 +71,6 @@ func NewState() *State {
 		Funds:   funds.NewState(),
 		Market:  market.NewState(),
 		Trade:   trade.NewState(),
-		USDx:    usdx.NewState(),
-		Growth:  growth.NewState(),
-		PoR:     por.NewState(),
 	}
 }
 

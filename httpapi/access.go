@@ -202,8 +202,10 @@ func (s *Server) account(c *gin.Context) {
 		if a.AutoSweepThresholdMsat != nil {
 			v.AutoSweepThresholdMsat = wire.Ptr(*a.AutoSweepThresholdMsat)
 		}
-		u := st.USDx.Account(a.ID)
-		v.Usdx, v.UsdxPending, v.Susdx, v.SusdxCooling, v.Cooling = &u.Usdx, &u.UsdxPending, &u.Susdx, &u.SusdxCooling, u.Cooling
+		if st.USDx != nil { // below fsm.LevelDomains there is no USDx
+			u := st.USDx.Account(a.ID)
+			v.Usdx, v.UsdxPending, v.Susdx, v.SusdxCooling, v.Cooling = &u.Usdx, &u.UsdxPending, &u.Susdx, &u.SusdxCooling, u.Cooling
+		}
 	})
 	if !found {
 		notFound(c, "account")

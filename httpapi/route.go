@@ -58,7 +58,8 @@ func (s *Server) guards(r *Route) []gin.HandlerFunc {
 // URL is refused, then the caller is authenticated, the idempotency
 // key checked, the budget drawn, and only then may the request wait for
 // the log (indexGuard), so no unauthenticated or over-budget client can
-// hold a node in a wait.
+// hold a node in a wait. A domain route of a cluster below its feature
+// level is refused last (domains.go).
 var guardFactories = []func(s *Server, r *Route) gin.HandlerFunc{
-	(*Server).haltGuard, refuseKeyInURL, authGuard, idemGuard, meterGuard, indexGuard,
+	(*Server).haltGuard, refuseKeyInURL, authGuard, idemGuard, meterGuard, indexGuard, (*Server).domainGuard,
 }

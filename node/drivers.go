@@ -92,7 +92,7 @@ func (n *Node) ensureGenesis() {
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	n.proposeInternal(fsm.CmdGenesis, fsm.GenesisPayload{Seed: binary.BigEndian.Uint64(b[:]), Deployment: n.cfg.Deployment,
+	n.proposeInternal(fsm.CmdGenesis, fsm.GenesisPayload{Seed: binary.BigEndian.Uint64(b[:]), Deployment: n.cfg.Deployment, FeatureLevel: fsm.FeatureLevel,
 		FaucetGrantMsat: n.cfg.FaucetGrantMsat, FaucetGrantsPerHour: n.cfg.FaucetGrantsPerHour,
 		SignupsPerHour: n.cfg.SignupsPerHour})
 }

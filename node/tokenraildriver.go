@@ -60,6 +60,9 @@ func (n *Node) tokenPass(r tokenrail.Rail) {
 		freeze bool
 	}
 	n.machine.Read(func(st *fsm.State, _ uint64) {
+		if st.USDx == nil {
+			return // below fsm.LevelDomains
+		}
 		for _, w := range st.USDx.PendingWithdrawals() {
 			if len(wds) == MaxTokenOpsPerPass {
 				break
