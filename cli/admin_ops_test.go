@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/perpd/perpd/cluster"
+	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/cluster/clustertest"
 )
 
@@ -15,7 +16,7 @@ import (
 // backups and fails on a damaged one; feature-level shows the level and
 // what the member's build implements, and --raise raises it.
 func TestAdminVerifyBackupAndFeatureLevelCommands(t *testing.T) {
-	c := clustertest.Start(t, 1)
+	c := clustertest.Start(t, 1, clustertest.GenesisAtLevelZero())
 	n := c.Leader()
 	dir := t.TempDir()
 	var last *cluster.Backup
@@ -49,7 +50,7 @@ func TestAdminVerifyBackupAndFeatureLevelCommands(t *testing.T) {
 	args := []string{"feature-level", "--addr", n.AdminAddr, "--admin-token-file", tokenFile(t, c.Token)}
 	var v cluster.FeatureLevelView
 	out, err = runAdmin(t, args...)
-	if err != nil || json.Unmarshal([]byte(out), &v) != nil || v.FeatureLevel != 0 || len(v.Members) != 1 || v.Raisable == nil || *v.Raisable != 1 {
+	if err != nil || json.Unmarshal([]byte(out), &v) != nil || v.FeatureLevel != 0 || len(v.Members) != 1 || v.Raisable == nil || *v.Raisable != fsm.FeatureLevel {
 		t.Fatalf("feature-level: %v %s", err, out)
 	}
 	out, err = runAdmin(t, append(args, "--raise", "1")...)

@@ -19,7 +19,7 @@ import (
 // raise, sent to a follower, is relayed to the leader and applies on every
 // replica; raising again, or past this build, is refused.
 func TestFeatureLevelRaisedOnceEveryMemberImplementsIt(t *testing.T) {
-	c := clustertest.Start(t, 3)
+	c := clustertest.Start(t, 3, clustertest.GenesisAtLevelZero())
 	follower := c.Admin(c.Followers()[0].ID)
 	var v cluster.FeatureLevelView
 	if !clustertest.Poll(10*time.Second, func() bool {

@@ -17,6 +17,10 @@ type Config struct {
 	// holds no raft state yet. A node with existing state never bootstraps.
 	Bootstrap  bool
 	Deployment string
+	// GenesisAtLevelZero makes a new cluster's genesis start at feature
+	// level 0, as the builds before feature levels did (tests of the
+	// raise); a new cluster otherwise starts at fsm.FeatureLevel.
+	GenesisAtLevelZero bool
 	// AdminToken authenticates operators on the admin listener, and
 	// nothing else: members need not share it.
 	AdminToken string

@@ -92,7 +92,11 @@ func (n *Node) ensureGenesis() {
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	n.proposeInternal(fsm.CmdGenesis, fsm.GenesisPayload{Seed: binary.BigEndian.Uint64(b[:]), Deployment: n.cfg.Deployment, FeatureLevel: fsm.FeatureLevel,
+	level := fsm.FeatureLevel
+	if n.cfg.GenesisAtLevelZero {
+		level = 0
+	}
+	n.proposeInternal(fsm.CmdGenesis, fsm.GenesisPayload{Seed: binary.BigEndian.Uint64(b[:]), Deployment: n.cfg.Deployment, FeatureLevel: level,
 		FaucetGrantMsat: n.cfg.FaucetGrantMsat, FaucetGrantsPerHour: n.cfg.FaucetGrantsPerHour,
 		SignupsPerHour: n.cfg.SignupsPerHour})
 }

@@ -22,6 +22,7 @@ type config struct {
 	proposeTimeout    time.Duration
 	checkInvariants   bool
 	deployment        string
+	levelZero         bool
 	logLevel          hclog.Level
 	logOutput         io.Writer
 	onNode            []func(*node.Node)
@@ -68,6 +69,10 @@ func ProposeTimeout(d time.Duration) Option { return func(c *config) { c.propose
 // CheckInvariants turns the ledger check after every entry on or off (on
 // by default: a broken invariant panics the applying node).
 func CheckInvariants(on bool) Option { return func(c *config) { c.checkInvariants = on } }
+
+// GenesisAtLevelZero starts the cluster at feature level 0, like a
+// cluster formed by a build from before feature levels.
+func GenesisAtLevelZero() Option { return func(c *config) { c.levelZero = true } }
 
 // Deployment sets the deployment profile of every node.
 func Deployment(name string) Option { return func(c *config) { c.deployment = name } }
