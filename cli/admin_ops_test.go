@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/perpd/perpd/cluster"
-	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/cluster/clustertest"
+	"github.com/perpd/perpd/fsm"
 )
 
 // TestAdminVerifyBackupAndFeatureLevelCommands runs the two operator
