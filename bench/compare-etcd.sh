@@ -27,6 +27,7 @@
 #   ETCD_PORT_BASE=32379  member i: client BASE+2(i-1), peer BASE+2(i-1)+1
 #   PERPD_HTTP_BASE=38080 node i: http BASE+i-1 (raft BASE-1000.., admin BASE+1000..)
 #   OUT=bench-compare.json   KEEP=0 (1: keep the temp dir with data and logs)
+#   SETTLE=3                 seconds to wait after a sync before each phase
 #   TMPDIR                   where the data directories go (both on the same disk)
 set -euo pipefail
 
@@ -110,7 +111,13 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 cores=$(nproc)
 say "$cores cores, load average $load_before; $CONCURRENCY clients, warmup $WARMUP, measured $DURATION; temp dir $tmp"
 
+# settle flushes what the previous phase (or anything before this script)
+# left dirty in the page cache and waits a moment, so neither system pays
+# for the other's writeback: each phase starts from a clean disk.
+settle() { sync; sleep "${SETTLE:-3}"; }
+
 # --- etcd ---------------------------------------------------------------
+settle
 cluster="" urls=""
 for i in 1 2 3; do
 	c=$((ETCD_PORT_BASE + 2 * (i - 1))) p=$((ETCD_PORT_BASE + 2 * (i - 1) + 1))
@@ -155,6 +162,7 @@ run "$PERPD" bench http --label etcd --url "$urls" --concurrency "$CONCURRENCY" 
 	--body '{"key":"{{b64:bench/{{run}}/{{worker}}/{{seq}}}}","value":"{{b64:value-{{seq}}}}"}' \
 	--out "$tmp/etcd.json" || die "the etcd run failed"
 stop_all
+settle
 
 # --- perpd --------------------------------------------------------------
 "$PERPD" devnet --nodes 3 --deployment bench --dir "$tmp/perpd" --http-base "$PERPD_HTTP_BASE" >"$tmp/devnet.out" 2>&1 &

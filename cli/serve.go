@@ -101,6 +101,7 @@ func runServe(parent context.Context, f serveFlags) error {
 		return err
 	}
 	log := f.ops.logger(f.logLevel, f.id, os.Stderr)
+	tuneGC(f.ops.gcPercent, f.ops.memoryLimitMB, log)
 	if err := os.MkdirAll(f.data, 0o700); err != nil {
 		return err
 	}

@@ -21,6 +21,8 @@ type opsFlags struct {
 	backupDir        string
 	backupEvery      time.Duration
 	backupKeep       int
+	gcPercent        int
+	memoryLimitMB    int64
 }
 
 func addOpsFlags(fl *pflag.FlagSet, f *opsFlags) {
@@ -29,6 +31,8 @@ func addOpsFlags(fl *pflag.FlagSet, f *opsFlags) {
 	fl.StringVar(&f.backupDir, "backup-dir", "", "directory for scheduled backups: consistent, checked snapshots with a SHA-256 and a manifest each (default: no backups)")
 	fl.DurationVar(&f.backupEvery, "backup-every", time.Hour, "interval between scheduled backups (with --backup-dir; at least 1m)")
 	fl.IntVar(&f.backupKeep, "backup-keep", 24, "backups of this node kept in --backup-dir; older ones are deleted")
+	fl.IntVar(&f.gcPercent, "gc-percent", DefaultGCPercent, "garbage collector pace (Go's GOGC; the GOGC environment variable wins): heap growth in percent of the live heap before a collection")
+	fl.Int64Var(&f.memoryLimitMB, "memory-limit-mb", -1, "soft memory limit in MiB (Go's GOMEMLIMIT, which wins): the collector works harder near it; -1 is three quarters of the machine's memory, 0 none")
 }
 
 // validate checks the flags before anything starts.
@@ -37,6 +41,12 @@ func (f *opsFlags) validate() error {
 	case "text", "json":
 	default:
 		return fmt.Errorf("--log-format %q: want text or json", f.logFormat)
+	}
+	if f.gcPercent < 10 {
+		return fmt.Errorf("--gc-percent %d: at least 10", f.gcPercent)
+	}
+	if f.memoryLimitMB < -1 {
+		return fmt.Errorf("--memory-limit-mb %d: -1 (three quarters of the machine), 0 (none) or a size", f.memoryLimitMB)
 	}
 	if f.backupDir != "" {
 		if f.backupEvery < time.Minute {

@@ -17,6 +17,8 @@ func TestServeChecksItsOperationsFlags(t *testing.T) {
 		{"an unknown log format", []string{"--log-format", "xml"}, "--log-format"},
 		{"backups too often", []string{"--backup-dir", t.TempDir(), "--backup-every", "10s"}, "--backup-every"},
 		{"no backup kept", []string{"--backup-dir", t.TempDir(), "--backup-keep", "0"}, "--backup-keep"},
+		{"a collector pace below 10", []string{"--gc-percent", "5"}, "--gc-percent"},
+		{"a negative memory limit", []string{"--memory-limit-mb", "-2"}, "--memory-limit-mb"},
 		{"a missing metrics token file", []string{"--metrics-token-file", filepath.Join(t.TempDir(), "none")}, "--metrics-token-file"},
 	}
 	world := filepath.Join(t.TempDir(), "world-readable")

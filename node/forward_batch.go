@@ -19,9 +19,9 @@ import (
 // over the members slower than load on the leader. The follower now
 // batches them the way the leader's committer batches raft entries (and
 // with no timer either): a forward joins a queue, and one goroutine sends
-// what has queued as one call to ForwardBatchPath whenever fewer than
-// ForwardsInFlight calls are out, so a lone write goes at once and under
-// load batches grow by themselves. The leader serves each item exactly as
+// what has queued as one call to ForwardBatchPath when no call is out (or
+// a full batch waits and fewer than ForwardsInFlight are), so a lone
+// write goes at once and under load batches grow by themselves. The leader serves each item exactly as
 // it serves a single forward (serveForward), concurrently, so the items
 // meet in its group commit; each caller gets its own answer, refusal or
 // rate verdict. A leader without the batch route (a rolling upgrade) gets
@@ -31,7 +31,8 @@ const (
 	ForwardBatchPath = "/internal/propose-batch"
 	// ForwardBatchMax bounds the items of one batch.
 	ForwardBatchMax = 256
-	// ForwardsInFlight is how many batch calls a follower keeps out.
+	// ForwardsInFlight bounds the batch calls a follower keeps out; more
+	// than one only while full batches wait.
 	ForwardsInFlight = 4
 	forwardQueue     = 8192
 )
@@ -66,9 +67,10 @@ type pendingForward struct {
 
 // forwardBatcher sends a follower's forwards in batches.
 type forwardBatcher struct {
-	n     *Node
-	in    chan *pendingForward
-	slots chan struct{}
+	n  *Node
+	in chan *pendingForward
+	// finished gets one signal per call when its answers are out.
+	finished chan struct{}
 	// single remembers leaders that answered 404 to a batch: older
 	// binaries, sent single forwards from then on.
 	single sync.Map // admin address -> true
@@ -84,30 +86,18 @@ func (n *Node) ForwardStats() (calls, items uint64) {
 }
 
 func newForwardBatcher(n *Node) *forwardBatcher {
-	return &forwardBatcher{n: n, in: make(chan *pendingForward, forwardQueue), slots: make(chan struct{}, ForwardsInFlight)}
+	return &forwardBatcher{n: n, in: make(chan *pendingForward, forwardQueue), finished: make(chan struct{}, ForwardsInFlight)}
 }
 
-// run is the batcher's loop; it ends when the node stops.
+// run is the batcher's loop; it ends when the node stops. Like the
+// committer it keeps one call out at a time unless a full batch waits
+// (then up to ForwardsInFlight), so batches are as full as the load makes
+// them.
 func (b *forwardBatcher) run() {
 	defer b.n.wg.Done()
 	var backlog []*pendingForward
+	inFlight := 0
 	for {
-		if len(backlog) == 0 {
-			select {
-			case <-b.n.stop:
-				return
-			case p := <-b.in:
-				backlog = append(backlog, p)
-			}
-		}
-		select {
-		case <-b.n.stop:
-			for _, p := range backlog {
-				p.done <- forwardAnswer{Status: http.StatusServiceUnavailable, Error: "node stopping"}
-			}
-			return
-		case b.slots <- struct{}{}:
-		}
 	take:
 		for len(backlog) < ForwardBatchMax {
 			select {
@@ -117,21 +107,40 @@ func (b *forwardBatcher) run() {
 				break take
 			}
 		}
-		// One batch per call goes to one leader address: the head's. A
-		// leader change mid-queue leaves the rest for the next call.
-		var batch, rest []*pendingForward
-		for _, p := range backlog {
-			if p.addr == backlog[0].addr && len(batch) < ForwardBatchMax {
-				batch = append(batch, p)
-			} else {
-				rest = append(rest, p)
+		if len(backlog) > 0 && (inFlight == 0 || (len(backlog) >= ForwardBatchMax && inFlight < ForwardsInFlight)) {
+			// One batch per call goes to one leader address: the head's.
+			// A leader change mid-queue leaves the rest for the next call.
+			var batch, rest []*pendingForward
+			for _, p := range backlog {
+				if p.addr == backlog[0].addr && len(batch) < ForwardBatchMax {
+					batch = append(batch, p)
+				} else {
+					rest = append(rest, p)
+				}
 			}
+			backlog = rest
+			inFlight++
+			go func() {
+				defer func() { b.finished <- struct{}{} }()
+				b.send(batch)
+			}()
+			continue
 		}
-		backlog = rest
-		go func() {
-			defer func() { <-b.slots }()
-			b.send(batch)
-		}()
+		in := b.in
+		if len(backlog) >= ForwardBatchMax*ForwardsInFlight {
+			in = nil
+		}
+		select {
+		case <-b.n.stop:
+			for _, p := range backlog {
+				p.done <- forwardAnswer{Status: http.StatusServiceUnavailable, Error: "node stopping"}
+			}
+			return
+		case <-b.finished:
+			inFlight--
+		case p := <-in:
+			backlog = append(backlog, p)
+		}
 	}
 }
 

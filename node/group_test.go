@@ -7,6 +7,7 @@ import (
 
 	"github.com/perpd/perpd/cluster/clustertest"
 	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/node"
 )
 
 // Group commit: 200 writers at once, through the leader and both
@@ -82,6 +83,54 @@ func TestConcurrentWritesShareRaftEntries(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// One group in flight at a time while none is full: 120 writers at the
+// leader at once take a handful of raft entries, never two in raft
+// together. With groups of 8 the same writers fill groups faster than raft
+// commits them, and full groups go beside each other, up to the bound.
+func TestOneGroupInFlightUnlessFull(t *testing.T) {
+	const writers = 120
+	write := func(t *testing.T, c *clustertest.Cluster) {
+		leader := c.Leader().Node
+		var wg sync.WaitGroup
+		errs := make(chan error, writers)
+		for i := range writers {
+			wg.Go(func() {
+				if _, err := tryPropose(leader, noop(fmt.Sprintf("acct%d:flight-%d", i%7, i))); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	t.Run("default", func(t *testing.T) {
+		c := clustertest.Start(t, 3)
+		g0, _ := c.Leader().Node.GroupStats()
+		write(t, c)
+		groups, peak := c.Leader().Node.GroupStats()
+		t.Logf("%d writes in %d groups, at most %d in flight", writers, groups-g0, peak)
+		if peak != 1 {
+			t.Fatalf("%d groups in flight at once; want 1 while none is full", peak)
+		}
+		if groups-g0 >= writers/4 {
+			t.Fatalf("%d writes took %d groups", writers, groups-g0)
+		}
+	})
+	t.Run("full groups", func(t *testing.T) {
+		c := clustertest.Start(t, 3, clustertest.GroupMax(8))
+		g0, _ := c.Leader().Node.GroupStats()
+		write(t, c)
+		groups, peak := c.Leader().Node.GroupStats()
+		t.Logf("%d writes in %d groups, at most %d in flight", writers, groups-g0, peak)
+		if peak > node.GroupsInFlight || groups-g0 < writers/8 {
+			t.Fatalf("%d groups, %d in flight at once; want at least %d groups, at most %d in flight", groups-g0, peak, writers/8, node.GroupsInFlight)
+		}
+	})
 }
 
 // Forward batching: writes arriving together at a follower reach the

@@ -228,6 +228,7 @@ func (c *Cluster) tryStart(m *Member, fresh bool) error {
 		ClusterSecret:      c.Secret,
 		TLS:                peer,
 		SnapshotThreshold:  c.cfg.snapshotThreshold,
+		GroupMax:           c.cfg.groupMax,
 		TrailingLogs:       c.cfg.trailingLogs,
 		SnapshotInterval:   c.cfg.snapshotInterval,
 		TickInterval:       c.cfg.tickInterval,

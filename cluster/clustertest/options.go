@@ -16,6 +16,7 @@ type Option func(*config)
 
 type config struct {
 	snapshotThreshold uint64
+	groupMax          int
 	trailingLogs      uint64
 	snapshotInterval  time.Duration
 	tickInterval      time.Duration
@@ -52,6 +53,9 @@ func defaultConfig() config {
 // SnapshotThreshold sets how many new entries trigger a snapshot; with
 // SnapshotInterval and TrailingLogs small it forces log compaction.
 func SnapshotThreshold(n uint64) Option { return func(c *config) { c.snapshotThreshold = n } }
+
+// GroupMax bounds the writes of one raft entry (node.Config.GroupMax).
+func GroupMax(n int) Option { return func(c *config) { c.groupMax = n } }
 
 // TrailingLogs sets how many entries survive a compaction.
 func TrailingLogs(n uint64) Option { return func(c *config) { c.trailingLogs = n } }
