@@ -55,11 +55,15 @@ func init() {
 // seed and the entry as its Host (the seq space, the event queue, signup
 // times and ledger equity).
 func (c *Ctx) growthEnv() *growth.Env {
+	if c.genv != nil {
+		return c.genv
+	}
 	var seed uint64
 	if g := c.St.Genesis; g != nil {
 		seed = g.Seed
 	}
-	return &growth.Env{Ledger: c.St.Ledger, NowMs: c.Now(), Seed: seed, Host: (*growthHost)(c)}
+	c.genv = &growth.Env{Ledger: c.St.Ledger, NowMs: c.Now(), Seed: seed, Host: (*growthHost)(c)}
+	return c.genv
 }
 
 // growthHost is an entry's Ctx as growth.Host (pointer-shaped: no
