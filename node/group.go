@@ -32,9 +32,10 @@ const (
 	// GroupMaxBytes bounds a group's encoded commands; a command that
 	// would pass it starts the next group.
 	GroupMaxBytes = 1 << 20
-	// GroupsInFlight is how many groups may be in raft at once; while all
-	// are, arrivals queue and the next group takes them together.
-	GroupsInFlight = 1
+	// GroupsInFlight bounds the groups in raft at once; a second one
+	// starts only while a full group waits (see above). Meanwhile
+	// arrivals queue and the next group takes them together.
+	GroupsInFlight = 4
 	// groupQueue bounds waiting writes; a full queue makes callers wait
 	// (their context bounds it).
 	groupQueue = 8192
