@@ -21,10 +21,10 @@ import (
 // with no timer either): a forward joins a queue, and one goroutine sends
 // what has queued as one call to ForwardBatchPath when no call is out (or
 // a full batch waits and fewer than ForwardsInFlight are), so a lone
-// write goes at once and under load batches grow by themselves. The leader serves each item exactly as
-// it serves a single forward (serveForward), concurrently, so the items
-// meet in its group commit; each caller gets its own answer, refusal or
-// rate verdict. A leader without the batch route (a rolling upgrade) gets
+// write goes at once and under load batches grow by themselves. The
+// leader serves each item exactly as it serves a single forward
+// (serveForward), concurrently, so the items meet in its group commit;
+// each caller gets its own answer, refusal or rate verdict. A leader without the batch route (a rolling upgrade) gets
 // the items one by one on ForwardPath.
 const (
 	// ForwardBatchPath is where the leader accepts a batch of forwards.

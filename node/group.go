@@ -23,9 +23,9 @@ import (
 // every node and a replication round, so fewer, fuller entries carry more
 // orders on the same cores (docs/performance.md measured 4 groups always
 // in flight against this rule: 15-20% fewer orders a second, a higher
-// p99). The machine applies a group's
-// commands in order, each with its own answer, refusal and idempotency
-// record, at the group's index (X-Min-Index works unchanged).
+// p99). The machine applies a group's commands in order, each with its
+// own answer, refusal and idempotency record, at the group's index
+// (X-Min-Index works unchanged).
 const (
 	// DefaultGroupMax bounds the commands of one group (Config.GroupMax).
 	DefaultGroupMax = 256
