@@ -65,12 +65,11 @@ type pendingForward struct {
 	done chan forwardAnswer
 }
 
-// forwardBatcher sends a follower's forwards in batches.
+// forwardBatcher sends a follower's forwards in batches (batchLoop's
+// rule: one call out unless a full batch waits).
 type forwardBatcher struct {
-	n  *Node
-	in chan *pendingForward
-	// finished gets one signal per call when its answers are out.
-	finished chan struct{}
+	*batchLoop[*pendingForward]
+	n *Node
 	// single remembers leaders that answered 404 to a batch: older
 	// binaries, sent single forwards from then on.
 	single sync.Map // admin address -> true
@@ -86,62 +85,43 @@ func (n *Node) ForwardStats() (calls, items uint64) {
 }
 
 func newForwardBatcher(n *Node) *forwardBatcher {
-	return &forwardBatcher{n: n, in: make(chan *pendingForward, forwardQueue), finished: make(chan struct{}, ForwardsInFlight)}
-}
-
-// run is the batcher's loop; it ends when the node stops. Like the
-// committer it keeps one call out at a time unless a full batch waits
-// (then up to ForwardsInFlight), so batches are as full as the load makes
-// them.
-func (b *forwardBatcher) run() {
-	defer b.n.wg.Done()
-	var backlog []*pendingForward
-	inFlight := 0
-	for {
-	take:
-		for len(backlog) < ForwardBatchMax {
-			select {
-			case p := <-b.in:
-				backlog = append(backlog, p)
-			default:
-				break take
-			}
-		}
-		if len(backlog) > 0 && (inFlight == 0 || (len(backlog) >= ForwardBatchMax && inFlight < ForwardsInFlight)) {
-			// One batch per call goes to one leader address: the head's.
-			// A leader change mid-queue leaves the rest for the next call.
-			var batch, rest []*pendingForward
-			for _, p := range backlog {
-				if p.addr == backlog[0].addr && len(batch) < ForwardBatchMax {
-					batch = append(batch, p)
-				} else {
-					rest = append(rest, p)
-				}
-			}
-			backlog = rest
-			inFlight++
-			go func() {
-				defer func() { b.finished <- struct{}{} }()
-				b.send(batch)
-			}()
-			continue
-		}
-		in := b.in
-		if len(backlog) >= ForwardBatchMax*ForwardsInFlight {
-			in = nil
-		}
-		select {
-		case <-b.n.stop:
-			for _, p := range backlog {
-				p.done <- forwardAnswer{Status: http.StatusServiceUnavailable, Error: "node stopping"}
-			}
-			return
-		case <-b.finished:
-			inFlight--
-		case p := <-in:
-			backlog = append(backlog, p)
+	b := &forwardBatcher{n: n, batchLoop: newBatchLoop[*pendingForward](forwardQueue, ForwardBatchMax, ForwardsInFlight, n.stop)}
+	b.batchLoop.launch = b.launch
+	b.batchLoop.stopped = func(backlog []*pendingForward) {
+		for _, p := range backlog {
+			p.done <- forwardAnswer{Status: http.StatusServiceUnavailable, Error: "node stopping"}
 		}
 	}
+	return b
+}
+
+// run is the batcher's loop; it ends when the node stops.
+func (b *forwardBatcher) run() {
+	defer b.n.wg.Done()
+	b.batchLoop.run()
+}
+
+// launch sends one call from the head of backlog on its own goroutine:
+// the items bound for the head's leader address (a leader change
+// mid-queue leaves the rest for the next call).
+func (b *forwardBatcher) launch(backlog []*pendingForward) (taken int, launched bool) {
+	var batch, rest []*pendingForward
+	for _, p := range backlog {
+		if p.addr == backlog[0].addr {
+			batch = append(batch, p)
+		} else {
+			rest = append(rest, p)
+		}
+	}
+	// The loop drops the first `taken` items of its backlog: put this
+	// call's items first.
+	copy(backlog, batch)
+	copy(backlog[len(batch):], rest)
+	go func() {
+		defer func() { b.finished <- struct{}{} }()
+		b.send(batch)
+	}()
+	return len(batch), true
 }
 
 // send delivers one batch and hands every item its answer.

@@ -51,13 +51,11 @@ type queuedAnswer struct {
 	err error
 }
 
-// committer batches the leader's writes into raft entries.
+// committer batches the leader's writes into raft entries (batchLoop's
+// rule: one group in flight unless a full one waits).
 type committer struct {
-	n  *Node
-	in chan *queued
-	// finished gets one signal per launched group when its answers are out.
-	finished chan struct{}
-	max      int
+	*batchLoop[*queued]
+	n *Node
 	// groups and peak count launched groups and the most in flight at
 	// once (GroupStats).
 	groups, peak atomic.Int64
@@ -74,54 +72,22 @@ func newCommitter(n *Node) *committer {
 	if max <= 0 {
 		max = DefaultGroupMax
 	}
-	return &committer{n: n, in: make(chan *queued, groupQueue), finished: make(chan struct{}, GroupsInFlight), max: min(max, fsm.GroupMax)}
-}
-
-// run is the committer's loop; it ends when the node stops. It alone
-// counts the groups in flight.
-func (c *committer) run() {
-	defer c.n.wg.Done()
-	var backlog []*queued
-	inFlight := 0
-	for {
-	take:
-		for len(backlog) < c.max {
-			select {
-			case q := <-c.in:
-				backlog = append(backlog, q)
-			default:
-				break take
-			}
-		}
-		if len(backlog) > 0 && (inFlight == 0 || (len(backlog) >= c.max && inFlight < GroupsInFlight)) {
-			k := min(len(backlog), c.max)
-			sent, launched := c.launch(backlog[:k])
-			backlog = append(backlog[:0:0], backlog[sent:]...)
-			if launched {
-				inFlight++
-				c.groups.Add(1)
-				if int64(inFlight) > c.peak.Load() {
-					c.peak.Store(int64(inFlight))
-				}
-			}
-			continue
-		}
-		// Wait for a group to finish or a write to arrive; a backlog of a
-		// full group per slot takes no more (the queue holds the rest).
-		in := c.in
-		if len(backlog) >= c.max*GroupsInFlight {
-			in = nil
-		}
-		select {
-		case <-c.n.stop:
-			c.answerAll(backlog, nil, ErrUnavailable)
-			return
-		case <-c.finished:
-			inFlight--
-		case q := <-in:
-			backlog = append(backlog, q)
+	c := &committer{n: n, batchLoop: newBatchLoop[*queued](groupQueue, min(max, fsm.GroupMax), GroupsInFlight, n.stop)}
+	c.batchLoop.launch = c.launch
+	c.batchLoop.launched = func(inFlight int) {
+		c.groups.Add(1)
+		if int64(inFlight) > c.peak.Load() {
+			c.peak.Store(int64(inFlight))
 		}
 	}
+	c.batchLoop.stopped = func(backlog []*queued) { c.answerAll(backlog, nil, ErrUnavailable) }
+	return c
+}
+
+// run is the committer's loop; it ends when the node stops.
+func (c *committer) run() {
+	defer c.n.wg.Done()
+	c.batchLoop.run()
 }
 
 // launch stamps and encodes the head of batch and hands it to raft as one

@@ -1,0 +1,75 @@
+package node
+
+// batchLoop is the no-timer batching rule the leader's committer and a
+// follower's forward batcher share: items queue on in; one batch goes out
+// whenever none is in flight, and another beside it only while a full
+// batch (max) waits, up to inFlightMax. Fuller batches carry more writes
+// for the same per-batch cost (an fsync and a replication round per raft
+// entry, a round trip per forward call), and a lone item still goes at
+// once.
+type batchLoop[T any] struct {
+	in          chan T
+	stop        <-chan struct{}
+	max         int
+	inFlightMax int
+	// finished gets one signal per launched batch once its answers are
+	// out; its capacity is inFlightMax, so a sender never blocks.
+	finished chan struct{}
+	// launch sends a batch from the head of backlog (at most max items)
+	// and reports how many items it took and whether a batch is now in
+	// flight (which then signals finished).
+	launch func(backlog []T) (taken int, launched bool)
+	// launched, if set, sees the number in flight after each launch.
+	launched func(inFlight int)
+	// stopped answers whatever is still queued when the node stops.
+	stopped func(backlog []T)
+}
+
+func newBatchLoop[T any](queue, max, inFlightMax int, stop <-chan struct{}) *batchLoop[T] {
+	return &batchLoop[T]{in: make(chan T, queue), stop: stop, max: max, inFlightMax: inFlightMax,
+		finished: make(chan struct{}, inFlightMax)}
+}
+
+// run is the loop; it alone counts the batches in flight, and it ends
+// when stop closes.
+func (l *batchLoop[T]) run() {
+	var backlog []T
+	inFlight := 0
+	for {
+	take:
+		for len(backlog) < l.max {
+			select {
+			case it := <-l.in:
+				backlog = append(backlog, it)
+			default:
+				break take
+			}
+		}
+		if len(backlog) > 0 && (inFlight == 0 || (len(backlog) >= l.max && inFlight < l.inFlightMax)) {
+			taken, launched := l.launch(backlog[:min(len(backlog), l.max)])
+			backlog = append(backlog[:0:0], backlog[taken:]...)
+			if launched {
+				inFlight++
+				if l.launched != nil {
+					l.launched(inFlight)
+				}
+			}
+			continue
+		}
+		// Wait for a batch to finish or an item to arrive; a backlog of a
+		// full batch per slot takes no more (the queue holds the rest).
+		in := l.in
+		if len(backlog) >= l.max*l.inFlightMax {
+			in = nil
+		}
+		select {
+		case <-l.stop:
+			l.stopped(backlog)
+			return
+		case <-l.finished:
+			inFlight--
+		case it := <-in:
+			backlog = append(backlog, it)
+		}
+	}
+}
