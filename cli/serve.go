@@ -100,7 +100,9 @@ func runServe(parent context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	log := f.ops.logger(f.logLevel, f.id, os.Stderr)
+	logOut := newLogBuffer(os.Stderr)
+	defer func() { _ = logOut.Flush() }()
+	log := f.ops.logger(f.logLevel, f.id, logOut)
 	tuneGC(f.ops.gcPercent, f.ops.memoryLimitMB, log)
 	if err := os.MkdirAll(f.data, 0o700); err != nil {
 		return err
@@ -127,6 +129,7 @@ func runServe(parent context.Context, f serveFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go logOut.run(ctx)
 	asm, err := Build(n, log, httpapi.WithTrustedProxies(proxies))
 	if err != nil {
 		_ = n.Shutdown()

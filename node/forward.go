@@ -277,6 +277,7 @@ func (n *Node) serveForward(ctx context.Context, raw []byte, d *Draw, rid, from 
 			return forwardAnswer{Status: http.StatusBadRequest, Error: err.Error()}
 		}
 		d.verdict = nil // only this leader's meter gives one
+		d.forwarded = true
 	}
 	if !ValidRequestID(rid) {
 		rid = "fwd-" + NewRequestID()

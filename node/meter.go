@@ -1,7 +1,6 @@
 package node
 
 import (
-	"container/list"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,6 +42,9 @@ type Draw struct {
 	Account string `json:"account,omitempty"` // also draws the account's bucket
 
 	verdict *Verdict
+	// forwarded marks a draw that came from a follower: its retries
+	// arrive as new Draws, so the leader remembers admissions by ID.
+	forwarded bool
 }
 
 // Verdict is the outcome of a Draw, with what the rate headers need.
@@ -108,20 +110,20 @@ func (e *RateLimitedError) Error() string {
 func (n *Node) drawMemory() time.Duration { return 2 * n.cfg.ProposeTimeout }
 
 // maxRememberedDraws bounds the memory of admitted draws; past it the
-// oldest are forgotten (a retry of one of those then draws again).
+// older half is forgotten early (a retry of one of those then draws
+// again).
 const maxRememberedDraws = 1 << 17
 
-// draws remembers the verdicts of admitted draws by request ID.
+// draws remembers the verdicts of admitted forwarded draws by request ID,
+// in two generations: a verdict lives in cur, then in old, so it is kept
+// for at least keep and at most twice that, with no allocation per draw
+// beyond its map slot. Only forwarded draws need it: a node's retry of
+// its own client's request carries the same *Draw, which holds its
+// verdict.
 type draws struct {
-	mu   sync.Mutex
-	byID map[string]*list.Element // of *drawn
-	fifo list.List                // oldest at the front
-}
-
-type drawn struct {
-	id string
-	at time.Time
-	v  Verdict
+	mu       sync.Mutex
+	cur, old map[string]Verdict
+	since    time.Time // when cur began
 }
 
 // take returns the remembered verdict of id, or draws with take and
@@ -129,26 +131,36 @@ type drawn struct {
 func (ds *draws) take(id string, now time.Time, keep time.Duration, take func() Verdict) Verdict {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
-	if ds.byID == nil {
-		ds.byID = map[string]*list.Element{}
+	if ds.cur == nil || now.Sub(ds.since) >= keep || len(ds.cur) >= maxRememberedDraws/2 {
+		ds.old, ds.cur, ds.since = ds.cur, make(map[string]Verdict), now
 	}
-	for e := ds.fifo.Front(); e != nil && (now.Sub(e.Value.(*drawn).at) >= keep || ds.fifo.Len() >= maxRememberedDraws); e = ds.fifo.Front() {
-		delete(ds.byID, e.Value.(*drawn).id)
-		ds.fifo.Remove(e)
-	}
-	if e := ds.byID[id]; id != "" && e != nil {
-		return e.Value.(*drawn).v
+	if id != "" {
+		if v, ok := ds.cur[id]; ok {
+			return v
+		}
+		if v, ok := ds.old[id]; ok {
+			return v
+		}
 	}
 	v := take()
 	if v.OK && id != "" {
-		ds.byID[id] = ds.fifo.PushBack(&drawn{id: id, at: now, v: v})
+		ds.cur[id] = v
 	}
 	return v
 }
 
+// size is the number of verdicts remembered (both generations).
+func (ds *draws) size() int {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	return len(ds.cur) + len(ds.old)
+}
+
 // gate draws the Draw attached to ctx, if any, on this node's meter. It
 // runs on the leader just before raft.Apply, for its own clients' writes
-// and for forwarded ones alike; a refusal never reaches the log.
+// and for forwarded ones alike; a refusal never reaches the log. A retry
+// of this node's own client's request that was admitted is not charged
+// again.
 func (n *Node) gate(ctx context.Context) error {
 	d := drawOf(ctx)
 	if d == nil {
@@ -159,7 +171,15 @@ func (n *Node) gate(ctx context.Context) error {
 		return nil
 	}
 	m := *mp
-	v := n.draws.take(d.ID, time.Now(), n.drawMemory(), func() Verdict { return m.Take(*d) })
+	var v Verdict
+	switch {
+	case d.forwarded:
+		v = n.draws.take(d.ID, time.Now(), n.drawMemory(), func() Verdict { return m.Take(*d) })
+	case d.verdict != nil && d.verdict.OK:
+		return nil
+	default:
+		v = m.Take(*d)
+	}
 	d.verdict = &v
 	if !v.OK {
 		return &RateLimitedError{Budget: d.Budget, Verdict: v}

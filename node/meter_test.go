@@ -98,12 +98,18 @@ func TestLeaderDrawsTheBudgetOfAForwardedWrite(t *testing.T) {
 	}
 	// A write with no draw is not metered; the leader's own client's is.
 	propose(t, f.Node, noop("acct1:unmetered"))
-	if err := proposeDrawing(leader.Node, &node.Draw{ID: "req-2", Budget: "withdraw", Subject: "key:k1"}, "acct1:on-leader"); err != nil {
+	local := &node.Draw{ID: "req-2", Budget: "withdraw", Subject: "key:k1"}
+	if err := proposeDrawing(leader.Node, local, "acct1:on-leader"); err != nil {
+		t.Fatal(err)
+	}
+	// The leader's own retry of its client's request (the same draw) is
+	// not charged again either.
+	if err := proposeDrawing(leader.Node, local, "acct1:on-leader"); err != nil {
 		t.Fatal(err)
 	}
 	got = r.taken()
 	if len(got) != 1 || len(got[leader.ID]) != 2 || got[leader.ID][1].ID != "req-2" {
-		t.Fatalf("draws by node after a retry, an unmetered write and a leader write: %+v", got)
+		t.Fatalf("draws by node after retries, an unmetered write and a leader write: %+v", got)
 	}
 }
 
