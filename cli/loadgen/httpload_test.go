@@ -243,3 +243,40 @@ func TestRunHTTPRefusesBadConfigs(t *testing.T) {
 		}
 	}
 }
+
+// A request the server drops without answering is recorded once as a
+// transport failure: the client never resends it behind the tool's back
+// (a POST sent twice would be two orders; a GET counted once would hide
+// the server's failures).
+func TestRunHTTPNeverResendsADroppedRequest(t *testing.T) {
+	for _, withBody := range []bool{false, true} {
+		t.Run(fmt.Sprint("body=", withBody), func(t *testing.T) {
+			var mu sync.Mutex
+			n := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				n++
+				mu.Unlock()
+				conn, _, err := w.(http.Hijacker).Hijack()
+				if err == nil {
+					_ = conn.Close()
+				}
+			}))
+			defer srv.Close()
+			cfg := HTTPConfig{URLs: []string{srv.URL}, Concurrency: 2, Duration: 1200 * time.Millisecond}
+			if withBody {
+				cfg.Body, _ = ParseTemplate(`{"n":"{{seq}}"}`)
+				cfg.HasBody = true
+			}
+			res, err := RunHTTP(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if got := res.Requests.Errors[CodeTransport]; n == 0 || got != int64(n) || res.Requests.OK != 0 {
+				t.Fatalf("the server saw %d requests; the result recorded %d transport failures (%+v)", n, got, res.Requests)
+			}
+		})
+	}
+}
