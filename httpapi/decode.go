@@ -2,17 +2,14 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"reflect"
-	"slices"
 	"strconv"
-	"strings"
-	"sync"
-	"unicode/utf8"
 
 	"github.com/perpd/perpd/fsm/wire"
 )
@@ -28,6 +25,20 @@ import (
 //	maxLen:"64"      maximum string length (and element count for slices)
 //
 // Optional fields are pointers, so "absent" and "zero" differ.
+//
+// The decoder reads a body in one pass over its bytes (decode_scan.go),
+// guided by a plan worked out once per request type (planOf, in
+// decode_plan.go), then reads each field's value where that pass found it.
+// Its answers are those of the reflective decoder it replaced, which read
+// the body into map[string]json.RawMessage and then every field with
+// encoding/json: a malformed document anywhere is "must be a JSON object",
+// unknown names are refused before any value is looked at, a repeated name
+// counts only with its last value, null counts as absent, fields are
+// checked in declaration order, and strings read as encoding/json reads
+// them (escapes resolved, invalid UTF-8 and lone surrogates replaced by
+// U+FFFD). The old decoder lives on in decode_ref_test.go, and
+// FuzzDecodeMatchesReference holds the two to the same verdict, value and
+// message.
 
 // decodeError names the failing field.
 type decodeError struct{ msg string }
@@ -54,50 +65,83 @@ func decodeBody(r *http.Request, dst any) error {
 
 var errBodyTooLarge = errors.New("body too large")
 
+var emptyObject = []byte("{}")
+
 // decodeJSON is decodeBody on bytes; exported to the fuzz test.
 func decodeJSON(b []byte, dst any) error {
 	if len(bytes.TrimSpace(b)) == 0 {
-		b = []byte("{}")
+		b = emptyObject
 	}
-	return decodeValue(json.RawMessage(b), reflect.ValueOf(dst).Elem(), "body")
+	v := reflect.ValueOf(dst).Elem()
+	t := v.Type()
+	if p, ok := plans.Load(t); ok {
+		return decodeStruct(b, v, p.(*structPlan), "body")
+	}
+	if isPlainStruct(t) {
+		return decodeStruct(b, v, planOf(t), "body")
+	}
+	return decodeTopValue(b, v)
 }
 
-var (
-	intType       = reflect.TypeOf(wire.Int(0))
-	unmarshalerTy = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
-)
-
-func decodeValue(raw json.RawMessage, v reflect.Value, path string) error {
-	t := v.Type()
-	if t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(unmarshalerTy) {
-		return decodeStruct(raw, v, path)
-	}
-	switch {
-	case t == intType:
-		n, err := wire.ParseQuoted(bytes.TrimSpace(raw))
+// decodeTopValue reads a body into something other than a request struct,
+// as the reflective decoder did; no route asks for that.
+func decodeTopValue(b []byte, v reflect.Value) error {
+	vp := valuePlanOf(v.Type())
+	root := fieldPath{name: "body"}
+	switch vp.kind {
+	case wireIntKind:
+		n, err := wire.ParseQuoted(bytes.TrimSpace(b))
 		if err != nil {
-			return fieldErr(path, "%v", err)
+			return fieldErr("body", "%v", err)
 		}
 		v.SetInt(n)
 		return nil
-	case t.Kind() == reflect.Slice && t.Elem().Kind() != reflect.Uint8:
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return fieldErr(path, "must be an array")
-		}
-		out := reflect.MakeSlice(t, len(items), len(items))
-		for i, it := range items {
-			if err := decodeValue(it, out.Index(i), path+"["+strconv.Itoa(i)+"]"); err != nil {
-				return err
-			}
-		}
-		v.Set(out)
-		return nil
+	case otherKind:
+		return decodeValue(b, v, vp, root, nil)
 	}
-	if err := json.Unmarshal(raw, v.Addr().Interface()); err != nil {
-		return fieldErr(path, "must be %s", kindName(t))
+	start := skipSpace(b, 0)
+	end := scanValue(b, start, 0)
+	if end < 0 || skipSpace(b, end) != len(b) {
+		if vp.kind == sliceKind {
+			return fieldErr("body", "must be an array")
+		}
+		return fieldErr("body", "must be %s", kindName(vp.typ))
 	}
-	return nil
+	return decodeValue(b[start:end], v, vp, root, nil)
+}
+
+// fieldPath names the value being read, for an error message: "body", then
+// a field's name, "outer.inner" below that and "list[2]" for an element.
+// It is turned into text only when there is an error to report or a
+// struct or slice to descend into (and then only if it is nested), so the
+// fields of an order and of its trigger or bracket cost no string.
+type fieldPath struct {
+	up    string // the enclosing value's path; "" for the body itself
+	name  string
+	index int
+	elem  bool // up[index], not up.name
+}
+
+func (p fieldPath) String() string {
+	switch {
+	case p.elem:
+		return p.up + "[" + strconv.Itoa(p.index) + "]"
+	case p.up == "body" || p.up == "":
+		return p.name
+	}
+	return p.up + "." + p.name
+}
+
+var (
+	intType             = reflect.TypeOf(wire.Int(0))
+	unmarshalerTy       = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+	textUnmarshalerType = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
+)
+
+// isPlainStruct: a struct the decoder reads field by field, rather than
+// handing it to its own UnmarshalJSON.
+func isPlainStruct(t reflect.Type) bool {
+	return t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(unmarshalerTy)
 }
 
 func kindName(t reflect.Type) string {
@@ -112,199 +156,45 @@ func kindName(t reflect.Type) string {
 	return "of type " + t.String()
 }
 
-func decodeStruct(raw json.RawMessage, v reflect.Value, path string) error {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+// span is where a value lies in the body; end 0 means absent.
+type span struct{ start, end int }
+
+// spanBuf is how many fields or elements decodeStruct and decodeSlice
+// track without allocating; larger objects and arrays take the heap.
+const spanBuf = 16
+
+// decodeStruct reads the object b holds into v. An object that names a
+// field twice counts only its last value, and a name that is no field is
+// refused before any value is read.
+func decodeStruct(b []byte, v reflect.Value, plan *structPlan, path string) error {
+	var buf [spanBuf]span
+	spans := buf[:]
+	if len(plan.names) > spanBuf {
+		spans = make([]span, len(plan.names))
+	}
+	unknown, hasUnknown, ok := readObject(b, plan, spans)
+	if !ok {
 		return fieldErr(path, "must be a JSON object")
 	}
-	plan := planOf(v.Type())
-	if len(fields) > 0 {
-		for name := range fields {
-			if _, ok := plan.byName[name]; !ok {
-				return unknownField(fields, plan.byName, path)
-			}
-		}
+	if hasUnknown {
+		return unknownField(unknown, path)
 	}
 	for i := range plan.fields {
 		fp := &plan.fields[i]
-		fpath := fp.Name
-		if path != "body" {
-			fpath = path + "." + fp.Name
-		}
-		fraw, present := fields[fp.Name]
-		if !present || isNull(fraw) {
+		s := spans[fp.slot]
+		raw := b[s.start:s.end]
+		fpath := fieldPath{up: path, name: fp.Name}
+		if s.end == 0 || string(raw) == "null" {
 			if fp.required {
-				return fieldErr(fpath, "is required")
+				return fieldErr(fpath.String(), "is required")
 			}
 			continue
 		}
-		fv := v.Field(fp.Index)
-		target := fv
-		if fp.Pointer {
-			target = reflect.New(fp.Type).Elem()
-		}
-		if err := fp.decode(fraw, target, fpath); err != nil {
+		if err := fp.decode(raw, v.Field(fp.Index), fpath); err != nil {
 			return err
-		}
-		if err := fp.check(target, fpath); err != nil {
-			return err
-		}
-		if fp.Pointer {
-			fv.Set(target.Addr())
 		}
 	}
 	return nil
-}
-
-func isNull(raw json.RawMessage) bool {
-	return bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
-}
-
-// structPlan is what decodeStruct needs of a request type, worked out once
-// per type from its tags (planOf caches it): reading tags and parsing
-// their numbers on every request cost more than the JSON itself.
-type structPlan struct {
-	fields []fieldPlan
-	byName map[string]struct{}
-}
-
-type fieldPlan struct {
-	wireField
-	required       bool
-	enum           []string
-	hasMin, hasMax bool
-	min, max       int64
-	maxLen         int // -1: none
-	scalar         scalarKind
-}
-
-// scalarKind picks a fast path for the commonest field types; the rest
-// go through encoding/json.
-type scalarKind int
-
-const (
-	otherKind scalarKind = iota
-	stringKind
-	boolKind
-	wireIntKind
-)
-
-var plans sync.Map // reflect.Type -> *structPlan
-
-func planOf(t reflect.Type) *structPlan {
-	if p, ok := plans.Load(t); ok {
-		return p.(*structPlan)
-	}
-	p := &structPlan{byName: map[string]struct{}{}}
-	for _, wf := range wireFields(t) {
-		fp := fieldPlan{wireField: wf, required: wf.Field.Tag.Get("req") == "true", maxLen: -1}
-		if enum := wf.Field.Tag.Get("enum"); enum != "" {
-			fp.enum = strings.Split(enum, ",")
-		}
-		if m := wf.Field.Tag.Get("min"); m != "" {
-			fp.hasMin = true
-			fp.min, _ = strconv.ParseInt(m, 10, 64)
-		}
-		if m := wf.Field.Tag.Get("max"); m != "" {
-			fp.hasMax = true
-			fp.max, _ = strconv.ParseInt(m, 10, 64)
-		}
-		if m := wf.Field.Tag.Get("maxLen"); m != "" {
-			fp.maxLen, _ = strconv.Atoi(m)
-		}
-		switch {
-		case wf.Type == intType:
-			fp.scalar = wireIntKind
-		case wf.Type.Kind() == reflect.String && wf.Type.PkgPath() == "":
-			fp.scalar = stringKind
-		case wf.Type.Kind() == reflect.Bool && wf.Type.PkgPath() == "":
-			fp.scalar = boolKind
-		}
-		p.fields = append(p.fields, fp)
-		p.byName[wf.Name] = struct{}{}
-	}
-	actual, _ := plans.LoadOrStore(t, p)
-	return actual.(*structPlan)
-}
-
-// decode reads one present, non-null field. Plain strings (no escapes,
-// valid UTF-8) and the literals true and false are read directly; anything
-// else takes decodeValue, so the answers are encoding/json's.
-func (fp *fieldPlan) decode(raw json.RawMessage, v reflect.Value, path string) error {
-	raw = bytes.TrimSpace(raw)
-	switch fp.scalar {
-	case stringKind:
-		if s, ok := plainString(raw); ok {
-			v.SetString(s)
-			return nil
-		}
-	case boolKind:
-		switch string(raw) {
-		case "true":
-			v.SetBool(true)
-			return nil
-		case "false":
-			v.SetBool(false)
-			return nil
-		}
-	}
-	return decodeValue(raw, v, path)
-}
-
-// plainString is the content of a JSON string literal that needs no
-// unescaping: quoted, no backslash, no control character, valid UTF-8.
-func plainString(raw []byte) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return "", false
-	}
-	in := raw[1 : len(raw)-1]
-	for _, c := range in {
-		if c == '\\' || c == '"' || c < 0x20 {
-			return "", false
-		}
-	}
-	if !utf8.Valid(in) {
-		return "", false
-	}
-	return string(in), true
-}
-
-// check applies the field's enum, min, max and maxLen tags to its value.
-func (fp *fieldPlan) check(v reflect.Value, path string) error {
-	if fp.enum != nil {
-		switch v.Kind() {
-		case reflect.String:
-			if err := fp.checkEnum(v.String(), path); err != nil {
-				return err
-			}
-		case reflect.Slice:
-			for i := 0; i < v.Len(); i++ {
-				if err := fp.checkEnum(v.Index(i).String(), path+"["+strconv.Itoa(i)+"]"); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	if (fp.hasMin || fp.hasMax) && isInt(v) {
-		n := v.Int()
-		if fp.hasMin && n < fp.min {
-			return fieldErr(path, "must be at least %d", fp.min)
-		}
-		if fp.hasMax && n > fp.max {
-			return fieldErr(path, "must be at most %d", fp.max)
-		}
-	}
-	if fp.maxLen >= 0 && (v.Kind() == reflect.String || v.Kind() == reflect.Slice) && v.Len() > fp.maxLen {
-		return fieldErr(path, "is longer than %d", fp.maxLen)
-	}
-	return nil
-}
-
-func (fp *fieldPlan) checkEnum(s, path string) error {
-	if slices.Contains(fp.enum, s) {
-		return nil
-	}
-	return fieldErr(path, "must be one of %s", strings.Join(fp.enum, ", "))
 }
 
 // unknownField refuses a field the request type does not have: a client
@@ -312,27 +202,103 @@ func (fp *fieldPlan) checkEnum(s, path string) error {
 // not applied, not have its order placed without it (the OpenAPI document
 // closes every request object, additionalProperties false). The first
 // unknown name in sorted order is reported, so the answer is stable.
-func unknownField(fields map[string]json.RawMessage, known map[string]struct{}, path string) error {
-	var unknown []string
-	for name := range fields {
-		if _, ok := known[name]; !ok {
-			unknown = append(unknown, name)
-		}
-	}
-	if len(unknown) == 0 {
-		return nil
-	}
-	slices.Sort(unknown)
-	if path == "body" {
-		return fieldErr(unknown[0], "is not a field of this request")
-	}
-	return fieldErr(path+"."+unknown[0], "is not a field of this request")
+func unknownField(name []byte, path string) error {
+	fpath := fieldPath{up: path, name: string(name)}
+	return fieldErr(fpath.String(), "is not a field of this request")
 }
 
-func isInt(v reflect.Value) bool {
-	switch v.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return true
+// decode reads one present, non-null field into fv and checks its tags.
+// An optional field's pointer is set only once its value has passed.
+func (fp *fieldPlan) decode(raw []byte, fv reflect.Value, p fieldPath) error {
+	target := fv
+	var ptr reflect.Value
+	if fp.Pointer {
+		ptr = reflect.New(fp.Type)
+		target = ptr.Elem()
 	}
-	return false
+	if err := decodeValue(raw, target, fp.value, p, fp.enum); err != nil {
+		return err
+	}
+	if err := fp.check(target, p); err != nil {
+		return err
+	}
+	if fp.Pointer {
+		fv.Set(ptr)
+	}
+	return nil
+}
+
+// decodeValue reads raw, one well-formed JSON value, into v. A null leaves
+// a string, boolean or integer as it was and makes a slice empty, as
+// encoding/json does; fields never see it (null is absent), elements do.
+// enum, if any, lets a string that is one of its values share its text.
+func decodeValue(raw []byte, v reflect.Value, vp *valuePlan, p fieldPath, enum []string) error {
+	switch vp.kind {
+	case structKind:
+		return decodeStruct(raw, v, planOf(vp.typ), p.String())
+	case wireIntKind:
+		n, err := wire.ParseQuoted(raw)
+		if err != nil {
+			return fieldErr(p.String(), "%v", err)
+		}
+		v.SetInt(n)
+		return nil
+	case sliceKind:
+		return decodeSlice(raw, v, vp, p, enum)
+	case stringKind:
+		switch raw[0] {
+		case '"':
+			v.SetString(jsonString(raw, enum))
+			return nil
+		case 'n':
+			return nil
+		}
+	case boolKind:
+		switch raw[0] {
+		case 't', 'f':
+			v.SetBool(raw[0] == 't')
+			return nil
+		case 'n':
+			return nil
+		}
+	case intKind:
+		switch c := raw[0]; {
+		case c == 'n':
+			return nil
+		case c == '-' || c >= '0' && c <= '9':
+			n, err := strconv.ParseInt(string(raw), 10, 64)
+			if err == nil && !v.OverflowInt(n) {
+				v.SetInt(n)
+				return nil
+			}
+		}
+	default:
+		if json.Unmarshal(raw, v.Addr().Interface()) == nil {
+			return nil
+		}
+	}
+	return fieldErr(p.String(), "must be %s", kindName(vp.typ))
+}
+
+// decodeSlice reads a JSON array (or null, an empty slice) into v.
+func decodeSlice(raw []byte, v reflect.Value, vp *valuePlan, p fieldPath, enum []string) error {
+	if string(raw) == "null" {
+		v.Set(reflect.MakeSlice(vp.typ, 0, 0))
+		return nil
+	}
+	if raw[0] != '[' {
+		return fieldErr(p.String(), "must be an array")
+	}
+	var buf [spanBuf]span
+	items := arrayItems(raw, buf[:0])
+	out := reflect.MakeSlice(vp.typ, len(items), len(items))
+	path := p.String()
+	for i, it := range items {
+		ipath := fieldPath{up: path, index: i, elem: true}
+		if err := decodeValue(raw[it.start:it.end], out.Index(i), vp.elem, ipath, enum); err != nil {
+			return err
+		}
+	}
+	v.Set(out)
+	return nil
 }
