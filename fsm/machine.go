@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/perpd/perpd/fsm/growth"
+	"github.com/perpd/perpd/fsm/trade"
 	"github.com/perpd/perpd/fsm/wire"
 )
 
@@ -29,6 +30,10 @@ type Machine struct {
 	// then hold part of that entry, so nothing is applied or snapshotted
 	// after it and the node stops serving (fail-stop).
 	halt atomic.Pointer[Halt]
+	// ctx is the Ctx of the entry being applied, reused from entry to
+	// entry (only the applier touches it, under mu): its event buffer and
+	// its trade and growth environments are made once, not per entry.
+	ctx Ctx
 }
 
 // Halt says why a replica stopped applying.
@@ -201,9 +206,7 @@ func (m *Machine) applyDecoded(index uint64, cmd *Command, err error) (res *Resu
 		res.Index = index
 		return res, nil, nil
 	}
-	// Room for the events of a fill (order, position, balance, stats)
-	// in one allocation instead of the append doublings.
-	c := &Ctx{St: m.st, Cmd: cmd, Index: index, events: make([]Event, 0, 4)}
+	c := m.ctx.begin(m.st, cmd, index)
 	defer func() {
 		// A panic inside a handler is a broken invariant (the money paths
 		// panic on purpose), and the state may hold part of the entry.
@@ -234,6 +237,8 @@ func (m *Machine) applyDecoded(index uint64, cmd *Command, err error) (res *Resu
 			}
 		}
 	}
+	// The callers copy the events out before the next entry reuses the
+	// buffer.
 	return res, c.events, nil
 }
 
@@ -295,14 +300,37 @@ func (m *Machine) dispatch(c *Ctx) *Result {
 	return res
 }
 
-// Ctx is what a handler sees while applying one entry.
+// Ctx is what a handler sees while applying one entry. A handler must not
+// keep it, or the environments it hands out, past its entry: the Machine
+// reuses them for the next.
 type Ctx struct {
 	St     *State
 	Cmd    *Command
 	Index  uint64
 	events []Event
-	// genv is this entry's growth.Env, made on first use (growthEnv).
-	genv *growth.Env
+	// genv is this entry's growth.Env, filled on first use (growthEnv).
+	genv    growth.Env
+	genvSet bool
+	// tenv is the trade.Env, its functions bound once (tradeEnv).
+	tenv trade.Env
+}
+
+// ctxEventsKeptMax bounds the event buffer a Ctx keeps between entries:
+// a rare entry with many events (a print that liquidates a crowd) must
+// not pin its buffer for good.
+const ctxEventsKeptMax = 256
+
+// begin readies the Ctx for the entry at index, keeping its buffers and
+// the environments' wiring.
+func (c *Ctx) begin(st *State, cmd *Command, index uint64) *Ctx {
+	clear(c.events) // the last entry's event data is the caller's now
+	c.events = c.events[:0]
+	if cap(c.events) > ctxEventsKeptMax {
+		c.events = nil
+	}
+	c.St, c.Cmd, c.Index = st, cmd, index
+	c.genvSet = false
+	return c
 }
 
 // Now is the log's time for this entry.
