@@ -85,7 +85,7 @@ func (c *Ctx) feeSplit(f *trade.Fill) *trade.Referral {
 // market must be open (checkMarketOpen) before the book looks at it.
 func applyPlaceOrder(c *Ctx) (int, any, *wire.Refusal) {
 	var p trade.PlaceRequest
-	if ref := c.Decode(&p); ref != nil {
+	if ref := c.decodePlace(&p); ref != nil {
 		return 0, nil, ref
 	}
 	if _, ref := c.St.Access.Actor(c.Cmd.Account, c.Cmd.KeyID, access.ScopeTrade); ref != nil {
@@ -107,6 +107,21 @@ func applyPlaceOrder(c *Ctx) (int, any, *wire.Refusal) {
 	}
 	c.St.Access.Touch(c.Cmd.KeyID, c.Now())
 	return http.StatusCreated, created, nil
+}
+
+// decodePlace is Decode for an order, the canonical form without
+// reflection (fastdecode.go). Unmarshal gets a copy on the heap, so that p
+// can stay on the caller's stack.
+func (c *Ctx) decodePlace(p *trade.PlaceRequest) *wire.Refusal {
+	if decodePlaceFast(c.Cmd.Payload, p) {
+		return nil
+	}
+	q := new(trade.PlaceRequest)
+	if ref := c.Decode(q); ref != nil {
+		return ref
+	}
+	*p = *q
+	return nil
 }
 
 // CancelOrderPayload names the order to cancel.

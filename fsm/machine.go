@@ -147,7 +147,11 @@ func EncodeGroup(cmds [][]byte) ([]byte, error) {
 // answered 503 and the applied index stays before the group.
 func (m *Machine) applyGroup(index uint64, cmd *Command, events *[]Event) *Result {
 	var g GroupPayload
-	err := Unmarshal(cmd.Payload, &g)
+	var err error
+	if !decodeGroupFast(cmd.Payload, &g) {
+		g = GroupPayload{}
+		err = Unmarshal(cmd.Payload, &g)
+	}
 	subs := g.Cmds
 	if err != nil || len(subs) == 0 || len(subs) > GroupMax {
 		res := refusalResult(wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "a group holds 1 to %d commands", GroupMax))
