@@ -179,3 +179,21 @@ func FuzzFastDecode(f *testing.F) {
 		sameAsUnmarshal(t, b, fastGroup)
 	})
 }
+
+// TestDecodeCommandInPlaceKeepsNothing: the machine decodes every entry
+// into the same Command, so nothing of the previous one may survive, on
+// the fast path or Unmarshal's.
+func TestDecodeCommandInPlaceKeepsNothing(t *testing.T) {
+	var c Command
+	full := filled[Command](t)
+	noop := Command{Type: CmdNoop, TsMs: 9}
+	nonCanonical := []byte{0xbf, 0x01, 0x04, 0x02, 0x09, 0xff} // noop, as an indefinite map
+	for _, b := range [][]byte{mustMarshal(t, noop), nonCanonical} {
+		if err := decodeCommand(mustMarshal(t, full), &c, true); err != nil || !reflect.DeepEqual(c, full) {
+			t.Fatalf("decoded %+v (%v), want %+v", c, err, full)
+		}
+		if err := decodeCommand(b, &c, true); err != nil || !reflect.DeepEqual(c, noop) {
+			t.Fatalf("% x decoded over a full command: %+v (%v)", b, c, err)
+		}
+	}
+}

@@ -34,6 +34,10 @@ type Machine struct {
 	// entry (only the applier touches it, under mu): its event buffer and
 	// its trade and growth environments are made once, not per entry.
 	ctx Ctx
+	// cmd and subCmd are the entry's command and a group's current one,
+	// decoded in place for the same reason; their payloads are the
+	// entry's own bytes, which nothing keeps past the entry.
+	cmd, subCmd Command
 }
 
 // Halt says why a replica stopped applying.
@@ -102,7 +106,8 @@ func (m *Machine) ApplyBatch(indexes []uint64, data [][]byte) ([]*Result, []Even
 			m.index = indexes[i]
 			continue
 		}
-		cmd, err := DecodeCommand(d)
+		cmd := &m.cmd
+		err := decodeCommand(d, cmd, true)
 		if err == nil && cmd.Type == CmdGroup {
 			results[i] = m.applyGroup(indexes[i], cmd, &events)
 			continue
@@ -165,7 +170,8 @@ func (m *Machine) applyGroup(index uint64, cmd *Command, events *[]Event) *Resul
 			out.Group[j] = haltedResult(h, index)
 			continue
 		}
-		sc, err := DecodeCommand(sub)
+		sc := &m.subCmd
+		err := decodeCommand(sub, sc, true)
 		if err == nil && sc.Type == CmdGroup {
 			out.Group[j] = refusalResult(wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "a group cannot hold a group"))
 			out.Group[j].Index = index
