@@ -34,7 +34,8 @@ func init() {
 			s.Growth.FillNil()
 		}
 	})
-	tradeEnvHooks = append(tradeEnvHooks, growthTradeHook)
+	tradeFeeSplit = growthFeeSplit
+	tradeEventHooks = append(tradeEventHooks, growthObserveTrade)
 	registerTimer(func(c *Ctx) {
 		if c.St.Growth == nil {
 			return
@@ -55,15 +56,15 @@ func init() {
 // seed and the entry as its Host (the seq space, the event queue, signup
 // times and ledger equity).
 func (c *Ctx) growthEnv() *growth.Env {
-	if c.genv != nil {
-		return c.genv
+	if !c.genvSet {
+		var seed uint64
+		if g := c.St.Genesis; g != nil {
+			seed = g.Seed
+		}
+		c.genv = growth.Env{Ledger: c.St.Ledger, NowMs: c.Now(), Seed: seed, Host: (*growthHost)(c)}
+		c.genvSet = true
 	}
-	var seed uint64
-	if g := c.St.Genesis; g != nil {
-		seed = g.Seed
-	}
-	c.genv = &growth.Env{Ledger: c.St.Ledger, NowMs: c.Now(), Seed: seed, Host: (*growthHost)(c)}
-	return c.genv
+	return &c.genv
 }
 
 // growthHost is an entry's Ctx as growth.Host (pointer-shaped: no
@@ -108,34 +109,37 @@ func AccountEquityMsat(st *State, accountID string) int64 {
 	return eq
 }
 
-// growthTradeHook splits referred accounts' fees and feeds the
-// leaderboards from what trading announces: fills, funding flows and
-// liquidations, each with the equity change it made.
-func growthTradeHook(c *Ctx, env *trade.Env) {
+// growthFeeSplit splits a referred account's fee (trade.Env.FeeSplit).
+func growthFeeSplit(c *Ctx, f *trade.Fill) *trade.Referral {
 	g := c.St.Growth
 	if g == nil {
-		return // below LevelDomains: fills as before the programmes
+		return nil // below LevelDomains: fills as before the programmes
 	}
-	env.FeeSplit = func(f *trade.Fill) *trade.Referral { return g.FeeSplit(c.growthEnv(), f) }
-	emit := env.Emit
-	env.Emit = func(kind, accountID string, seq uint64, data any) {
-		emit(kind, accountID, seq, data)
-		lazy := c.growthEnv
-		switch v := data.(type) {
-		case trade.FillView:
-			realized := int64(v.RealizedPnlMsat)
-			g.Observe(lazy(), growth.Event{AccountID: accountID,
-				PnlMsat: realized + int64(v.DeficitMsat) - int64(v.FeeMsat),
-				Volume:  int64(v.ClosedContracts) + int64(v.OpenedContracts),
-				Trade:   true, Close: v.ClosedContracts > 0, Win: realized > 0})
-		case trade.FundingFlowView:
-			g.Observe(lazy(), growth.Event{AccountID: accountID, PnlMsat: int64(v.PaidMsat)})
-		case trade.LiquidationView:
-			realized := int64(v.RealizedPnlMsat)
-			g.Observe(lazy(), growth.Event{AccountID: accountID,
-				PnlMsat: realized + int64(v.DeficitMsat) - int64(v.PenaltyMsat),
-				Volume:  int64(v.ClosedContracts), Trade: true, Close: true, Win: realized > 0})
-		}
+	return g.FeeSplit(c.growthEnv(), f)
+}
+
+// growthObserveTrade feeds the leaderboards from what trading announces:
+// fills, funding flows and liquidations, each with the equity change it
+// made.
+func growthObserveTrade(c *Ctx, accountID string, data any) {
+	g := c.St.Growth
+	if g == nil {
+		return
+	}
+	switch v := data.(type) {
+	case trade.FillView:
+		realized := int64(v.RealizedPnlMsat)
+		g.Observe(c.growthEnv(), growth.Event{AccountID: accountID,
+			PnlMsat: realized + int64(v.DeficitMsat) - int64(v.FeeMsat),
+			Volume:  int64(v.ClosedContracts) + int64(v.OpenedContracts),
+			Trade:   true, Close: v.ClosedContracts > 0, Win: realized > 0})
+	case trade.FundingFlowView:
+		g.Observe(c.growthEnv(), growth.Event{AccountID: accountID, PnlMsat: int64(v.PaidMsat)})
+	case trade.LiquidationView:
+		realized := int64(v.RealizedPnlMsat)
+		g.Observe(c.growthEnv(), growth.Event{AccountID: accountID,
+			PnlMsat: realized + int64(v.DeficitMsat) - int64(v.PenaltyMsat),
+			Volume:  int64(v.ClosedContracts), Trade: true, Close: true, Win: realized > 0})
 	}
 }
 

@@ -40,22 +40,44 @@ func init() {
 }
 
 // tradeEnv hands the trading book the ledger, the markets, the entry's
-// time, the shared seq space and the entry's event queue.
+// time, the shared seq space and the entry's event queue. Its functions
+// are bound once per Ctx and read the Ctx when called, so an order does
+// not pay for fresh closures (a Machine reuses its Ctx for every entry).
 func (c *Ctx) tradeEnv() *trade.Env {
-	env := &trade.Env{Ledger: c.St.Ledger, Market: c.St.Market, NowMs: c.Now(), NextSeq: c.St.NextSeq,
-		Emit: func(kind, accountID string, seq uint64, data any) {
-			c.Emit(Event{Seq: seq, Kind: kind, Account: accountID, Data: data})
-		}}
-	for _, h := range tradeEnvHooks {
-		h(c, env)
+	env := &c.tenv
+	if env.Emit == nil {
+		env.NextSeq, env.Emit, env.FeeSplit = c.nextSeq, c.emitTrade, c.feeSplit
 	}
+	env.Ledger, env.Market, env.NowMs = c.St.Ledger, c.St.Market, c.Now()
 	return env
 }
 
-// tradeEnvHooks let other domains take part in trading: the referral
-// programme splits fees and the leaderboards watch fills, funding flows
-// and liquidations (apply_growth.go).
-var tradeEnvHooks []func(c *Ctx, env *trade.Env)
+// Other domains take part in trading: the referral programme splits fees
+// (tradeFeeSplit) and the leaderboards watch fills, funding flows and
+// liquidations (tradeEventHooks); apply_growth.go sets both at init.
+var (
+	tradeFeeSplit   func(c *Ctx, f *trade.Fill) *trade.Referral
+	tradeEventHooks []func(c *Ctx, accountID string, data any)
+)
+
+func (c *Ctx) nextSeq() uint64 { return c.St.NextSeq() }
+
+// emitTrade queues a trading event, then shows it to the hooks.
+func (c *Ctx) emitTrade(kind, accountID string, seq uint64, data any) {
+	c.Emit(Event{Seq: seq, Kind: kind, Account: accountID, Data: data})
+	for _, h := range tradeEventHooks {
+		h(c, accountID, data)
+	}
+}
+
+// feeSplit is trade.Env.FeeSplit: nil (no referral block) without a
+// programme to split the fee.
+func (c *Ctx) feeSplit(f *trade.Fill) *trade.Referral {
+	if tradeFeeSplit == nil {
+		return nil
+	}
+	return tradeFeeSplit(c, f)
+}
 
 // applyPlaceOrder places an order (scope trade). The order id is the
 // client's idempotency key; a late retry of the same order, after the
@@ -63,7 +85,7 @@ var tradeEnvHooks []func(c *Ctx, env *trade.Env)
 // market must be open (checkMarketOpen) before the book looks at it.
 func applyPlaceOrder(c *Ctx) (int, any, *wire.Refusal) {
 	var p trade.PlaceRequest
-	if ref := c.Decode(&p); ref != nil {
+	if ref := c.decodePlace(&p); ref != nil {
 		return 0, nil, ref
 	}
 	if _, ref := c.St.Access.Actor(c.Cmd.Account, c.Cmd.KeyID, access.ScopeTrade); ref != nil {
@@ -85,6 +107,21 @@ func applyPlaceOrder(c *Ctx) (int, any, *wire.Refusal) {
 	}
 	c.St.Access.Touch(c.Cmd.KeyID, c.Now())
 	return http.StatusCreated, created, nil
+}
+
+// decodePlace is Decode for an order, the canonical form without
+// reflection (fastdecode.go). Unmarshal gets a copy on the heap, so that p
+// can stay on the caller's stack.
+func (c *Ctx) decodePlace(p *trade.PlaceRequest) *wire.Refusal {
+	if decodePlaceFast(c.Cmd.Payload, p) {
+		return nil
+	}
+	q := new(trade.PlaceRequest)
+	if ref := c.Decode(q); ref != nil {
+		return ref
+	}
+	*p = *q
+	return nil
 }
 
 // CancelOrderPayload names the order to cancel.

@@ -100,10 +100,24 @@ func (c *Command) Encode() ([]byte, error) { return Marshal(c) }
 // DecodeCommand parses log-entry bytes.
 func DecodeCommand(b []byte) (*Command, error) {
 	var c Command
-	if err := Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("decode command: %w", err)
+	if err := decodeCommand(b, &c, false); err != nil {
+		return nil, err
 	}
 	return &c, nil
+}
+
+// decodeCommand parses log-entry bytes into c, the canonical form without
+// reflection (fastdecode.go); alias as for decodeCommandFast.
+func decodeCommand(b []byte, c *Command, alias bool) error {
+	*c = Command{}
+	if decodeCommandFast(b, c, alias) {
+		return nil
+	}
+	*c = Command{}
+	if err := Unmarshal(b, c); err != nil {
+		return fmt.Errorf("decode command: %w", err)
+	}
+	return nil
 }
 
 // RequestHash hashes the parts of a request that make it "the same request"

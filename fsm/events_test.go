@@ -22,3 +22,33 @@ func TestTimerEventsSurviveARefusedCommand(t *testing.T) {
 		t.Fatalf("timer events lost with the refusal: %+v", evs)
 	}
 }
+
+// TestEventsSurviveTheNextEntry: the machine reuses one event buffer from
+// entry to entry, so what Apply and ApplyBatch return must be the
+// caller's own copy, untouched by the entries applied after it.
+func TestEventsSurviveTheNextEntry(t *testing.T) {
+	saved := timers
+	defer func() { timers = saved }()
+	timers = append(append([]timer(nil), saved...), func(c *Ctx) {
+		c.Emit(Event{Kind: "boundary", Selector: c.Cmd.IdemKey})
+	})
+	m := NewMachine(Options{CheckInvariants: true})
+	enc := func(ts int64, key string) []byte {
+		b, err := noopAt(ts, key, []byte(key)).Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	_, first := m.Apply(1, enc(1000, "a"))
+	_, batch := m.ApplyBatch([]uint64{2, 3}, [][]byte{enc(2000, "b"), enc(3000, "c")})
+	_, last := m.Apply(4, enc(4000, "d"))
+	for _, tc := range []struct {
+		evs  []Event
+		want string
+	}{{first, "a"}, {batch[:1], "b"}, {batch[1:], "c"}, {last, "d"}} {
+		if len(tc.evs) != 1 || tc.evs[0].Selector != tc.want {
+			t.Fatalf("entry %s's events became %+v", tc.want, tc.evs)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/perpd/perpd/fsm/growth"
+	"github.com/perpd/perpd/fsm/trade"
 	"github.com/perpd/perpd/fsm/wire"
 )
 
@@ -29,6 +30,14 @@ type Machine struct {
 	// then hold part of that entry, so nothing is applied or snapshotted
 	// after it and the node stops serving (fail-stop).
 	halt atomic.Pointer[Halt]
+	// ctx is the Ctx of the entry being applied, reused from entry to
+	// entry (only the applier touches it, under mu): its event buffer and
+	// its trade and growth environments are made once, not per entry.
+	ctx Ctx
+	// cmd and subCmd are the entry's command and a group's current one,
+	// decoded in place for the same reason; their payloads are the
+	// entry's own bytes, which nothing keeps past the entry.
+	cmd, subCmd Command
 }
 
 // Halt says why a replica stopped applying.
@@ -97,7 +106,8 @@ func (m *Machine) ApplyBatch(indexes []uint64, data [][]byte) ([]*Result, []Even
 			m.index = indexes[i]
 			continue
 		}
-		cmd, err := DecodeCommand(d)
+		cmd := &m.cmd
+		err := decodeCommand(d, cmd, true)
 		if err == nil && cmd.Type == CmdGroup {
 			results[i] = m.applyGroup(indexes[i], cmd, &events)
 			continue
@@ -142,7 +152,11 @@ func EncodeGroup(cmds [][]byte) ([]byte, error) {
 // answered 503 and the applied index stays before the group.
 func (m *Machine) applyGroup(index uint64, cmd *Command, events *[]Event) *Result {
 	var g GroupPayload
-	err := Unmarshal(cmd.Payload, &g)
+	var err error
+	if !decodeGroupFast(cmd.Payload, &g) {
+		g = GroupPayload{}
+		err = Unmarshal(cmd.Payload, &g)
+	}
 	subs := g.Cmds
 	if err != nil || len(subs) == 0 || len(subs) > GroupMax {
 		res := refusalResult(wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "a group holds 1 to %d commands", GroupMax))
@@ -156,7 +170,8 @@ func (m *Machine) applyGroup(index uint64, cmd *Command, events *[]Event) *Resul
 			out.Group[j] = haltedResult(h, index)
 			continue
 		}
-		sc, err := DecodeCommand(sub)
+		sc := &m.subCmd
+		err := decodeCommand(sub, sc, true)
 		if err == nil && sc.Type == CmdGroup {
 			out.Group[j] = refusalResult(wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "a group cannot hold a group"))
 			out.Group[j].Index = index
@@ -201,9 +216,7 @@ func (m *Machine) applyDecoded(index uint64, cmd *Command, err error) (res *Resu
 		res.Index = index
 		return res, nil, nil
 	}
-	// Room for the events of a fill (order, position, balance, stats)
-	// in one allocation instead of the append doublings.
-	c := &Ctx{St: m.st, Cmd: cmd, Index: index, events: make([]Event, 0, 4)}
+	c := m.ctx.begin(m.st, cmd, index)
 	defer func() {
 		// A panic inside a handler is a broken invariant (the money paths
 		// panic on purpose), and the state may hold part of the entry.
@@ -234,6 +247,8 @@ func (m *Machine) applyDecoded(index uint64, cmd *Command, err error) (res *Resu
 			}
 		}
 	}
+	// The callers copy the events out before the next entry reuses the
+	// buffer.
 	return res, c.events, nil
 }
 
@@ -295,14 +310,37 @@ func (m *Machine) dispatch(c *Ctx) *Result {
 	return res
 }
 
-// Ctx is what a handler sees while applying one entry.
+// Ctx is what a handler sees while applying one entry. A handler must not
+// keep it, or the environments it hands out, past its entry: the Machine
+// reuses them for the next.
 type Ctx struct {
 	St     *State
 	Cmd    *Command
 	Index  uint64
 	events []Event
-	// genv is this entry's growth.Env, made on first use (growthEnv).
-	genv *growth.Env
+	// genv is this entry's growth.Env, filled on first use (growthEnv).
+	genv    growth.Env
+	genvSet bool
+	// tenv is the trade.Env, its functions bound once (tradeEnv).
+	tenv trade.Env
+}
+
+// ctxEventsKeptMax bounds the event buffer a Ctx keeps between entries:
+// a rare entry with many events (a print that liquidates a crowd) must
+// not pin its buffer for good.
+const ctxEventsKeptMax = 256
+
+// begin readies the Ctx for the entry at index, keeping its buffers and
+// the environments' wiring.
+func (c *Ctx) begin(st *State, cmd *Command, index uint64) *Ctx {
+	clear(c.events) // the last entry's event data is the caller's now
+	c.events = c.events[:0]
+	if cap(c.events) > ctxEventsKeptMax {
+		c.events = nil
+	}
+	c.St, c.Cmd, c.Index = st, cmd, index
+	c.genvSet = false
+	return c
 }
 
 // Now is the log's time for this entry.

@@ -71,6 +71,9 @@ func (m *Machine) install(st *State, index uint64) error {
 	defer m.mu.Unlock()
 	m.st = st
 	m.index = max(m.index, index)
+	// The last entry's Ctx and commands still point into the old state;
+	// let it go now rather than at the next entry.
+	m.ctx, m.cmd, m.subCmd = Ctx{}, Command{}, Command{}
 	return nil
 }
 

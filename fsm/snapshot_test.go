@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"testing"
+	"weak"
 
 	"github.com/perpd/perpd/fsm/ledger"
 )
@@ -58,6 +60,27 @@ func TestSnapshotRoundTripKeepsStateHash(t *testing.T) {
 			t.Fatal("hashes differ after applying the same entry")
 		}
 	}
+}
+
+// TestRestoreLetsTheOldStateGo: the machine keeps its last entry's Ctx
+// for the next one; a restore must not leave the replaced state reachable
+// through it.
+func TestRestoreLetsTheOldStateGo(t *testing.T) {
+	r := busyReplica(t)
+	snap, err := r.m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old weak.Pointer[State]
+	r.m.Read(func(st *State, _ uint64) { old = weak.Make(st) })
+	if err := r.m.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	if old.Value() != nil {
+		t.Fatal("the replaced state is still reachable")
+	}
+	runtime.KeepAlive(r.m)
 }
 
 func TestSnapshotOfEmptyMachineRestores(t *testing.T) {
