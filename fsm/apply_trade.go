@@ -88,10 +88,13 @@ func applyPlaceOrder(c *Ctx) (int, any, *wire.Refusal) {
 	if ref := c.decodePlace(&p); ref != nil {
 		return 0, nil, ref
 	}
-	if _, ref := c.St.Access.Actor(c.Cmd.Account, c.Cmd.KeyID, access.ScopeTrade); ref != nil {
+	key, ref := c.St.Access.Actor(c.Cmd.Account, c.Cmd.KeyID, access.ScopeTrade)
+	if ref != nil {
 		return 0, nil, ref
 	}
-	prior, used, ref := c.St.Trade.Prior(c.Cmd.Account, p.OrderID, c.Cmd.ReqHash)
+	// The trading account is looked up once and carried through.
+	acct := c.St.Trade.Account(c.Cmd.Account)
+	prior, used, ref := c.St.Trade.PriorIn(acct, p.OrderID, c.Cmd.ReqHash)
 	if ref != nil {
 		return 0, nil, ref
 	}
@@ -101,11 +104,11 @@ func applyPlaceOrder(c *Ctx) (int, any, *wire.Refusal) {
 	if ref := checkMarketOpen(c.St, p.MarketID, c.Now()); ref != nil {
 		return 0, nil, ref
 	}
-	created, ref := c.St.Trade.Place(c.tradeEnv(), c.Cmd.Account, p, c.Cmd.ReqHash)
+	created, ref := c.St.Trade.PlaceIn(c.tradeEnv(), acct, c.Cmd.Account, p, c.Cmd.ReqHash)
 	if ref != nil {
 		return 0, nil, ref
 	}
-	c.St.Access.Touch(c.Cmd.KeyID, c.Now())
+	key.Touch(c.Now())
 	return http.StatusCreated, created, nil
 }
 
@@ -144,13 +147,14 @@ func applyCancelOrder(c *Ctx) (int, any, *wire.Refusal) {
 	if ref := c.Decode(&p); ref != nil {
 		return 0, nil, ref
 	}
-	if _, ref := c.St.Access.Actor(c.Cmd.Account, c.Cmd.KeyID, access.ScopeTrade); ref != nil {
+	key, ref := c.St.Access.Actor(c.Cmd.Account, c.Cmd.KeyID, access.ScopeTrade)
+	if ref != nil {
 		return 0, nil, ref
 	}
 	found, canceled := c.St.Trade.Cancel(c.tradeEnv(), c.Cmd.Account, p.OrderID)
 	if !found {
 		return 0, nil, wire.Refuse(http.StatusNotFound, wire.CodeNotFound, "order %q not found", p.OrderID)
 	}
-	c.St.Access.Touch(c.Cmd.KeyID, c.Now())
+	key.Touch(c.Now())
 	return http.StatusOK, CancelResult{OrderID: p.OrderID, Canceled: canceled}, nil
 }

@@ -118,7 +118,15 @@ func (s *State) Actor(accountID, keyID string, need Scope) (*Key, *wire.Refusal)
 
 // Touch records a key's use.
 func (s *State) Touch(keyID string, nowMs int64) {
-	if k := s.Keys[keyID]; k != nil && nowMs > k.LastSeenTsMs {
+	if k := s.Keys[keyID]; k != nil {
+		k.Touch(nowMs)
+	}
+}
+
+// Touch records the use of a key the caller already holds (Actor's), so
+// that the keys map is not probed again.
+func (k *Key) Touch(nowMs int64) {
+	if nowMs > k.LastSeenTsMs {
 		k.LastSeenTsMs = nowMs
 	}
 }

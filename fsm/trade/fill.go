@@ -9,12 +9,12 @@ import (
 	"github.com/perpd/perpd/fsm/wire"
 )
 
-// fill carries out a plan for order o: the ledger legs, the position, the
+// fill carries out a plan for order o of the trading account a: the ledger legs, the position, the
 // market's open interest and volume, the fill record and the order's
 // change, each announced with a fresh seq (fill, then order, then
 // position). reservedMsat is the reservation the order released for this
 // fill (0 for an order that never rested).
-func (s *State) fill(env *Env, o *Order, pl Plan, reservedMsat int64) {
+func (s *State) fill(env *Env, a *Account, o *Order, pl Plan, reservedMsat int64) {
 	acct, mkt := o.AccountID, o.MarketID
 	l := env.Ledger
 	free, margin := ledger.Free(acct), ledger.Margin(acct, mkt)
@@ -25,7 +25,6 @@ func (s *State) fill(env *Env, o *Order, pl Plan, reservedMsat int64) {
 	transfer(l, free, ledger.FeeRevenue, pl.FeeFromFree)
 	transfer(l, free, margin, pl.FreeToMargin)
 
-	a := s.account(acct)
 	if pl.After.Contracts == 0 {
 		delete(a.Positions, mkt)
 	} else {
@@ -37,7 +36,7 @@ func (s *State) fill(env *Env, o *Order, pl Plan, reservedMsat int64) {
 		}
 		a.Positions[mkt] = &after
 	}
-	s.indexPosition(env, acct, mkt)
+	s.indexPositionAt(env, acct, mkt, pl.After)
 	if pl.Closed > 0 {
 		mustOI(env.Market.AddOpenInterest(mkt, market.Side(pl.Before.Side), -pl.Closed))
 	}
@@ -63,10 +62,10 @@ func (s *State) fill(env *Env, o *Order, pl Plan, reservedMsat int64) {
 		}
 	}
 	s.recordFill(env, a, f)
-	s.close(o, StatusFilled, "")
+	s.close(a, o, StatusFilled, "")
 	s.changed(env, o)
 	env.Emit("position", acct, env.NextSeq(), NewPositionChange(mkt, pl.After))
-	s.afterFill(env, o, pl)
+	s.afterFill(env, a, o, pl)
 }
 
 // recordFill keeps a fill (bounded) and announces it.
@@ -138,7 +137,8 @@ func (s *State) tryResting(env *Env, m *market.MarketState, pr market.Print, boo
 		wait()
 		return
 	}
-	pos := s.Position(o.AccountID, o.MarketID)
+	a := s.account(o.AccountID)
+	pos := a.position(o.MarketID)
 	q := o.Contracts
 	if o.ReduceOnly || m.Params.Status == market.StatusReduceOnly {
 		if pos.Contracts == 0 || pos.Side != -o.Side {
@@ -165,5 +165,5 @@ func (s *State) tryResting(env *Env, m *market.MarketState, pr market.Print, boo
 	reserved := o.ReservedMsat
 	transfer(env.Ledger, ledger.Reserved(o.AccountID), ledger.Free(o.AccountID), reserved)
 	o.ReservedMsat = 0
-	s.fill(env, o, pl, reserved)
+	s.fill(env, a, o, pl, reserved)
 }

@@ -372,6 +372,6 @@ func (s *State) adlClose(env *Env, m *market.MarketState, pr market.Print, accou
 	s.recordFill(env, a, f)
 	env.Emit("position", accountID, env.NextSeq(), NewPositionChange(mkt, after))
 	if after.Contracts == 0 {
-		s.cancelLegs(env, accountID, mkt)
+		s.cancelLegs(env, a, mkt)
 	}
 }

@@ -67,7 +67,13 @@ type Created struct {
 // after the idempotency store forgot it), idempotency_key_reused when it
 // differs. ok is false when the id is new.
 func (s *State) Prior(accountID, orderID string, reqHash []byte) (Created, bool, *wire.Refusal) {
-	o, ok := s.Order(accountID, orderID)
+	return s.PriorIn(s.Accounts[accountID], orderID, reqHash)
+}
+
+// PriorIn is Prior for the trading account a (State.Account; nil before
+// the account's first order).
+func (s *State) PriorIn(a *Account, orderID string, reqHash []byte) (Created, bool, *wire.Refusal) {
+	o, ok := s.orderIn(a, orderID)
 	if !ok {
 		return Created{}, false, nil
 	}
@@ -182,6 +188,13 @@ func reducing(pos Position, side Side, q int64) bool {
 // print; a limit order fills at once when its execution price is no worse
 // than its limit, and otherwise rests with its margin and fee reserved.
 func (s *State) Place(env *Env, accountID string, r PlaceRequest, reqHash []byte) (Created, *wire.Refusal) {
+	return s.PlaceIn(env, s.Accounts[accountID], accountID, r, reqHash)
+}
+
+// PlaceIn is Place for accountID's trading account a (State.Account; nil
+// before its first order), which a market or limit order then carries
+// through instead of looking it up again.
+func (s *State) PlaceIn(env *Env, a *Account, accountID string, r PlaceRequest, reqHash []byte) (Created, *wire.Refusal) {
 	m, ok := env.Market.MarketsByID[r.MarketID]
 	if !ok {
 		return Created{}, wire.Refuse(http.StatusNotFound, wire.CodeNotFound, "market %q not found", r.MarketID)
@@ -195,7 +208,7 @@ func (s *State) Place(env *Env, accountID string, r PlaceRequest, reqHash []byte
 	if !ok {
 		return Created{}, refuse(wire.CodeOracleStale, "market %s has no oracle print", r.MarketID)
 	}
-	pos := s.Position(accountID, r.MarketID)
+	pos := a.position(r.MarketID)
 	mustReduce := r.ReduceOnly || p.Status == market.StatusReduceOnly
 	switch {
 	case r.Bracket != nil:
@@ -235,14 +248,14 @@ func (s *State) Place(env *Env, accountID string, r PlaceRequest, reqHash []byte
 		if !s.positionRoom(r.MarketID, pos, side, r.Contracts) {
 			return Created{}, refuse(wire.CodeValidation, "market %s holds the most positions it can", r.MarketID)
 		}
-		s.newOrder(o)
-		s.fill(env, o, pl, 0)
+		a = s.newOrderIn(a, o)
+		s.fill(env, a, o, pl, 0)
 		// Defensive: a fill never leaves its position below maintenance
 		// (initial margin exceeds it), but whatever is due goes now.
 		s.sweep(env, r.MarketID)
 		return Created{OrderID: o.OrderID, Status: StatusFilled}, nil
 	}
-	return s.rest(env, o, pos, qt.MidQ8, free)
+	return s.rest(env, a, o, pos, qt.MidQ8, free)
 }
 
 // noWorse reports whether execQ8 is no worse for side than the limit.
@@ -298,11 +311,12 @@ func restLevel(side Side, limitQ8, midQ8 int64) (int64, market.Direction) {
 	return min(market.PriceQ8Max, max(limitQ8, midQ8+1)), market.Rising
 }
 
-func (s *State) rest(env *Env, o *Order, pos Position, midQ8, free int64) (Created, *wire.Refusal) {
+// rest rests o for its trading account a (nil before its first order).
+func (s *State) rest(env *Env, a *Account, o *Order, pos Position, midQ8, free int64) (Created, *wire.Refusal) {
 	p := &env.Market.MarketsByID[o.MarketID].Params
 	// Checks only look: a refusal must not even create an empty account
 	// or book.
-	if a, ok := s.Accounts[o.AccountID]; ok && a.Resting >= RestingOrdersPerAccountMax {
+	if a != nil && a.Resting >= RestingOrdersPerAccountMax {
 		return Created{}, refuse(wire.CodeValidation, "at most %d resting orders per account", RestingOrdersPerAccountMax)
 	}
 	mustReduce := o.ReduceOnly || p.Status == market.StatusReduceOnly
@@ -322,14 +336,14 @@ func (s *State) rest(env *Env, o *Order, pos Position, midQ8, free int64) (Creat
 	}
 	// Every check has passed: mutate from here on.
 	book := s.book(o.MarketID)
-	s.newOrder(o)
+	a = s.newOrderIn(a, o)
 	if book.LastMidQ8 == 0 {
 		book.LastMidQ8 = midQ8
 	}
 	transfer(env.Ledger, ledger.Free(o.AccountID), ledger.Reserved(o.AccountID), reserve)
 	o.ReservedMsat = reserve
 	o.Status = StatusAccepted
-	s.goLive(o)
+	s.goLive(a, o)
 	s.index(book, o, midQ8)
 	s.changed(env, o)
 	return Created{OrderID: o.OrderID, Status: StatusResting}, nil
@@ -344,18 +358,25 @@ func (s *State) index(book *Book, o *Order, midQ8 int64) {
 }
 
 // goLive counts a newly live order (a resting limit or a trigger) on its
-// account: numbers only grow, so the lists stay sorted.
-func (s *State) goLive(o *Order) {
-	a := s.account(o.AccountID)
+// account a: numbers only grow, so the lists stay sorted.
+func (s *State) goLive(a *Account, o *Order) {
 	a.Resting++
 	a.Live = append(a.Live, o.No)
 }
 
-func (s *State) newOrder(o *Order) {
+func (s *State) newOrder(o *Order) *Account { return s.newOrderIn(s.Accounts[o.AccountID], o) }
+
+// newOrderIn records o for its trading account a, made first when nil, and
+// returns the account.
+func (s *State) newOrderIn(a *Account, o *Order) *Account {
+	if a == nil {
+		a = s.account(o.AccountID)
+	}
 	s.NextOrderNo++
 	o.No = s.NextOrderNo
 	s.Orders[o.No] = o
-	s.account(o.AccountID).OrderNos[o.OrderID] = o.No
+	a.OrderNos[o.OrderID] = o.No
+	return a
 }
 
 // changed gives the order's change a fresh seq and announces it: an
@@ -381,9 +402,9 @@ func transfer(l *ledger.Ledger, from, to string, msat int64) {
 	}
 }
 
-// close ends an order that is no longer resting or was never resting.
-func (s *State) close(o *Order, status, reason string) {
-	a := s.account(o.AccountID)
+// close ends an order, of the trading account a, that is no longer
+// resting or was never resting.
+func (s *State) close(a *Account, o *Order, status, reason string) {
 	if o.Status == StatusAccepted {
 		a.Resting--
 	}
@@ -440,7 +461,7 @@ func (s *State) finish(env *Env, o *Order, status, reason string) {
 	s.Books[o.MarketID].Index.Remove(indexID(o.No))
 	transfer(env.Ledger, ledger.Reserved(o.AccountID), ledger.Free(o.AccountID), o.ReservedMsat)
 	o.ReservedMsat = 0
-	s.close(o, status, reason)
+	s.close(s.account(o.AccountID), o, status, reason)
 	s.changed(env, o)
 	legReason := ReasonEntryCanceled
 	if status == StatusRejected {

@@ -105,8 +105,13 @@ func (b *Book) liqIndex() *market.PriceIndex {
 // index at its current level, or takes it out (flat, or never
 // liquidatable).
 func (s *State) indexPosition(env *Env, accountID, marketID string) {
+	s.indexPositionAt(env, accountID, marketID, s.Position(accountID, marketID))
+}
+
+// indexPositionAt is indexPosition for a caller that holds the position
+// just stored (pos: zero when flat).
+func (s *State) indexPositionAt(env *Env, accountID, marketID string, pos Position) {
 	book := s.book(marketID)
-	pos := s.Position(accountID, marketID)
 	level, dir, ok := int64(0), market.Direction(0), false
 	if pos.Contracts > 0 {
 		level, dir, ok = LiqLevel(&env.Market.MarketsByID[marketID].Params, pos)

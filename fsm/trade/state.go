@@ -249,9 +249,19 @@ func (s *State) book(marketID string) *Book {
 	return b
 }
 
+// Account returns an account's trading account, nil before its first
+// order. An order's path looks it up once and hands it on (PriorIn,
+// PlaceIn): the accounts map is large, and each probe costs.
+func (s *State) Account(accountID string) *Account { return s.Accounts[accountID] }
+
 // Position returns an account's position in a market (zero when flat).
 func (s *State) Position(accountID, marketID string) Position {
-	if a, ok := s.Accounts[accountID]; ok {
+	return s.Accounts[accountID].position(marketID)
+}
+
+// position is a's position in a market (zero when flat or a is nil).
+func (a *Account) position(marketID string) Position {
+	if a != nil {
 		if p, ok := a.Positions[marketID]; ok {
 			return *p
 		}
@@ -261,8 +271,12 @@ func (s *State) Position(accountID, marketID string) Position {
 
 // Order returns an account's order by id.
 func (s *State) Order(accountID, orderID string) (*Order, bool) {
-	a, ok := s.Accounts[accountID]
-	if !ok {
+	return s.orderIn(s.Accounts[accountID], orderID)
+}
+
+// orderIn is Order for the account a (nil: none yet).
+func (s *State) orderIn(a *Account, orderID string) (*Order, bool) {
+	if a == nil {
 		return nil, false
 	}
 	no, ok := a.OrderNos[orderID]

@@ -262,11 +262,12 @@ func (s *State) placeBracket(env *Env, m *market.MarketState, pr market.Print, p
 		}
 	}
 	// Every check has passed: mutate from here on.
+	var a *Account
 	if entryDir != 0 {
 		entry.Kind, entry.TriggerQ8, entry.Dir = KindEntry, b.EntryLevelQ8, entryDir
-		s.newTrigger(entry)
+		a = s.newTrigger(entry)
 	} else {
-		s.newOrder(entry)
+		a = s.newOrder(entry)
 	}
 	var legOrders []*Order
 	for _, l := range legs {
@@ -282,7 +283,7 @@ func (s *State) placeBracket(env *Env, m *market.MarketState, pr market.Print, p
 	}
 	if entryDir == 0 {
 		// The fill arms the legs (afterFill).
-		s.fill(env, entry, pl, 0)
+		s.fill(env, a, entry, pl, 0)
 		s.sweep(env, r.MarketID)
 		return Created{OrderID: entry.OrderID, Status: StatusFilled}, nil
 	}
@@ -294,13 +295,14 @@ func (s *State) placeBracket(env *Env, m *market.MarketState, pr market.Print, p
 	return Created{OrderID: entry.OrderID, Status: StatusWorking}, nil
 }
 
-// newTrigger records a live trigger, waiting (resting) until armed.
-func (s *State) newTrigger(o *Order) {
-	s.newOrder(o)
+// newTrigger records a live trigger, waiting (resting) until armed, and
+// returns its trading account.
+func (s *State) newTrigger(o *Order) *Account {
+	a := s.newOrder(o)
 	o.Status, o.TrigState = StatusAccepted, TrigResting
-	s.goLive(o)
-	a := s.account(o.AccountID)
+	s.goLive(a, o)
 	a.Triggers = append(a.Triggers, o.No) // numbers only grow: stays sorted
+	return a
 }
 
 // arm puts a trigger in its market's price index.
@@ -339,7 +341,8 @@ func (s *State) execTrigger(env *Env, m *market.MarketState, pr market.Print, o 
 		s.finish(env, o, StatusRejected, wire.CodeMarketHalted)
 		return
 	}
-	pos := s.Position(o.AccountID, o.MarketID)
+	a := s.account(o.AccountID)
+	pos := a.position(o.MarketID)
 	q := o.Contracts
 	if o.ReduceOnly || m.Params.Status == market.StatusReduceOnly {
 		if pos.Contracts == 0 || pos.Side != -o.Side {
@@ -365,20 +368,20 @@ func (s *State) execTrigger(env *Env, m *market.MarketState, pr market.Print, o 
 		s.finish(env, o, StatusRejected, ref.Code)
 		return
 	}
-	s.fill(env, o, pl, 0)
+	s.fill(env, a, o, pl, 0)
 }
 
 // afterFill keeps brackets straight after order o filled: an executed leg
 // cancels its sibling (OCO); a position that closed or flipped cancels the
 // armed legs that protected it; an executed bracket entry arms its legs.
-func (s *State) afterFill(env *Env, o *Order, pl Plan) {
+func (s *State) afterFill(env *Env, a *Account, o *Order, pl Plan) {
 	if o.Sibling != 0 {
 		if sib, ok := s.Orders[o.Sibling]; ok && sib.Status == StatusAccepted {
 			s.finish(env, sib, StatusCanceled, ReasonOCO)
 		}
 	}
 	if pl.Before.Contracts > 0 && (pl.After.Contracts == 0 || pl.After.Side != pl.Before.Side) {
-		s.cancelLegs(env, o.AccountID, o.MarketID)
+		s.cancelLegs(env, a, o.MarketID)
 	}
 	for _, no := range o.Legs {
 		if leg, ok := s.Orders[no]; ok && leg.Status == StatusAccepted && leg.TrigState == TrigResting {
@@ -387,10 +390,9 @@ func (s *State) afterFill(env *Env, o *Order, pl Plan) {
 	}
 }
 
-// cancelLegs cancels the account's armed bracket legs in a market: the
-// position they protected closed or flipped.
-func (s *State) cancelLegs(env *Env, accountID, marketID string) {
-	a := s.Accounts[accountID]
+// cancelLegs cancels the trading account a's armed bracket legs in a
+// market: the position they protected closed or flipped.
+func (s *State) cancelLegs(env *Env, a *Account, marketID string) {
 	for _, no := range append([]uint64(nil), a.Triggers...) {
 		leg := s.Orders[no]
 		if leg.Status == StatusAccepted && leg.Parent != 0 && leg.TrigState == TrigArmed && leg.MarketID == marketID {
