@@ -61,20 +61,24 @@ func (s *State) fill(env *Env, a *Account, o *Order, pl Plan, reservedMsat int64
 			f.FeeMsat -= r.DiscountMsat
 		}
 	}
-	s.recordFill(env, a, f)
+	after := s.recordFill(env, a, f)
 	s.close(a, o, StatusFilled, "")
 	s.changed(env, o)
-	env.Emit("position", acct, env.NextSeq(), NewPositionChange(mkt, pl.After))
+	env.Emit("position", acct, env.NextSeq(), PositionChange{MarketID: mkt, Position: after})
 	s.afterFill(env, a, o, pl)
 }
 
-// recordFill keeps a fill (bounded) and announces it.
-func (s *State) recordFill(env *Env, a *Account, f *Fill) {
+// recordFill keeps a fill (bounded) and announces it. It returns the
+// view's positionAfter (f.After rendered), for the position event that
+// follows to share rather than render again.
+func (s *State) recordFill(env *Env, a *Account, f *Fill) *PositionAfter {
 	a.Fills = append(a.Fills, f)
 	if len(a.Fills) > FillsKept {
 		a.Fills = a.Fills[len(a.Fills)-FillsKept:]
 	}
-	env.Emit("fill", f.AccountID, f.Seq, NewFillView(f))
+	v := NewFillView(f)
+	env.Emit("fill", f.AccountID, f.Seq, v)
+	return v.PositionAfter
 }
 
 func mustOI(err error) {
