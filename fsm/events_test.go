@@ -1,6 +1,11 @@
 package fsm
 
-import "testing"
+import (
+	"net/http"
+	"testing"
+
+	"github.com/perpd/perpd/fsm/wire"
+)
 
 // TestTimerEventsSurviveARefusedCommand: when the entry that moves time
 // past a boundary carries a refused command, the timer's events still go
@@ -23,9 +28,9 @@ func TestTimerEventsSurviveARefusedCommand(t *testing.T) {
 	}
 }
 
-// TestEventsSurviveTheNextEntry: the machine reuses one event buffer from
-// entry to entry, so what Apply and ApplyBatch return must be the
-// caller's own copy, untouched by the entries applied after it.
+// TestEventsSurviveTheNextEntry: entries append their events straight to
+// the batch's slice, so what Apply and ApplyBatch return must be the
+// caller's own, untouched by the entries applied after it.
 func TestEventsSurviveTheNextEntry(t *testing.T) {
 	saved := timers
 	defer func() { timers = saved }()
@@ -49,6 +54,67 @@ func TestEventsSurviveTheNextEntry(t *testing.T) {
 	}{{first, "a"}, {batch[:1], "b"}, {batch[1:], "c"}, {last, "d"}} {
 		if len(tc.evs) != 1 || tc.evs[0].Selector != tc.want {
 			t.Fatalf("entry %s's events became %+v", tc.want, tc.evs)
+		}
+	}
+}
+
+// cmdTestEmitThenRefuse emits an event and then refuses, which a handler
+// may do: the refusal must take the event back.
+const cmdTestEmitThenRefuse = TestCmdBase + 2
+
+func init() {
+	RegisterTestCommand(cmdTestEmitThenRefuse, func(c *Ctx) (int, any, *wire.Refusal) {
+		c.Emit(Event{Kind: "refused"})
+		return 0, nil, wire.Refuse(http.StatusConflict, wire.CodeConflict, "refused after emitting")
+	})
+}
+
+// TestBatchEventsDropOnlyWhatWasUndone: within one batch, a refused
+// command loses its handler's events and a halting entry all of its own,
+// while the entries before them keep theirs; nothing dropped lingers in
+// the slice's spare capacity either.
+func TestBatchEventsDropOnlyWhatWasUndone(t *testing.T) {
+	saved := timers
+	defer func() { timers = saved }()
+	timers = append(append([]timer(nil), saved...), func(c *Ctx) {
+		c.Emit(Event{Kind: "boundary", Selector: c.Cmd.IdemKey})
+	})
+	m := NewMachine(Options{})
+	enc := func(c *Command) []byte {
+		b, err := c.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	group, err := EncodeGroup([][]byte{enc(noopAt(2000, "b", []byte("b"))),
+		enc(&Command{Type: cmdTestEmitThenRefuse, TsMs: 3000, IdemKey: "r"}), enc(noopAt(4000, "c", []byte("c")))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, evs := m.ApplyBatch([]uint64{1, 2, 3, 4}, [][]byte{enc(noopAt(1000, "a", []byte("a"))), group,
+		enc(&Command{Type: cmdTestCreditThenPanic, TsMs: 5000, IdemKey: "p"}), enc(noopAt(6000, "d", []byte("d")))})
+	if !rs[0].OK() || len(rs[1].Group) != 3 || rs[1].Group[1].OK() || rs[2].OK() || m.Halted() == nil {
+		t.Fatalf("results %+v, group %+v, halt %v", rs, rs[1].Group, m.Halted())
+	}
+	var got []string
+	for _, ev := range evs {
+		got = append(got, ev.Kind+":"+ev.Selector)
+	}
+	// The refused command's timer event stands (its time passed); the
+	// halting entry's does not, and nothing after it is applied.
+	want := []string{"boundary:a", "boundary:b", "boundary:r", "boundary:c"}
+	if len(got) != len(want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+	}
+	for _, ev := range evs[len(evs):cap(evs)] {
+		if ev.Kind != "" {
+			t.Fatalf("a dropped event lingers past the slice's length: %+v", ev)
 		}
 	}
 }

@@ -34,6 +34,9 @@ type Machine struct {
 	// entry (only the applier touches it, under mu): its event buffer and
 	// its trade and growth environments are made once, not per entry.
 	ctx Ctx
+	// eventsRate16 is the recent number of events per command, in
+	// sixteenths (eventRoom).
+	eventsRate16 int
 	// cmd and subCmd are the entry's command and a group's current one,
 	// decoded in place for the same reason; their payloads are the
 	// entry's own bytes, which nothing keeps past the entry.
@@ -94,7 +97,10 @@ func (m *Machine) ApplyBatch(indexes []uint64, data [][]byte) ([]*Result, []Even
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	results := make([]*Result, len(data))
-	var events []Event
+	// Entries emit straight into the batch's events (Ctx.Emit), made on
+	// the first event at the size recent batches suggest; the caller owns
+	// the slice.
+	m.ctx.events, m.ctx.eventsCap, m.ctx.commands = nil, m.eventRoom(len(data)), 0
 	for i, d := range data {
 		if h := m.halt.Load(); h != nil {
 			if d != nil {
@@ -109,10 +115,10 @@ func (m *Machine) ApplyBatch(indexes []uint64, data [][]byte) ([]*Result, []Even
 		cmd := &m.cmd
 		err := decodeCommand(d, cmd, true)
 		if err == nil && cmd.Type == CmdGroup {
-			results[i] = m.applyGroup(indexes[i], cmd, &events)
+			results[i] = m.applyGroup(indexes[i], cmd)
 			continue
 		}
-		r, evs, h := m.applyDecoded(indexes[i], cmd, err)
+		r, h := m.applyDecoded(indexes[i], cmd, err)
 		if h != nil {
 			m.haltWith(h)
 			results[i] = haltedResult(h, indexes[i])
@@ -120,9 +126,43 @@ func (m *Machine) ApplyBatch(indexes []uint64, data [][]byte) ([]*Result, []Even
 		}
 		m.index = indexes[i]
 		results[i] = r
-		events = append(events, evs...)
 	}
+	events := m.ctx.events
+	m.ctx.events = nil // the caller's now: the next batch starts its own
+	m.noteEvents(len(events), m.ctx.commands)
 	return results, events
+}
+
+// A batch's events slice starts with room for the events its commands
+// are likely to emit: the recent rate per command, in sixteenths (a market
+// order emits three, a resting limit order one), at most eventsCapMax;
+// past that, append grows it. A rate that rises is taken at once, one
+// that falls slowly, so that a mix of orders does not regrow the slice
+// every other batch. Only memory depends on it, never the events.
+const (
+	eventsRateStart16 = 3 * 16
+	eventsCapMax      = 4096
+)
+
+// eventRoom is the starting room for n commands' events.
+func (m *Machine) eventRoom(n int) int {
+	if m.eventsRate16 == 0 {
+		m.eventsRate16 = eventsRateStart16
+	}
+	return min((n*m.eventsRate16+15)/16, eventsCapMax)
+}
+
+// noteEvents folds a batch's events per command into the rate.
+func (m *Machine) noteEvents(events, commands int) {
+	if commands == 0 {
+		return
+	}
+	r := (16*events + commands - 1) / commands
+	if r >= m.eventsRate16 {
+		m.eventsRate16 = r
+		return
+	}
+	m.eventsRate16 -= (m.eventsRate16 - r + 7) / 8
 }
 
 // GroupPayload is a group entry's commands, each in its log-entry bytes.
@@ -150,7 +190,7 @@ func EncodeGroup(cmds [][]byte) ([]byte, error) {
 // own events. A group inside a group, or an empty or oversized group, is
 // refused whole. If a command halts the machine, it and the rest are
 // answered 503 and the applied index stays before the group.
-func (m *Machine) applyGroup(index uint64, cmd *Command, events *[]Event) *Result {
+func (m *Machine) applyGroup(index uint64, cmd *Command) *Result {
 	var g GroupPayload
 	var err error
 	if !decodeGroupFast(cmd.Payload, &g) {
@@ -163,6 +203,10 @@ func (m *Machine) applyGroup(index uint64, cmd *Command, events *[]Event) *Resul
 		res.Index = index
 		m.index = index
 		return res
+	}
+	if m.ctx.events == nil {
+		// One entry, many commands: room for each command's events.
+		m.ctx.eventsCap = max(m.ctx.eventsCap, m.eventRoom(len(subs)))
 	}
 	out := &Result{Index: index, Group: make([]*Result, len(subs))}
 	for j, sub := range subs {
@@ -177,14 +221,13 @@ func (m *Machine) applyGroup(index uint64, cmd *Command, events *[]Event) *Resul
 			out.Group[j].Index = index
 			continue
 		}
-		r, evs, h := m.applyDecoded(index, sc, err)
+		r, h := m.applyDecoded(index, sc, err)
 		if h != nil {
 			m.haltWith(h)
 			out.Group[j] = haltedResult(h, index)
 			continue
 		}
 		out.Group[j] = r
-		*events = append(*events, evs...)
 	}
 	if m.halt.Load() == nil {
 		m.index = index
@@ -209,14 +252,17 @@ func (m *Machine) Apply(index uint64, data []byte) (*Result, []Event) {
 }
 
 // applyDecoded applies one command decoded from an entry (err: it was
-// not decodable, and is refused).
-func (m *Machine) applyDecoded(index uint64, cmd *Command, err error) (res *Result, events []Event, halt *Halt) {
+// not decodable, and is refused). Its events are appended to the batch's
+// (Ctx.events); a halt takes them back out.
+func (m *Machine) applyDecoded(index uint64, cmd *Command, err error) (res *Result, halt *Halt) {
 	if err != nil {
 		res = refusalResult(wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "undecodable command"))
 		res.Index = index
-		return res, nil, nil
+		return res, nil
 	}
 	c := m.ctx.begin(m.st, cmd, index)
+	c.commands++
+	mark := len(c.events)
 	defer func() {
 		// A panic inside a handler is a broken invariant (the money paths
 		// panic on purpose), and the state may hold part of the entry.
@@ -226,7 +272,8 @@ func (m *Machine) applyDecoded(index uint64, cmd *Command, err error) (res *Resu
 			if m.opts.CheckInvariants {
 				panic(p) // tests must see the bug, not a halt
 			}
-			res, events = nil, nil
+			c.dropEvents(mark)
+			res = nil
 			halt = &Halt{Index: index, Type: cmd.Type, Reason: fmt.Sprintf("panic applying command type %d: %v", cmd.Type, p), Stack: string(debug.Stack())}
 		}
 	}()
@@ -247,9 +294,7 @@ func (m *Machine) applyDecoded(index uint64, cmd *Command, err error) (res *Resu
 			}
 		}
 	}
-	// The callers copy the events out before the next entry reuses the
-	// buffer.
-	return res, c.events, nil
+	return res, nil
 }
 
 // MaxClockStepMs bounds how far one entry may advance log time. A leader
@@ -297,7 +342,7 @@ func (m *Machine) dispatch(c *Ctx) *Result {
 		// Refusals change nothing, so they are not stored: a retry is
 		// judged afresh. Events the timers emitted before the command
 		// still stand: the time they reflect did pass.
-		c.events = c.events[:timerEvents]
+		c.dropEvents(timerEvents)
 		return refusalResult(ref)
 	}
 	res, err := okResult(status, body)
@@ -314,10 +359,17 @@ func (m *Machine) dispatch(c *Ctx) *Result {
 // keep it, or the environments it hands out, past its entry: the Machine
 // reuses them for the next.
 type Ctx struct {
-	St     *State
-	Cmd    *Command
-	Index  uint64
-	events []Event
+	St    *State
+	Cmd   *Command
+	Index uint64
+	// events is the whole batch's events, this entry's last: Emit
+	// appends to it (made with room for eventsCap on the first event),
+	// and a refusal or a halt cuts the entry's own back off.
+	events    []Event
+	eventsCap int
+	// commands counts the batch's commands applied, for the Machine's
+	// events rate (eventRoom).
+	commands int
 	// genv is this entry's growth.Env, filled on first use (growthEnv).
 	genv    growth.Env
 	genvSet bool
@@ -325,19 +377,9 @@ type Ctx struct {
 	tenv trade.Env
 }
 
-// ctxEventsKeptMax bounds the event buffer a Ctx keeps between entries:
-// a rare entry with many events (a print that liquidates a crowd) must
-// not pin its buffer for good.
-const ctxEventsKeptMax = 256
-
-// begin readies the Ctx for the entry at index, keeping its buffers and
-// the environments' wiring.
+// begin readies the Ctx for the entry at index, keeping the batch's
+// events and the environments' wiring.
 func (c *Ctx) begin(st *State, cmd *Command, index uint64) *Ctx {
-	clear(c.events) // the last entry's event data is the caller's now
-	c.events = c.events[:0]
-	if cap(c.events) > ctxEventsKeptMax {
-		c.events = nil
-	}
 	c.St, c.Cmd, c.Index = st, cmd, index
 	c.genvSet = false
 	return c
@@ -352,7 +394,17 @@ func (c *Ctx) Emit(ev Event) {
 	if ev.TsMs == 0 {
 		ev.TsMs = c.St.NowMs
 	}
+	if c.events == nil {
+		c.events = make([]Event, 0, max(c.eventsCap, 1))
+	}
 	c.events = append(c.events, ev)
+}
+
+// dropEvents cuts the batch's events back to its first n, clearing the
+// rest so that the dropped data is not kept alive.
+func (c *Ctx) dropEvents(n int) {
+	clear(c.events[n:])
+	c.events = c.events[:n]
 }
 
 // Decode unmarshals the command payload, refusing an undecodable one.
