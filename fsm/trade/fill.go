@@ -17,7 +17,7 @@ import (
 func (s *State) fill(env *Env, a *Account, o *Order, pl Plan, reservedMsat int64) {
 	acct, mkt := o.AccountID, o.MarketID
 	l := env.Ledger
-	free, margin := ledger.Free(acct), ledger.Margin(acct, mkt)
+	free, margin := a.ledgerFree(acct), a.ledgerMargin(acct, mkt)
 	transfer(l, ledger.House, margin, pl.HouseToMargin)
 	transfer(l, margin, ledger.House, pl.MarginToHouse)
 	transfer(l, margin, ledger.FeeRevenue, pl.FeeFromMargin)
@@ -157,7 +157,7 @@ func (s *State) tryResting(env *Env, m *market.MarketState, pr market.Print, boo
 		wait()
 		return
 	}
-	free := env.Ledger.Balance(ledger.Free(o.AccountID)) + o.ReservedMsat
+	free := env.Ledger.Balance(a.ledgerFree(o.AccountID)) + o.ReservedMsat
 	pl, ref := PlanFillLeveraged(m, pos, o.Side, q, o.Leverage, qt, free, env.NowMs)
 	if ref == nil && !s.positionRoom(o.MarketID, pos, o.Side, q) {
 		ref = refuse(wire.CodeValidation, "market %s holds the most positions it can", o.MarketID)
@@ -167,7 +167,7 @@ func (s *State) tryResting(env *Env, m *market.MarketState, pr market.Print, boo
 		return
 	}
 	reserved := o.ReservedMsat
-	transfer(env.Ledger, ledger.Reserved(o.AccountID), ledger.Free(o.AccountID), reserved)
+	transfer(env.Ledger, a.ledgerReserved(o.AccountID), a.ledgerFree(o.AccountID), reserved)
 	o.ReservedMsat = 0
 	s.fill(env, a, o, pl, reserved)
 }

@@ -60,7 +60,7 @@ func (s *State) OnFunding(env *Env, ev market.FundingEvent) {
 		}
 		notional := mustMath(NotionalMsat(p, pos.Contracts, ev.MarkQ8))
 		rate := ev.RateQ9 * int64(pos.Side) // > 0: this position pays
-		margin := ledger.Margin(id, ev.MarketID)
+		margin := a.ledgerMargin(id, ev.MarketID)
 		f := &FundingFlow{BoundaryTsMs: ev.BoundaryTsMs, MarketID: ev.MarketID, RateQ9: ev.RateQ9, PositionID: pos.ID}
 		if rate > 0 {
 			owed := mustMath(rateOf(notional, rate))

@@ -229,7 +229,12 @@ func (s *State) PlaceIn(env *Env, a *Account, accountID string, r PlaceRequest, 
 	if err != nil {
 		return Created{}, refuse(wire.CodeValidation, "order cannot be priced: %v", err)
 	}
-	free := env.Ledger.Balance(ledger.Free(accountID))
+	var free int64
+	if a != nil {
+		free = env.Ledger.Balance(a.ledgerFree(accountID))
+	} else {
+		free = env.Ledger.Balance(ledger.Free(accountID))
+	}
 	o := &Order{OrderID: r.OrderID, AccountID: accountID, MarketID: r.MarketID, Side: side, Type: r.Type,
 		Contracts: r.Contracts, LimitQ8: r.LimitPriceQ8, ReduceOnly: r.ReduceOnly, HasMaxSlippage: r.HasMaxSlippage,
 		MaxSlippageQ9: r.MaxSlippageQ9, ReqHash: reqHash, CreatedTsMs: env.NowMs, Leverage: r.Leverage}
@@ -340,7 +345,7 @@ func (s *State) rest(env *Env, a *Account, o *Order, pos Position, midQ8, free i
 	if book.LastMidQ8 == 0 {
 		book.LastMidQ8 = midQ8
 	}
-	transfer(env.Ledger, ledger.Free(o.AccountID), ledger.Reserved(o.AccountID), reserve)
+	transfer(env.Ledger, a.ledgerFree(o.AccountID), a.ledgerReserved(o.AccountID), reserve)
 	o.ReservedMsat = reserve
 	o.Status = StatusAccepted
 	s.goLive(a, o)
@@ -459,9 +464,12 @@ func (s *State) Cancel(env *Env, accountID, orderID string) (found, canceled boo
 // waiting legs with it.
 func (s *State) finish(env *Env, o *Order, status, reason string) {
 	s.Books[o.MarketID].Index.Remove(indexID(o.No))
-	transfer(env.Ledger, ledger.Reserved(o.AccountID), ledger.Free(o.AccountID), o.ReservedMsat)
+	a := s.account(o.AccountID)
+	if o.ReservedMsat != 0 { // transfer's no-op: no names needed
+		transfer(env.Ledger, a.ledgerReserved(o.AccountID), a.ledgerFree(o.AccountID), o.ReservedMsat)
+	}
 	o.ReservedMsat = 0
-	s.close(s.account(o.AccountID), o, status, reason)
+	s.close(a, o, status, reason)
 	s.changed(env, o)
 	legReason := ReasonEntryCanceled
 	if status == StatusRejected {

@@ -94,6 +94,45 @@ type Account struct {
 	// triggers), ascending, so that cancelling them never walks the
 	// closed history.
 	Live []uint64 `cbor:"10,keyasint,omitempty"`
+
+	// The account's ledger account names, made on first use and kept
+	// (ledgerFree, ledgerReserved, ledgerMargin): every fill would
+	// otherwise build its free and margin names afresh. Derived from the
+	// account id, never encoded.
+	freeName, reservedName string
+	marginNames            []marginName
+}
+
+// marginName is an account's margin ledger account in one market.
+type marginName struct{ marketID, name string }
+
+// ledgerFree is ledger.Free(id) for the account a, whose id is id.
+func (a *Account) ledgerFree(id string) string {
+	if a.freeName == "" {
+		a.freeName = ledger.Free(id)
+	}
+	return a.freeName
+}
+
+// ledgerReserved is ledger.Reserved(id) for the account a, whose id is id.
+func (a *Account) ledgerReserved(id string) string {
+	if a.reservedName == "" {
+		a.reservedName = ledger.Reserved(id)
+	}
+	return a.reservedName
+}
+
+// ledgerMargin is ledger.Margin(id, marketID) for the account a, whose id
+// is id. Markets are few, so a list does.
+func (a *Account) ledgerMargin(id, marketID string) string {
+	for _, m := range a.marginNames {
+		if m.marketID == marketID {
+			return m.name
+		}
+	}
+	n := ledger.Margin(id, marketID)
+	a.marginNames = append(a.marginNames, marginName{marketID, n})
+	return n
 }
 
 // Book is one market's resting limit orders and armed triggers, indexed by
