@@ -99,7 +99,7 @@ func applyPlaceOrder(c *Ctx) (int, any, *wire.Refusal) {
 		return 0, nil, ref
 	}
 	if used {
-		return http.StatusCreated, prior, nil
+		return http.StatusCreated, c.answerCreated(prior), nil
 	}
 	if ref := checkMarketOpen(c.St, p.MarketID, c.Now()); ref != nil {
 		return 0, nil, ref
@@ -109,7 +109,15 @@ func applyPlaceOrder(c *Ctx) (int, any, *wire.Refusal) {
 		return 0, nil, ref
 	}
 	key.Touch(c.Now())
-	return http.StatusCreated, created, nil
+	return http.StatusCreated, c.answerCreated(created), nil
+}
+
+// answerCreated hands an order's answer to okResult by a pointer into
+// the Ctx: a trade.Created in the handler's any would be an allocation,
+// and okResult writes this one without reflection.
+func (c *Ctx) answerCreated(v trade.Created) *trade.Created {
+	c.created = v
+	return &c.created
 }
 
 // decodePlace is Decode for an order, the canonical form without

@@ -375,6 +375,8 @@ type Ctx struct {
 	genvSet bool
 	// tenv is the trade.Env, its functions bound once (tradeEnv).
 	tenv trade.Env
+	// created is the entry's order answer (answerCreated).
+	created trade.Created
 }
 
 // begin readies the Ctx for the entry at index, keeping the batch's

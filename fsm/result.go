@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/perpd/perpd/fsm/trade"
 	"github.com/perpd/perpd/fsm/wire"
 )
 
@@ -48,9 +49,44 @@ func refusalResult(ref *wire.Refusal) *Result {
 }
 
 func okResult(status int, v any) (*Result, error) {
+	if c, ok := v.(*trade.Created); ok {
+		if body, ok := appendCreated(nil, c); ok {
+			return &Result{Status: status, Body: body}, nil
+		}
+	}
 	body, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
 	return &Result{Status: status, Body: body}, nil
+}
+
+// appendCreated writes an order's answer, every order's, without
+// reflection: json.Marshal's bytes exactly when both strings are plain
+// (plainJSON); ok is false otherwise, and the caller marshals.
+func appendCreated(b []byte, c *trade.Created) ([]byte, bool) {
+	if !plainJSON(c.OrderID) || !plainJSON(c.Status) {
+		return nil, false
+	}
+	if b == nil {
+		b = make([]byte, 0, len(`{"orderId":"","status":""}`)+len(c.OrderID)+len(c.Status))
+	}
+	b = append(b, `{"orderId":"`...)
+	b = append(b, c.OrderID...)
+	b = append(b, `","status":"`...)
+	b = append(b, c.Status...)
+	return append(b, `"}`...), true
+}
+
+// plainJSON reports whether json.Marshal writes s as itself between
+// quotes: printable ASCII with nothing it escapes (quote, backslash, and
+// the HTML characters <, > and &).
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
