@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/fxamacker/cbor/v2"
+
+	"github.com/perpd/perpd/fsm/access"
 )
 
 // CmdType names a command. Values are part of the log format: never reuse
@@ -100,17 +102,17 @@ func (c *Command) Encode() ([]byte, error) { return Marshal(c) }
 // DecodeCommand parses log-entry bytes.
 func DecodeCommand(b []byte) (*Command, error) {
 	var c Command
-	if err := decodeCommand(b, &c, false); err != nil {
+	if err := decodeCommand(b, &c, false, nil); err != nil {
 		return nil, err
 	}
 	return &c, nil
 }
 
 // decodeCommand parses log-entry bytes into c, the canonical form without
-// reflection (fastdecode.go); alias as for decodeCommandFast.
-func decodeCommand(b []byte, c *Command, alias bool) error {
+// reflection (fastdecode.go); alias and known as for decodeCommandFast.
+func decodeCommand(b []byte, c *Command, alias bool, known *access.State) error {
 	*c = Command{}
-	if decodeCommandFast(b, c, alias) {
+	if decodeCommandFast(b, c, alias, known) {
 		return nil
 	}
 	*c = Command{}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"unicode/utf8"
 
+	"github.com/perpd/perpd/fsm/access"
 	"github.com/perpd/perpd/fsm/trade"
 )
 
@@ -147,13 +148,22 @@ func (r *canon) bytes(alias bool) []byte {
 	return append([]byte{}, s...)
 }
 
-// text reads a text string, which must be UTF-8 (as Unmarshal requires).
-// A few values that every order carries come back as constants rather
-// than fresh strings.
-func (r *canon) text() string {
+// utf8 reads a text string's bytes, which must be UTF-8 (as Unmarshal
+// requires).
+func (r *canon) utf8() []byte {
 	s := r.raw(3)
 	if !r.ok || !utf8.Valid(s) {
 		r.ok = false
+		return nil
+	}
+	return s
+}
+
+// text reads a text string. A few values that every order carries come
+// back as constants rather than fresh strings.
+func (r *canon) text() string {
+	s := r.utf8()
+	if !r.ok {
 		return ""
 	}
 	switch string(s) { // the conversion in a switch does not allocate
@@ -174,8 +184,11 @@ func (r *canon) done() bool { return r.ok && len(r.b) == 0 }
 
 // decodeCommandFast decodes a canonical command into the zero c. With
 // alias, c.Payload is b's own bytes (the machine's entries: the payload
-// is decoded again within the entry and kept by nothing).
-func decodeCommandFast(b []byte, c *Command, alias bool) bool {
+// is decoded again within the entry and kept by nothing). With known (the
+// state's access domain; nil: none), an account or key id the state holds
+// comes back as the state's own string: no allocation, and what the
+// command leaves behind (orders, fills) shares it.
+func decodeCommandFast(b []byte, c *Command, alias bool, known *access.State) bool {
 	r := canon{b: b, ok: true}
 	var prev uint64
 	for n := r.mapLen(7); n > 0 && r.ok; n-- {
@@ -185,9 +198,19 @@ func decodeCommandFast(b []byte, c *Command, alias bool) bool {
 		case 2:
 			c.TsMs = r.int64()
 		case 3:
-			c.Account = r.text()
+			s := r.utf8()
+			if id, ok := known.AccountIDOf(s); ok {
+				c.Account = id
+			} else {
+				c.Account = string(s)
+			}
 		case 4:
-			c.KeyID = r.text()
+			s := r.utf8()
+			if id, ok := known.KeyIDOf(s); ok {
+				c.KeyID = id
+			} else {
+				c.KeyID = string(s)
+			}
 		case 5:
 			c.IdemKey = r.text()
 		case 6:

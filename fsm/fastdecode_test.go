@@ -4,15 +4,27 @@ import (
 	"math"
 	"reflect"
 	"testing"
+	"unsafe"
 
+	"github.com/perpd/perpd/fsm/access"
 	"github.com/perpd/perpd/fsm/trade"
 )
 
 // The fast decoders (fastdecode.go) must give Unmarshal's value for every
 // input they take, and take what Marshal writes for every field they know.
 
-func fastCommand(b []byte, c *Command) bool          { return decodeCommandFast(b, c, false) }
-func fastCommandAlias(b []byte, c *Command) bool     { return decodeCommandFast(b, c, true) }
+func fastCommand(b []byte, c *Command) bool      { return decodeCommandFast(b, c, false, nil) }
+func fastCommandAlias(b []byte, c *Command) bool { return decodeCommandFast(b, c, true, nil) }
+func fastCommandKnown(b []byte, c *Command) bool { return decodeCommandFast(b, c, true, knownAccess) }
+
+// knownAccess holds the account and key ids the tests' commands carry
+// (filled's Account and KeyID, the mutations' acc_1 and key_1), and an entry
+// whose id differs from its map key, which must not be taken for it.
+var knownAccess = &access.State{
+	Accounts: map[string]*access.Account{"field-c-é": {ID: "field-c-é"}, "acc_1": {ID: "acc_1"}, "a": {ID: "b"}},
+	Keys:     map[string]*access.Key{"field-d-é": {ID: "field-d-é"}, "key_1": {ID: "key_1"}, "a": {ID: "b"}},
+}
+
 func fastPlace(b []byte, p *trade.PlaceRequest) bool { return decodePlaceFast(b, p) }
 func fastGroup(b []byte, g *GroupPayload) bool       { return decodeGroupFast(b, g) }
 
@@ -74,7 +86,7 @@ func TestFastDecodeTakesWhatMarshalWrites(t *testing.T) {
 		{TsMs: math.MaxInt64, Account: "a", Payload: make([]byte, 70_000)}}
 	for _, c := range cmds {
 		b := mustMarshal(t, c)
-		if !sameAsUnmarshal(t, b, fastCommand) || !sameAsUnmarshal(t, b, fastCommandAlias) {
+		if !sameAsUnmarshal(t, b, fastCommand) || !sameAsUnmarshal(t, b, fastCommandAlias) || !sameAsUnmarshal(t, b, fastCommandKnown) {
 			t.Fatalf("fast path declined %+v", c)
 		}
 	}
@@ -121,7 +133,7 @@ func TestFastDecodeLeavesTheRestToUnmarshal(t *testing.T) {
 		var c Command
 		var p trade.PlaceRequest
 		var g GroupPayload
-		if decodeCommandFast(b, &c, false) || decodePlaceFast(b, &p) || decodeGroupFast(b, &g) {
+		if decodeCommandFast(b, &c, false, nil) || decodePlaceFast(b, &p) || decodeGroupFast(b, &g) {
 			t.Errorf("fast path took %s (% x)", name, b)
 		}
 	}
@@ -144,6 +156,7 @@ func TestFastDecodeAgreesOnMutations(t *testing.T) {
 	group := mustMarshal(t, GroupPayload{Cmds: [][]byte{cmd, cmd[:10]}})
 	check := func(b []byte) {
 		sameAsUnmarshal(t, b, fastCommand)
+		sameAsUnmarshal(t, b, fastCommandKnown)
 		sameAsUnmarshal(t, b, fastPlace)
 		sameAsUnmarshal(t, b, fastGroup)
 	}
@@ -175,9 +188,34 @@ func FuzzFastDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		sameAsUnmarshal(t, b, fastCommand)
 		sameAsUnmarshal(t, b, fastCommandAlias)
+		sameAsUnmarshal(t, b, fastCommandKnown)
 		sameAsUnmarshal(t, b, fastPlace)
 		sameAsUnmarshal(t, b, fastGroup)
 	})
+}
+
+// TestFastDecodeSharesKnownIDs: an account or key id the state holds
+// comes back as the state's own string (the command, and the orders and
+// fills it leaves, share it); one it does not hold, or holds under
+// another id, comes back as a string of its own with the entry's value.
+func TestFastDecodeSharesKnownIDs(t *testing.T) {
+	for _, tc := range []struct {
+		account, key string
+		shared       bool
+	}{{"acc_1", "key_1", true}, {"acc_2", "key_2", false}, {"a", "a", false}} {
+		var c Command
+		if !fastCommandKnown(mustMarshal(t, Command{Type: CmdPlaceOrder, Account: tc.account, KeyID: tc.key}), &c) {
+			t.Fatal("fast path declined a command")
+		}
+		if c.Account != tc.account || c.KeyID != tc.key {
+			t.Fatalf("decoded %q/%q, want %q/%q", c.Account, c.KeyID, tc.account, tc.key)
+		}
+		sameAccount := tc.shared && unsafe.StringData(c.Account) == unsafe.StringData(knownAccess.Accounts[tc.account].ID)
+		sameKey := tc.shared && unsafe.StringData(c.KeyID) == unsafe.StringData(knownAccess.Keys[tc.key].ID)
+		if sameAccount != tc.shared || sameKey != tc.shared {
+			t.Fatalf("%s/%s: shares the state's strings %v/%v, want %v", tc.account, tc.key, sameAccount, sameKey, tc.shared)
+		}
+	}
 }
 
 // TestDecodeCommandInPlaceKeepsNothing: the machine decodes every entry
@@ -189,10 +227,10 @@ func TestDecodeCommandInPlaceKeepsNothing(t *testing.T) {
 	noop := Command{Type: CmdNoop, TsMs: 9}
 	nonCanonical := []byte{0xbf, 0x01, 0x04, 0x02, 0x09, 0xff} // noop, as an indefinite map
 	for _, b := range [][]byte{mustMarshal(t, noop), nonCanonical} {
-		if err := decodeCommand(mustMarshal(t, full), &c, true); err != nil || !reflect.DeepEqual(c, full) {
+		if err := decodeCommand(mustMarshal(t, full), &c, true, nil); err != nil || !reflect.DeepEqual(c, full) {
 			t.Fatalf("decoded %+v (%v), want %+v", c, err, full)
 		}
-		if err := decodeCommand(b, &c, true); err != nil || !reflect.DeepEqual(c, noop) {
+		if err := decodeCommand(b, &c, true, nil); err != nil || !reflect.DeepEqual(c, noop) {
 			t.Fatalf("% x decoded over a full command: %+v (%v)", b, c, err)
 		}
 	}

@@ -113,7 +113,7 @@ func (m *Machine) ApplyBatch(indexes []uint64, data [][]byte) ([]*Result, []Even
 			continue
 		}
 		cmd := &m.cmd
-		err := decodeCommand(d, cmd, true)
+		err := decodeCommand(d, cmd, true, m.st.Access)
 		if err == nil && cmd.Type == CmdGroup {
 			results[i] = m.applyGroup(indexes[i], cmd)
 			continue
@@ -215,7 +215,7 @@ func (m *Machine) applyGroup(index uint64, cmd *Command) *Result {
 			continue
 		}
 		sc := &m.subCmd
-		err := decodeCommand(sub, sc, true)
+		err := decodeCommand(sub, sc, true, m.st.Access)
 		if err == nil && sc.Type == CmdGroup {
 			out.Group[j] = refusalResult(wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "a group cannot hold a group"))
 			out.Group[j].Index = index

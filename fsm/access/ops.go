@@ -116,6 +116,30 @@ func (s *State) Actor(accountID, keyID string, need Scope) (*Key, *wire.Refusal)
 	return k, nil
 }
 
+// AccountIDOf returns the id of the account whose id is b, the state's
+// own string, without allocating; ok is false when there is none (or s is
+// nil). Decoding a command uses it so that the command shares the id.
+func (s *State) AccountIDOf(b []byte) (id string, ok bool) {
+	if s == nil {
+		return "", false
+	}
+	if a, found := s.Accounts[string(b)]; found && a.ID == string(b) {
+		return a.ID, true
+	}
+	return "", false
+}
+
+// KeyIDOf is AccountIDOf for a key id.
+func (s *State) KeyIDOf(b []byte) (id string, ok bool) {
+	if s == nil {
+		return "", false
+	}
+	if k, found := s.Keys[string(b)]; found && k.ID == string(b) {
+		return k.ID, true
+	}
+	return "", false
+}
+
 // Touch records a key's use.
 func (s *State) Touch(keyID string, nowMs int64) {
 	if k := s.Keys[keyID]; k != nil {
