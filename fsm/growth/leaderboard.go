@@ -252,10 +252,16 @@ type Event struct {
 // equity now less the event's PnL.
 func (s *State) Observe(env *Env, ev Event) {
 	b := s.Board
-	if _, ok := env.Host.CreatedMs(ev.AccountID); !ok {
-		return // venue accounts (the USDx hedge) do not rank
+	// A trader on the board is a signed-up account (accounts are never
+	// removed), so only a new one is looked up: venue accounts (the USDx
+	// hedge) do not rank.
+	t, ok := b.Traders[ev.AccountID]
+	if !ok {
+		if _, ok := env.Host.CreatedMs(ev.AccountID); !ok {
+			return
+		}
+		t = b.trader(env.Seed, ev.AccountID)
 	}
-	t := b.trader(env.Seed, ev.AccountID)
 	if t.SinceTsMs == 0 && ev.Trade {
 		t.SinceTsMs = env.NowMs
 	}
