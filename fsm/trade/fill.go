@@ -28,13 +28,23 @@ func (s *State) fill(env *Env, a *Account, o *Order, pl Plan, reservedMsat int64
 	if pl.After.Contracts == 0 {
 		delete(a.Positions, mkt)
 	} else {
-		after := pl.After
-		if pl.Before.Contracts == 0 || pl.Before.Side != after.Side {
+		if pl.Before.Contracts == 0 || pl.Before.Side != pl.After.Side {
 			s.NextPositionNo++
-			after.ID = s.NextPositionNo
-			pl.After.ID = after.ID
+			pl.After.ID = s.NextPositionNo
 		}
-		a.Positions[mkt] = &after
+		// A position the account held changes in place (as funding and
+		// margin moves change it): no new one to allocate.
+		var p *Position
+		if pl.Before.Contracts > 0 {
+			p = a.Positions[mkt]
+		}
+		if p != nil {
+			*p = pl.After
+		} else {
+			p = new(Position)
+			*p = pl.After
+			a.Positions[mkt] = p
+		}
 	}
 	s.indexPositionAt(env, acct, mkt, pl.After)
 	if pl.Closed > 0 {
