@@ -118,3 +118,34 @@ func TestBatchEventsDropOnlyWhatWasUndone(t *testing.T) {
 		}
 	}
 }
+
+// TestEventRoomFollowsTheRate: a batch's events start at the recent rate
+// per command, which rises at once, falls back slowly and never starts an
+// entry with room for more than eventsRateMax16/16 events.
+func TestEventRoomFollowsTheRate(t *testing.T) {
+	m := NewMachine(Options{})
+	if got := m.eventRoom(256); got != 3*256 {
+		t.Fatalf("first batch of 256: room %d, want %d", got, 3*256)
+	}
+	m.noteEvents(256, 256) // resting limit orders: one each
+	if got := m.eventRoom(1); got != 3 {
+		t.Fatalf("after one batch at 1 a command: room %d, want 3 (falls slowly)", got)
+	}
+	for range 100 {
+		m.noteEvents(256, 256)
+	}
+	if got := m.eventRoom(256); got != 256 {
+		t.Fatalf("after many batches at 1 a command: room %d, want 256", got)
+	}
+	m.noteEvents(5*256, 256)
+	if got := m.eventRoom(256); got != 5*256 {
+		t.Fatalf("after a batch at 5 a command: room %d, want %d (rises at once)", got, 5*256)
+	}
+	m.noteEvents(100_000, 1) // a print that liquidated a crowd
+	if got := m.eventRoom(1); got != eventsRateMax16/16 {
+		t.Fatalf("after a crowd of events: room %d for one command, want the cap %d", got, eventsRateMax16/16)
+	}
+	if got := m.eventRoom(1_000); got != eventsCapMax {
+		t.Fatalf("room %d for 1,000 commands, want the cap %d", got, eventsCapMax)
+	}
+}

@@ -138,9 +138,13 @@ func (m *Machine) ApplyBatch(indexes []uint64, data [][]byte) ([]*Result, []Even
 // order emits three, a resting limit order one), at most eventsCapMax;
 // past that, append grows it. A rate that rises is taken at once, one
 // that falls slowly, so that a mix of orders does not regrow the slice
-// every other batch. Only memory depends on it, never the events.
+// every other batch. The rate is capped, so that after a rare crowd of
+// events (a print that liquidates many) a batch never starts with more
+// than eventsRateMax16/16 events a command. Only memory depends on it,
+// never the events.
 const (
 	eventsRateStart16 = 3 * 16
+	eventsRateMax16   = 16 * 16
 	eventsCapMax      = 4096
 )
 
@@ -157,7 +161,7 @@ func (m *Machine) noteEvents(events, commands int) {
 	if commands == 0 {
 		return
 	}
-	r := (16*events + commands - 1) / commands
+	r := min((16*events+commands-1)/commands, eventsRateMax16)
 	if r >= m.eventsRate16 {
 		m.eventsRate16 = r
 		return
