@@ -121,35 +121,29 @@ func (a *arena) bytes(p []byte) []byte {
 // head reads the initial byte and argument of a definite-length item of
 // major types 0 to 6.
 func (d *rd) head() (major byte, arg uint64) {
-	if d.off < len(d.b) {
-		if c := d.b[d.off]; c&31 < 24 {
-			d.off++
-			return c >> 5, uint64(c & 31)
-		}
-	}
-	return d.headLong()
-}
-
-func (d *rd) headLong() (major byte, arg uint64) {
-	b, off := d.b, d.off
-	if off >= len(b) {
+	off := d.off
+	if off >= len(d.b) {
 		failf("truncated")
 	}
-	c := b[off]
-	major, ai := c>>5, c&31
-	switch {
-	case ai == 24 && off+2 <= len(b):
+	b := d.b[off:]
+	c := b[0]
+	major = c >> 5
+	switch ai := c & 31; {
+	case ai < 24:
+		d.off = off + 1
+		return major, uint64(ai)
+	case ai == 24 && len(b) >= 2:
 		d.off = off + 2
-		return major, uint64(b[off+1])
-	case ai == 25 && off+3 <= len(b):
+		return major, uint64(b[1])
+	case ai == 25 && len(b) >= 3:
 		d.off = off + 3
-		return major, uint64(binary.BigEndian.Uint16(b[off+1:]))
-	case ai == 26 && off+5 <= len(b):
+		return major, uint64(binary.BigEndian.Uint16(b[1:]))
+	case ai == 26 && len(b) >= 5:
 		d.off = off + 5
-		return major, uint64(binary.BigEndian.Uint32(b[off+1:]))
-	case ai == 27 && off+9 <= len(b):
+		return major, uint64(binary.BigEndian.Uint32(b[1:]))
+	case ai == 27 && len(b) >= 9:
 		d.off = off + 9
-		return major, binary.BigEndian.Uint64(b[off+1:])
+		return major, binary.BigEndian.Uint64(b[1:])
 	}
 	failf("indefinite, reserved or truncated head")
 	return 0, 0
