@@ -30,8 +30,9 @@ func decTrade(r *fastRun, d *rd, s *trade.State) {
 }
 
 func decOrder(d *rd, o *trade.Order) {
-	decStruct(d, func(k int) {
-		switch k {
+	n, prev := d.mapN(), -1
+	for range n {
+		switch d.key(&prev) {
 		case 1:
 			o.No = d.u64()
 		case 2:
@@ -91,12 +92,13 @@ func decOrder(d *rd, o *trade.Order) {
 		default:
 			failf("unknown trade.Order field")
 		}
-	})
+	}
 }
 
 func decTradeAccount(d *rd, a *trade.Account) {
-	decStruct(d, func(k int) {
-		switch k {
+	n, prev := d.mapN(), -1
+	for range n {
+		switch d.key(&prev) {
 		case 1:
 			a.OrderNos = decStrMap(d, (*rd).u64)
 		case 2:
@@ -120,12 +122,13 @@ func decTradeAccount(d *rd, a *trade.Account) {
 		default:
 			failf("unknown trade.Account field")
 		}
-	})
+	}
 }
 
 func decPosition(d *rd, p *trade.Position) {
-	decStruct(d, func(k int) {
-		switch k {
+	n, prev := d.mapN(), -1
+	for range n {
+		switch d.key(&prev) {
 		case 1:
 			p.Side = trade.Side(d.i8())
 		case 2:
@@ -141,12 +144,13 @@ func decPosition(d *rd, p *trade.Position) {
 		default:
 			failf("unknown trade.Position field")
 		}
-	})
+	}
 }
 
 func decFill(d *rd, f *trade.Fill) {
-	decStruct(d, func(k int) {
-		switch k {
+	n, prev := d.mapN(), -1
+	for range n {
+		switch d.key(&prev) {
 		case 1:
 			f.OrderID = d.str()
 		case 2:
@@ -196,12 +200,13 @@ func decFill(d *rd, f *trade.Fill) {
 		default:
 			failf("unknown trade.Fill field")
 		}
-	})
+	}
 }
 
 func decReferral(d *rd, v *trade.Referral) {
-	decStruct(d, func(k int) {
-		switch k {
+	n, prev := d.mapN(), -1
+	for range n {
+		switch d.key(&prev) {
 		case 1:
 			v.Code = d.str()
 		case 2:
@@ -215,12 +220,13 @@ func decReferral(d *rd, v *trade.Referral) {
 		default:
 			failf("unknown trade.Referral field")
 		}
-	})
+	}
 }
 
 func decFundingFlow(d *rd, v *trade.FundingFlow) {
-	decStruct(d, func(k int) {
-		switch k {
+	n, prev := d.mapN(), -1
+	for range n {
+		switch d.key(&prev) {
 		case 1:
 			v.Seq = d.u64()
 		case 2:
@@ -238,12 +244,13 @@ func decFundingFlow(d *rd, v *trade.FundingFlow) {
 		default:
 			failf("unknown trade.FundingFlow field")
 		}
-	})
+	}
 }
 
 func decLiquidation(d *rd, v *trade.Liquidation) {
-	decStruct(d, func(k int) {
-		switch k {
+	n, prev := d.mapN(), -1
+	for range n {
+		switch d.key(&prev) {
 		case 1:
 			v.AccountID = d.str()
 		case 2:
@@ -289,12 +296,13 @@ func decLiquidation(d *rd, v *trade.Liquidation) {
 		default:
 			failf("unknown trade.Liquidation field")
 		}
-	})
+	}
 }
 
 func decBook(d *rd, b *trade.Book) {
-	decStruct(d, func(k int) {
-		switch k {
+	n, prev := d.mapN(), -1
+	for range n {
+		switch d.key(&prev) {
 		case 1:
 			b.Index = decPriceIndex(d)
 		case 2:
@@ -304,7 +312,7 @@ func decBook(d *rd, b *trade.Book) {
 		default:
 			failf("unknown trade.Book field")
 		}
-	})
+	}
 }
 
 // decPriceIndex reads a PriceIndex, a struct without CBOR tags: its one
