@@ -247,19 +247,21 @@ func (d *rd) bytes() []byte {
 	return d.ar.bytes(d.span(2))
 }
 
-// mapN reads a map head; walk has bounded its count by the bytes present.
+// mapN reads a map head. The count is at most the bytes left (walk has
+// also held the maps of every job to the reference's limits; the few
+// structs the planner reads in place have a handful of known keys).
 func (d *rd) mapN() int {
 	m, n := d.head()
-	if m != 5 {
-		failf("not a map")
+	if m != 5 || n > uint64(len(d.b)-d.off) {
+		failf("not a map, or a map longer than its bytes")
 	}
 	return int(n)
 }
 
 func (d *rd) arrN() int {
 	m, n := d.head()
-	if m != 4 {
-		failf("not an array")
+	if m != 4 || n > uint64(len(d.b)-d.off) {
+		failf("not an array, or an array longer than its bytes")
 	}
 	return int(n)
 }

@@ -247,6 +247,15 @@ func TestShadowRestoreDuringSimulation(t *testing.T) {
 func TestRestoreRefusesDamagedSnapshotsLikeTheReference(t *testing.T) {
 	w := smallTradingWorld(t, 3)
 	snap := snapOf(t, w.m)
+	header := snap[:len(snapshotMagic)+12]
+	// Heads whose counts overflow an int (the fuzzer's first find).
+	for _, body := range [][]byte{
+		{0xbb, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
+		{0xa1, 0x05, 0xbb, 0x80, 0, 0, 0, 0, 0, 0, 0},
+		{0xa1, 0x0b, 0xa1, 0x02, 0xbb, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
+	} {
+		wantSameRestore(t, append(bytes.Clone(header), body...))
+	}
 	for n := 0; n < len(snap); n++ {
 		wantSameRestore(t, snap[:n])
 		if n > 64 && n < len(snap)-64 {
