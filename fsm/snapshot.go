@@ -23,7 +23,7 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	if h := m.halt.Load(); h != nil {
 		return nil, h
 	}
-	if err := m.st.Ledger.Check(); err != nil {
+	if err := checkLedger(m.st.Ledger); err != nil {
 		h := &Halt{Index: m.index, Reason: "ledger check failed at snapshot: " + err.Error()}
 		m.haltWith(h)
 		return nil, m.halt.Load()
