@@ -27,6 +27,7 @@ type serveFlags struct {
 	tlsFlags
 	bootstrap, checkInvariants   bool
 	snapThreshold, trailingLogs  uint64
+	groupLinger                  time.Duration
 	faucetGrants, signupsPerHour int
 	faucetGrantSats              int64
 	tokenOnArgv                  bool
@@ -59,6 +60,7 @@ func serveCmd() *cobra.Command {
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fl.Uint64Var(&f.snapThreshold, "snapshot-threshold", node.DefaultSnapshotThreshold, "log entries between snapshots")
 	fl.Uint64Var(&f.trailingLogs, "trailing-logs", node.DefaultTrailingLogs, "log entries kept after a snapshot")
+	fl.DurationVar(&f.groupLinger, "group-linger", node.DefaultGroupLinger, "longest wait, after a group of writes commits, for its callers' next writes to join the next group (negative: never wait)")
 	fl.IntVar(&f.faucetGrants, "faucet-grants-per-hour", 0, "faucet grants per account per rolling hour, fixed at genesis (0: default 3)")
 	fl.Int64Var(&f.faucetGrantSats, "faucet-grant-sats", 0, "sats per faucet grant, fixed at genesis (0: default 1000000)")
 	fl.StringVar(&f.simRailDir, "sim-rail-dir", "", "directory where the simulated rail records payouts; nodes on one machine that share it pay each withdrawal once (devnet sets it)")
@@ -119,7 +121,7 @@ func runServe(parent context.Context, f serveFlags) error {
 		ID: f.id, DataDir: f.data, RaftAddr: f.raftAddr, HTTPAddr: f.httpAddr, AdminAddr: f.adminAddr,
 		Bootstrap: f.bootstrap, Deployment: f.deployment, AdminToken: token, ClusterSecret: secret, TLS: peerTLS,
 		MetricsToken:      metricsToken,
-		SnapshotThreshold: f.snapThreshold, TrailingLogs: f.trailingLogs,
+		SnapshotThreshold: f.snapThreshold, TrailingLogs: f.trailingLogs, GroupLinger: f.groupLinger,
 		CheckInvariants: f.checkInvariants, Logger: log,
 		FaucetGrantsPerHour: f.faucetGrants, FaucetGrantMsat: f.faucetGrantSats * 1000,
 		SignupsPerHour: f.signupsPerHour, SimRailDir: f.simRailDir,

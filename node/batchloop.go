@@ -1,5 +1,7 @@
 package node
 
+import "time"
+
 // batchLoop is the no-timer batching rule the leader's committer and a
 // follower's forward batcher share: items queue on in; one batch goes out
 // whenever none is in flight, and another beside it only while a full
@@ -13,8 +15,13 @@ type batchLoop[T any] struct {
 	max         int
 	inFlightMax int
 	// finished gets one signal per launched batch once its answers are
-	// out; its capacity is inFlightMax, so a sender never blocks.
-	finished chan struct{}
+	// out, carrying how many items it answered; its capacity is
+	// inFlightMax, so a sender never blocks.
+	finished chan int
+	// linger, when positive, lets the loop wait up to that long after a
+	// batch of at least LingerFrom finishes for its callers' next items
+	// (group.go explains why).
+	linger time.Duration
 	// launch sends a batch from the head of backlog (at most max items)
 	// and reports how many items it took and whether a batch is now in
 	// flight (which then signals finished).
@@ -27,7 +34,7 @@ type batchLoop[T any] struct {
 
 func newBatchLoop[T any](queue, max, inFlightMax int, stop <-chan struct{}) *batchLoop[T] {
 	return &batchLoop[T]{in: make(chan T, queue), stop: stop, max: max, inFlightMax: inFlightMax,
-		finished: make(chan struct{}, inFlightMax)}
+		finished: make(chan int, inFlightMax)}
 }
 
 // run is the loop; it alone counts the batches in flight, and it ends
@@ -35,6 +42,12 @@ func newBatchLoop[T any](queue, max, inFlightMax int, stop <-chan struct{}) *bat
 func (l *batchLoop[T]) run() {
 	var backlog []T
 	inFlight := 0
+	// expect is the backlog worth waiting for until deadline: what waited
+	// when the last batch finished plus the callers it just answered.
+	expect, deadline := 0, time.Time{}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var lingering <-chan time.Time
 	for {
 	take:
 		for len(backlog) < l.max {
@@ -45,7 +58,20 @@ func (l *batchLoop[T]) run() {
 				break take
 			}
 		}
-		if len(backlog) > 0 && (inFlight == 0 || (len(backlog) >= l.max && inFlight < l.inFlightMax)) {
+		ready := len(backlog) > 0 && (inFlight == 0 || (len(backlog) >= l.max && inFlight < l.inFlightMax))
+		if ready && inFlight == 0 && len(backlog) < expect {
+			if wait := time.Until(deadline); wait > 0 {
+				ready = false
+				timer.Reset(wait)
+				lingering = timer.C
+			}
+		}
+		if ready {
+			if lingering != nil {
+				timer.Stop()
+				lingering = nil
+			}
+			expect = 0
 			taken, launched := l.launch(backlog[:min(len(backlog), l.max)])
 			backlog = append(backlog[:0:0], backlog[taken:]...)
 			if launched {
@@ -66,8 +92,13 @@ func (l *batchLoop[T]) run() {
 		case <-l.stop:
 			l.stopped(backlog)
 			return
-		case <-l.finished:
+		case n := <-l.finished:
 			inFlight--
+			if l.linger > 0 && inFlight == 0 && n >= LingerFrom {
+				expect, deadline = min(len(backlog)+n, l.max), time.Now().Add(l.linger)
+			}
+		case <-lingering:
+			lingering = nil
 		case it := <-in:
 			backlog = append(backlog, it)
 		}

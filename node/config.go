@@ -50,6 +50,10 @@ type Config struct {
 	// GroupMax bounds how many writes share one raft entry (group commit,
 	// group.go); 0 is DefaultGroupMax, 1 turns grouping off.
 	GroupMax int
+	// GroupLinger bounds how long the committer waits, after a large group
+	// finishes, for its callers' next writes (group.go); 0 is
+	// DefaultGroupLinger, negative turns the wait off.
+	GroupLinger time.Duration
 	// Faucet sizing proposed at genesis (zero keeps the defaults).
 	FaucetGrantsPerHour int
 	// SimRailDir, when set, is where the simulated rail records payouts,
@@ -92,6 +96,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.TickInterval == 0 {
 		c.TickInterval = DefaultTickInterval
+	}
+	if c.GroupLinger == 0 {
+		c.GroupLinger = DefaultGroupLinger
 	}
 	if c.ProposeTimeout == 0 {
 		c.ProposeTimeout = DefaultProposeTimeout

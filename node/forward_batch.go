@@ -118,7 +118,7 @@ func (b *forwardBatcher) launch(backlog []*pendingForward) (taken int, launched 
 	copy(backlog, batch)
 	copy(backlog[len(batch):], rest)
 	go func() {
-		defer func() { b.finished <- struct{}{} }()
+		defer func() { b.finished <- len(batch) }()
 		b.send(batch)
 	}()
 	return len(batch), true
