@@ -282,13 +282,11 @@ func (n *Node) serveForward(ctx context.Context, raw []byte, d *Draw, rid, from 
 	if !ValidRequestID(rid) {
 		rid = "fwd-" + NewRequestID()
 	}
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.ProposeTimeout)
-	defer cancel()
 	if d != nil {
 		ctx = WithDraw(ctx, d)
 	}
 	start := time.Now()
-	res, err := n.applyLocal(ctx, cmd)
+	res, err := n.applyLocalUntil(ctx, cmd, start.Add(n.cfg.ProposeTimeout))
 	if err != nil {
 		n.cfg.Logger.Info("forwarded write not applied", "request_id", rid, "type", cmd.Type, "from", from, "err", err)
 	} else {

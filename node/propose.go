@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/perpd/perpd/fsm"
@@ -23,17 +24,31 @@ var errNotLeader = errors.New("not the leader")
 // retried with the same command (so the same idempotency key) until
 // cfg.ProposeTimeout passes.
 func (n *Node) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.ProposeTimeout)
+	deadline := time.Now().Add(n.cfg.ProposeTimeout)
+	// The usual case, a write on the leader, waits with a pooled timer
+	// instead of a derived context (a timer, a cancel registration and a
+	// channel per write); anything else takes the loop below.
+	var res *fsm.Result
+	var err error
+	first := n.IsLeader()
+	if first {
+		if res, err = n.applyLocalUntil(ctx, cmd, deadline); err == nil || finalProposeErr(err) {
+			return res, err
+		}
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	backoff := 20 * time.Millisecond
 	for {
-		res, err := n.proposeOnce(ctx, cmd)
+		if !first {
+			res, err = n.proposeOnce(ctx, cmd)
+		}
+		first = false
 		if err == nil {
 			return res, nil
 		}
-		var limited *RateLimitedError
-		if errors.Is(err, ErrLeaderOnly) || errors.Is(err, errForwardRefused) || errors.As(err, &limited) {
-			return nil, err // final: a retry would be refused again
+		if finalProposeErr(err) {
+			return nil, err // a retry would be refused again
 		}
 		n.cfg.Logger.Debug("propose retry", "type", cmd.Type, "err", err)
 		select {
@@ -47,9 +62,17 @@ func (n *Node) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, erro
 	}
 }
 
+// finalProposeErr reports whether a retry of the write would be refused
+// again.
+func finalProposeErr(err error) bool {
+	var limited *RateLimitedError
+	return errors.Is(err, ErrLeaderOnly) || errors.Is(err, errForwardRefused) || errors.As(err, &limited)
+}
+
 func (n *Node) proposeOnce(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
 	if n.IsLeader() {
-		return n.applyLocal(ctx, cmd)
+		deadline, _ := ctx.Deadline() // Propose's loop always sets one
+		return n.applyLocalUntil(ctx, cmd, deadline)
 	}
 	if !Forwardable(cmd.Type) {
 		return nil, ErrLeaderOnly
@@ -61,31 +84,60 @@ func (n *Node) proposeOnce(ctx context.Context, cmd *fsm.Command) (*fsm.Result, 
 	return n.forward(ctx, meta.Admin, cmd)
 }
 
-// applyLocal draws the rate budget ctx carries, if any, then stamps cmd
-// with the leader's clock and applies it through raft. A refused draw
-// returns a *RateLimitedError and nothing reaches the log.
-func (n *Node) applyLocal(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
+// applyLocalUntil draws the rate budget ctx carries, if any, then has the
+// committer stamp cmd with the leader's clock and apply it through raft,
+// waiting until deadline at most. A refused draw returns a
+// *RateLimitedError and nothing reaches the log.
+func (n *Node) applyLocalUntil(ctx context.Context, cmd *fsm.Command, deadline time.Time) (*fsm.Result, error) {
 	if !n.IsLeader() {
 		return nil, errNotLeader
 	}
 	if err := n.gate(ctx); err != nil {
 		return nil, err
 	}
-	// The committer stamps it and sends it to raft, alone or grouped with
-	// the writes that arrived meanwhile (group.go).
+	return n.enqueue(ctx, cmd, deadline)
+}
+
+// enqueue hands cmd to the committer, which stamps it and sends it to
+// raft, alone or grouped with the writes that arrived meanwhile
+// (group.go), and waits for its answer until ctx ends or deadline passes
+// (a zero deadline: until ctx ends).
+func (n *Node) enqueue(ctx context.Context, cmd *fsm.Command, deadline time.Time) (*fsm.Result, error) {
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		t := waitTimers.Get().(*time.Timer)
+		t.Reset(time.Until(deadline))
+		defer func() {
+			t.Stop()
+			waitTimers.Put(t)
+		}()
+		expired = t.C
+	}
 	q := &queued{cmd: cmd, done: make(chan queuedAnswer, 1)}
 	select {
 	case n.committer.in <- q:
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-expired:
+		return nil, context.DeadlineExceeded
 	}
 	select {
 	case a := <-q.done:
 		return a.res, a.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-expired:
+		return nil, context.DeadlineExceeded
 	}
 }
+
+// waitTimers are stopped timers for enqueue's waits (since Go 1.23 a
+// stopped or reset timer never delivers a stale tick).
+var waitTimers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
 
 // stamp is the leader's time for a new entry: log time carried forward
 // by the monotonic clock (see logClock), so a stepped wall clock can
