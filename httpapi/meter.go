@@ -248,13 +248,24 @@ func (s *Server) draw(c *gin.Context, r *Route, b Budget) bool {
 	return s.rateAnswer(c, b.Name, s.meter.take(b, subject, account, time.Now()))
 }
 
+// The rate headers' canonical keys (textproto.CanonicalMIMEHeaderKey of
+// X-RateLimit-Limit and so on), as clients see them on the wire.
+const (
+	hdrRateLimit     = "X-Ratelimit-Limit"
+	hdrRateRemaining = "X-Ratelimit-Remaining"
+	hdrRateReset     = "X-Ratelimit-Reset"
+)
+
 // rateAnswer sets the X-RateLimit headers of v and, when v refuses,
 // answers 429 with Retry-After. It reports whether v admits.
 func (s *Server) rateAnswer(c *gin.Context, budget string, v verdict) bool {
+	// Every metered request sets these three: the keys are written in
+	// their canonical form (what Header.Set would make of them) and the
+	// values share one backing array.
 	h := c.Writer.Header()
-	h.Set("X-RateLimit-Limit", strconv.Itoa(v.limit))
-	h.Set("X-RateLimit-Remaining", strconv.Itoa(v.remaining))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(v.resetUnix, 10))
+	vals := [...]string{strconv.Itoa(v.limit), strconv.Itoa(v.remaining), strconv.FormatInt(v.resetUnix, 10)}
+	shared := vals[:]
+	h[hdrRateLimit], h[hdrRateRemaining], h[hdrRateReset] = shared[0:1:1], shared[1:2:2], shared[2:3:3]
 	if v.ok {
 		return true
 	}

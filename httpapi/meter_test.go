@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"net/textproto"
 	"strconv"
 	"testing"
 	"time"
@@ -275,6 +276,18 @@ func TestBudgetScaleRaisesWhatTheServerAdmits(t *testing.T) {
 		r := a.do(req{method: "POST", path: "/v1/cancel-all-after", key: master, idem: nextIdem(), body: map[string]any{"timeoutMs": "0"}})
 		if r.status != 200 {
 			t.Fatalf("write %d (testnet burst %d): %d %s", i+1, order.KeyBurst, r.status, r.body)
+		}
+	}
+}
+
+// The rate headers are written into the header map directly, so their
+// keys must be the canonical ones Header.Get and the wire use.
+func TestRateHeaderKeysAreCanonical(t *testing.T) {
+	for spelled, key := range map[string]string{
+		"X-RateLimit-Limit": hdrRateLimit, "X-RateLimit-Remaining": hdrRateRemaining, "X-RateLimit-Reset": hdrRateReset,
+	} {
+		if canon := textproto.CanonicalMIMEHeaderKey(spelled); canon != key {
+			t.Errorf("%s is written as %q; Header.Get looks for %q", spelled, key, canon)
 		}
 	}
 }
