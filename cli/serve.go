@@ -87,6 +87,9 @@ func runServe(parent context.Context, f serveFlags) error {
 	if f.tokenOnArgv {
 		return errTokenOnArgv
 	}
+	if f.groupLinger > node.MaxGroupLinger {
+		return fmt.Errorf("--group-linger %v: at most %v (a write would wait that long for company)", f.groupLinger, node.MaxGroupLinger)
+	}
 	proxies := splitList(f.trustedProxies)
 	if err := httpapi.ValidateTrustedProxies(proxies); err != nil {
 		return fmt.Errorf("--trusted-proxies: %w", err)

@@ -51,6 +51,7 @@ func TestServeChecksItsFlagsBeforeStarting(t *testing.T) {
 		{"admin token on argv", []string{"--admin-token", "s3cret"}, "--admin-token-file"},
 		{"bad trusted proxy", []string{"--trusted-proxies", "10.0.0.0/8,not-an-ip"}, "--trusted-proxies"},
 		{"half the TLS flags", []string{"--tls-cert", "x.pem"}, "go together"},
+		{"a group linger past its bound", []string{"--group-linger", "1s"}, "--group-linger"},
 	}
 	for _, tc := range cases {
 		if err := serveWith(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -59,6 +60,9 @@ func TestServeChecksItsFlagsBeforeStarting(t *testing.T) {
 	}
 	if err := serveWith(t, "--deployment", "bench"); err != nil {
 		t.Fatalf("the bench profile: %v", err)
+	}
+	if err := serveWith(t, "--group-linger", "-1ms"); err != nil {
+		t.Fatalf("group linger off: %v", err)
 	}
 	if err := serveWith(t, "--trusted-proxies", "10.0.0.0/8, 192.168.1.7"); err != nil {
 		t.Fatalf("valid trusted proxies: %v", err)

@@ -100,6 +100,7 @@ func (c *Config) setDefaults() {
 	if c.GroupLinger == 0 {
 		c.GroupLinger = DefaultGroupLinger
 	}
+	c.GroupLinger = min(c.GroupLinger, MaxGroupLinger)
 	if c.ProposeTimeout == 0 {
 		c.ProposeTimeout = DefaultProposeTimeout
 	}

@@ -48,6 +48,9 @@ const (
 	GroupsInFlight = 4
 	// DefaultGroupLinger is Config.GroupLinger's default.
 	DefaultGroupLinger = 2 * time.Millisecond
+	// MaxGroupLinger bounds Config.GroupLinger: a longer wait would cost
+	// more latency than any fsync it saves.
+	MaxGroupLinger = 50 * time.Millisecond
 	// LingerFrom is the smallest finished group that makes the committer
 	// wait for its callers' next writes.
 	LingerFrom = 8
