@@ -26,6 +26,7 @@ require (
 	github.com/spf13/pflag v1.0.9
 	github.com/tidwall/btree v1.8.2
 	github.com/valyala/fasthttp v1.78.0
+	go.etcd.io/bbolt v1.3.11
 	golang.org/x/image v0.33.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/time v0.16.0
@@ -80,7 +81,6 @@ require (
 	github.com/ugorji/go/codec v1.3.1 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
-	go.etcd.io/bbolt v1.3.5 // indirect
 	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect
 	golang.org/x/arch v0.22.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect

@@ -90,7 +90,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.forwarder = newForwarder(peerTLS)
 
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	store, err := openLogStore(filepath.Join(cfg.DataDir, "raft.db"))
 	if err != nil {
 		return nil, fmt.Errorf("open raft store: %w", err)
 	}

@@ -1,0 +1,77 @@
+package node
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+// After a compaction frees thousands of pages, a log append writes only
+// its own pages: the freelist is not rewritten at every commit. With bolt's
+// defaults the append below also wrote the freelist (an 8-byte id per free
+// page), and the store must still reopen with every kept entry and append
+// after it.
+func TestLogAppendAfterCompactionWritesNoFreelist(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "raft.db")
+	s, err := openLogStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 13_000) // a group of about 64 orders
+	var idx uint64
+	for range 30 {
+		batch := make([]*raft.Log, 100)
+		for j := range batch {
+			idx++
+			batch[j] = &raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: data}
+		}
+		if err := s.StoreLogs(batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendOne := func() int64 { // the bytes of pages one append allocates
+		st := s.Stats()
+		before := st.TxStats.GetPageAlloc()
+		idx++
+		if err := s.StoreLog(&raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+		st = s.Stats()
+		return st.TxStats.GetPageAlloc() - before
+	}
+	base := appendOne()
+	if err := s.DeleteRange(1, 2_000); err != nil { // a snapshot's compaction
+		t.Fatal(err)
+	}
+	appendOne() // the freed pages leave the pending list
+	free := s.Stats().FreePageN
+	if free < 5_000 {
+		t.Fatalf("%d free pages after the compaction; the test needs a long freelist", free)
+	}
+	if grown := appendOne() - base; grown > int64(free)*8/2 {
+		t.Fatalf("an append after the compaction allocated %d bytes more than before it, with %d free pages: the freelist (8 bytes a page) is written at every commit", grown, free)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = openLogStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	first, _ := s.FirstIndex()
+	last, _ := s.LastIndex()
+	if first != 2_001 || last != idx {
+		t.Fatalf("reopened store holds %d..%d, want 2001..%d", first, last, idx)
+	}
+	var l raft.Log
+	if err := s.GetLog(2_500, &l); err != nil || len(l.Data) != len(data) {
+		t.Fatalf("entry 2500 after reopening: %v, %d bytes", err, len(l.Data))
+	}
+	idx++
+	if err := s.StoreLog(&raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: data}); err != nil {
+		t.Fatalf("append after reopening: %v", err)
+	}
+}
