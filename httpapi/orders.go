@@ -66,7 +66,7 @@ type CreatedOrder struct {
 func (s *Server) orderRoutes() []*Route {
 	return []*Route{
 		{Method: http.MethodPost, Path: "/v1/orders", Summary: "Place an order; the idempotency-key is the order id",
-			Auth: Keyed, Scope: "trade", Budget: "order", Idem: true, Request: OrderRequest{},
+			Auth: Keyed, Scope: "trade", Budget: "order", Idem: true, Request: OrderRequest{}, Routine: true,
 			Responses: map[int]any{201: CreatedOrder{}, 400: wire.ErrorBody{}, 404: wire.ErrorBody{}, 409: wire.ErrorBody{}},
 			Handler:   s.placeOrder},
 		{Method: http.MethodGet, Path: "/v1/orders", Summary: "Orders, newest change first; with state, the triggers page",
@@ -76,7 +76,7 @@ func (s *Server) orderRoutes() []*Route {
 			Auth: Keyed, Scope: "read", Budget: "read",
 			Responses: map[int]any{200: trade.OrderView{}, 404: wire.ErrorBody{}}, Handler: s.order},
 		{Method: http.MethodDelete, Path: "/v1/orders/:id", Summary: "Cancel an order, a trigger or a whole bracket (by its id)",
-			Auth: Keyed, Scope: "trade", Budget: "order", Idem: true,
+			Auth: Keyed, Scope: "trade", Budget: "order", Idem: true, Routine: true,
 			Responses: map[int]any{200: fsm.CancelResult{}, 404: wire.ErrorBody{}}, Handler: s.cancelOrder},
 		{Method: http.MethodGet, Path: "/v1/positions", Summary: "Open positions, with their liquidation price",
 			Auth: Keyed, Scope: "read", Budget: "read",

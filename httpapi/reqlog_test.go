@@ -133,3 +133,40 @@ func TestRequestIDFromATrustedProxyOnlyWhenWellFormed(t *testing.T) {
 		}
 	}
 }
+
+// TestOrderFlowSuccessLogsAtDebug: a filled order and its cancel's
+// refusal, a refused order and a signup: the order flow's successes log
+// at debug (they are on record in the history and the metrics), its
+// refusals and every other write at info.
+func TestOrderFlowSuccessLogsAtDebug(t *testing.T) {
+	a, logs, _ := newLoggedAPI(t)
+	a.listMarkets()
+	a.freshPrices()
+	key, _ := a.tradingAccount()
+	ok := a.do(req{method: "POST", path: "/v1/orders", key: key, idem: "quiet-1", body: orderBody("BTC-PERP", "buy", "market", "1", nil)})
+	bad := a.do(req{method: "POST", path: "/v1/orders", key: key, idem: "loud-1", body: orderBody("BTC-PERP", "buy", "market", "-1", nil)})
+	gone := a.do(req{method: "DELETE", path: "/v1/orders/no-such-order", key: key, idem: nextIdem()})
+	arm := a.do(req{method: "POST", path: "/v1/cancel-all-after", key: key, idem: nextIdem(), body: map[string]any{"timeoutMs": "60000"}})
+	if ok.status != 201 || bad.status != 400 || gone.status != 404 || arm.status != 200 {
+		t.Fatalf("statuses: order %d, bad order %d, cancel %d, dead-man switch %d", ok.status, bad.status, gone.status, arm.status)
+	}
+	lineOf := func(r resp) string {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "request_id="+r.header.Get("X-Request-Id")) && strings.Contains(l, "request:") {
+				return l
+			}
+		}
+		t.Fatalf("no access line for %s", r.header.Get("X-Request-Id"))
+		return ""
+	}
+	for _, c := range []struct {
+		name  string
+		r     resp
+		level string
+	}{{"filled order", ok, "[DEBUG]"}, {"refused order", bad, "[INFO]"}, {"refused cancel", gone, "[INFO]"},
+		{"dead-man switch", arm, "[DEBUG]"}} {
+		if l := lineOf(c.r); !strings.Contains(l, c.level) {
+			t.Errorf("%s: want %s: %s", c.name, c.level, l)
+		}
+	}
+}

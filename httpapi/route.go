@@ -32,11 +32,21 @@ type Route struct {
 	Responses map[int]any
 	// Content overrides the JSON content type of the success response.
 	Content string
+	// Routine marks the order flow (placing, canceling, the dead-man
+	// switch's refresh): its successful answers log at debug, not info
+	// (reqlog.go).
+	Routine bool
 	Handler gin.HandlerFunc
 }
 
+// routeKey names a route as gin matched it: method and path template.
+type routeKey struct{ method, path string }
+
 func (s *Server) add(r *Route) {
 	s.Routes = append(s.Routes, r)
+	if r.Routine {
+		s.routine[routeKey{r.Method, r.Path}] = true
+	}
 	chain := append(s.guards(r), r.Handler)
 	s.Engine.Handle(r.Method, r.Path, chain...)
 }

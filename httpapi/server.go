@@ -48,6 +48,9 @@ type Server struct {
 	// are trustedProxies parsed.
 	observe   RequestObserver
 	proxyNets []*net.IPNet
+	// routine holds the routes whose successful answers log at debug
+	// (Route.Routine).
+	routine map[routeKey]bool
 }
 
 // New builds the gin engine with every route of the table.
@@ -57,7 +60,7 @@ func New(n *node.Node, log hclog.Logger, opts ...Option) *Server {
 	e.HandleMethodNotAllowed = true
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
-	s := &Server{Node: n, Engine: e, log: log, meter: newMeter(), touch: newTouches(), budgets: Budgets}
+	s := &Server{Node: n, Engine: e, log: log, meter: newMeter(), touch: newTouches(), budgets: Budgets, routine: map[routeKey]bool{}}
 	for _, o := range opts {
 		o(s)
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/perpd/perpd/fsm"
 )
 
@@ -124,8 +126,9 @@ func (n *Node) forward(ctx context.Context, adminAddr string, cmd *fsm.Command) 
 	start := time.Now()
 	select {
 	case a := <-p.done:
-		n.cfg.Logger.Info("write forwarded to leader", "request_id", rid, "type", cmd.Type, "leader", adminAddr,
-			"status", a.Status, "ms", time.Since(start).Milliseconds())
+		took := time.Since(start)
+		n.cfg.Logger.Log(forwardLogLevel(cmd.Type, a.Status, took), "write forwarded to leader", "request_id", rid,
+			"type", cmd.Type, "leader", adminAddr, "status", a.Status, "ms", took.Milliseconds())
 		return forwardOutcome(ctx, a)
 	case <-ctx.Done():
 		n.cfg.Logger.Info("write forward failed", "request_id", rid, "type", cmd.Type, "leader", adminAddr, "err", ctx.Err())
@@ -290,8 +293,9 @@ func (n *Node) serveForward(ctx context.Context, raw []byte, d *Draw, rid, from 
 	if err != nil {
 		n.cfg.Logger.Info("forwarded write not applied", "request_id", rid, "type", cmd.Type, "from", from, "err", err)
 	} else {
-		n.cfg.Logger.Info("forwarded write applied", "request_id", rid, "type", cmd.Type, "from", from,
-			"index", res.Index, "status", res.Status, "ms", time.Since(start).Milliseconds())
+		took := time.Since(start)
+		n.cfg.Logger.Log(forwardLogLevel(cmd.Type, res.Status, took), "forwarded write applied", "request_id", rid,
+			"type", cmd.Type, "from", from, "index", res.Index, "status", res.Status, "ms", took.Milliseconds())
 	}
 	var a forwardAnswer
 	if v, ok := d.Verdict(); ok {
@@ -314,4 +318,22 @@ func (n *Node) serveForward(ctx context.Context, raw []byte, d *Draw, rid, from 
 	}
 	a.Status, a.Result = http.StatusOK, out
 	return a
+}
+
+// routineCmds are the order flow: placing, canceling, refreshing the
+// dead-man switch.
+var routineCmds = map[fsm.CmdType]bool{fsm.CmdPlaceOrder: true, fsm.CmdCancelOrder: true, fsm.CmdCancelAllAfter: true}
+
+// SlowRoutine is the time past which a successful order-flow write is
+// still logged at info.
+const SlowRoutine = time.Second
+
+// forwardLogLevel is the level of a forwarded write's log line, as the
+// access log's (httpapi/reqlog.go): the order flow's successes at debug
+// unless slow, everything else at info.
+func forwardLogLevel(t fsm.CmdType, status int, took time.Duration) hclog.Level {
+	if status >= 200 && status < 300 && took < SlowRoutine && routineCmds[t] {
+		return hclog.Debug
+	}
+	return hclog.Info
 }

@@ -83,3 +83,27 @@ func TestForwardBatchFallsBackToSingleForwards(t *testing.T) {
 		t.Fatalf("after a 404 the follower tried batches again (%d -> %d) or lost forwards (%d singles)", b0, batches.Load(), singles.Load())
 	}
 }
+
+// TestForwardLogLevelQuietsOnlyTheOrderFlowsSuccesses: a forwarded order,
+// cancel or dead-man refresh that succeeded in time logs at debug; a
+// refusal, a slow one or any other write at info.
+func TestForwardLogLevelQuietsOnlyTheOrderFlowsSuccesses(t *testing.T) {
+	cases := []struct {
+		t      fsm.CmdType
+		status int
+		took   time.Duration
+		want   hclog.Level
+	}{
+		{fsm.CmdPlaceOrder, 201, time.Millisecond, hclog.Debug},
+		{fsm.CmdCancelOrder, 200, time.Millisecond, hclog.Debug},
+		{fsm.CmdCancelAllAfter, 200, time.Millisecond, hclog.Debug},
+		{fsm.CmdPlaceOrder, 400, time.Millisecond, hclog.Info},
+		{fsm.CmdPlaceOrder, 201, SlowRoutine, hclog.Info},
+		{fsm.CmdSignup, 201, time.Millisecond, hclog.Info},
+	}
+	for _, c := range cases {
+		if got := forwardLogLevel(c.t, c.status, c.took); got != c.want {
+			t.Errorf("%v status %d in %v: level %v, want %v", c.t, c.status, c.took, got, c.want)
+		}
+	}
+}
