@@ -58,10 +58,11 @@ bench-load: build
 
 # perpd against etcd (Debian etcd-server, installed when missing and run
 # as root), 3 nodes each on loopback, one after the other, with the same
-# load tool (`perpd bench http`) and concurrency: both rates, both p99s and
-# their ratio in one line, all of it in bench-compare.json. CONCURRENCY,
-# DURATION, WARMUP and TARGET (leader or all) are read from the environment
-# (bench/compare-etcd.sh). Never part of `make test`.
+# load tool (`perpd bench http`) and concurrency, in ROUNDS rounds (default
+# 3) that alternate which goes first: both rates, both p99s and their ratio
+# per round and for the median round, all of it in bench-compare.json.
+# CONCURRENCY, DURATION, WARMUP, TARGET (leader or all) and ROUNDS are read
+# from the environment (bench/compare-etcd.sh). Never part of `make test`.
 bench-compare: build
 	PERPD=./$(BIN) ./bench/compare-etcd.sh
 

@@ -14,14 +14,18 @@
 # status; TARGET=all spreads the workers over the three members, so two
 # thirds of the writes are forwarded by a follower (both systems forward).
 #
-# The clusters run one after the other (etcd first, then perpd), so neither
-# pays for the other's idle work. Each gets WARMUP unmeasured, then DURATION
-# measured. It prints both rates, both p99s and the ratios perpd/etcd in one
-# line, writes everything to OUT, and stops and deletes everything it
-# started on exit, failure or Ctrl-C.
+# The clusters run one after the other, so neither pays for the other's
+# idle work, each from fresh data. Each gets WARMUP unmeasured, then
+# DURATION measured. ROUNDS repeats the pair, alternating which goes first
+# (etcd, perpd, perpd, etcd, ...): on a shared machine whose speed drifts by
+# tens of percent over a minute, one pair can catch a slow spell on one side
+# only, so each round's ratio is printed and the summary takes the median
+# round. It prints one line per round and the summary line, writes
+# everything to OUT, and stops and deletes everything it started on exit,
+# failure or Ctrl-C.
 #
 # Environment (defaults):
-#   CONCURRENCY=64 DURATION=30s WARMUP=5s TARGET=leader
+#   CONCURRENCY=64 DURATION=30s WARMUP=5s TARGET=leader ROUNDS=3 (1 to 9)
 #   PERPD=<built from this checkout into the temp dir>   perpd binary
 #   ETCD=etcd                                            etcd binary (Debian: etcd-server, 3.4)
 #   ETCD_PORT_BASE=32379  member i: client BASE+2(i-1), peer BASE+2(i-1)+1
@@ -40,6 +44,7 @@ ETCD_PORT_BASE=${ETCD_PORT_BASE:-32379}
 PERPD_HTTP_BASE=${PERPD_HTTP_BASE:-38080}
 OUT=${OUT:-bench-compare.json}
 KEEP=${KEEP:-0}
+ROUNDS=${ROUNDS:-3}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 case "$TARGET" in leader | all) ;; *)
 	echo "compare: TARGET must be leader or all, not $TARGET" >&2
@@ -49,6 +54,7 @@ esac
 
 say() { printf '%s\n' "compare: $*" >&2; }
 die() { say "$*"; exit 1; }
+case "$ROUNDS" in [1-9]) ;; *) die "ROUNDS must be 1 to 9, not $ROUNDS" ;; esac
 
 command -v curl >/dev/null || die "curl is needed (etcd health checks)"
 
@@ -117,101 +123,143 @@ say "$cores cores, load average $load_before; $CONCURRENCY clients, warmup $WARM
 settle() { sync; sleep "${SETTLE:-3}"; }
 
 # --- etcd ---------------------------------------------------------------
-settle
-cluster="" urls=""
-for i in 1 2 3; do
-	c=$((ETCD_PORT_BASE + 2 * (i - 1))) p=$((ETCD_PORT_BASE + 2 * (i - 1) + 1))
-	cluster+="${cluster:+,}e$i=http://127.0.0.1:$p"
-	urls+="${urls:+,}http://127.0.0.1:$c/v3/kv/put"
-done
-for i in 1 2 3; do
-	c=$((ETCD_PORT_BASE + 2 * (i - 1))) p=$((ETCD_PORT_BASE + 2 * (i - 1) + 1))
-	"$ETCD" --name "e$i" --data-dir "$tmp/etcd$i" \
-		--listen-client-urls "http://127.0.0.1:$c" --advertise-client-urls "http://127.0.0.1:$c" \
-		--listen-peer-urls "http://127.0.0.1:$p" --initial-advertise-peer-urls "http://127.0.0.1:$p" \
-		--initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token "perpd-compare-$$" \
-		>"$tmp/etcd$i.log" 2>&1 &
-	pids+=($!)
-done
-for i in 1 2 3; do
-	c=$((ETCD_PORT_BASE + 2 * (i - 1)))
-	for _ in $(seq 1 150); do
-		curl -fsS -m 1 "http://127.0.0.1:$c/health" 2>/dev/null | grep -q '"health":"true"' && break
-		sleep 0.2
+# etcd_round K loads a fresh 3-member etcd; the result goes to etcd-K.json.
+etcd_round() {
+	local k=$1 i c p st me leader cluster="" urls=""
+	settle
+	for i in 1 2 3; do
+		c=$((ETCD_PORT_BASE + 2 * (i - 1))) p=$((ETCD_PORT_BASE + 2 * (i - 1) + 1))
+		cluster+="${cluster:+,}e$i=http://127.0.0.1:$p"
+		urls+="${urls:+,}http://127.0.0.1:$c/v3/kv/put"
 	done
-	curl -fsS -m 1 "http://127.0.0.1:$c/health" 2>/dev/null | grep -q '"health":"true"' ||
-		{ tail -20 "$tmp/etcd$i.log" >&2; die "etcd member e$i is not healthy after 30 s"; }
-done
-say "etcd $etcd_version: 3 members healthy"
-if [ "$TARGET" = leader ]; then
-	# Every member names the leader's id; the leader is the one whose own
-	# id it is.
-	urls=""
+	for i in 1 2 3; do
+		c=$((ETCD_PORT_BASE + 2 * (i - 1))) p=$((ETCD_PORT_BASE + 2 * (i - 1) + 1))
+		"$ETCD" --name "e$i" --data-dir "$tmp/etcd$k-$i" \
+			--listen-client-urls "http://127.0.0.1:$c" --advertise-client-urls "http://127.0.0.1:$c" \
+			--listen-peer-urls "http://127.0.0.1:$p" --initial-advertise-peer-urls "http://127.0.0.1:$p" \
+			--initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token "perpd-compare-$$-$k" \
+			>"$tmp/etcd$k-$i.log" 2>&1 &
+		pids+=($!)
+	done
 	for i in 1 2 3; do
 		c=$((ETCD_PORT_BASE + 2 * (i - 1)))
-		st=$(curl -fsS -m 2 -X POST -d '{}' "http://127.0.0.1:$c/v3/maintenance/status")
-		me=$(printf '%s' "$st" | sed -n 's/.*"member_id":"\([0-9]*\)".*/\1/p')
-		leader=$(printf '%s' "$st" | sed -n 's/.*"leader":"\([0-9]*\)".*/\1/p')
-		[ -n "$me" ] && [ "$me" = "$leader" ] && urls="http://127.0.0.1:$c/v3/kv/put"
+		for _ in $(seq 1 150); do
+			curl -fsS -m 1 "http://127.0.0.1:$c/health" 2>/dev/null | grep -q '"health":"true"' && break
+			sleep 0.2
+		done
+		curl -fsS -m 1 "http://127.0.0.1:$c/health" 2>/dev/null | grep -q '"health":"true"' ||
+			{ tail -20 "$tmp/etcd$k-$i.log" >&2; die "etcd member e$i is not healthy after 30 s"; }
 	done
-	[ -n "$urls" ] || die "no etcd member says it leads"
-fi
-say "etcd load on $urls"
-
-run "$PERPD" bench http --label etcd --url "$urls" --concurrency "$CONCURRENCY" --warmup "$WARMUP" --duration "$DURATION" \
-	--body '{"key":"{{b64:bench/{{run}}/{{worker}}/{{seq}}}}","value":"{{b64:value-{{seq}}}}"}' \
-	--out "$tmp/etcd.json" || die "the etcd run failed"
-stop_all
-settle
+	say "round $k: etcd $etcd_version: 3 members healthy"
+	if [ "$TARGET" = leader ]; then
+		# Every member names the leader's id; the leader is the one whose
+		# own id it is.
+		urls=""
+		for i in 1 2 3; do
+			c=$((ETCD_PORT_BASE + 2 * (i - 1)))
+			st=$(curl -fsS -m 2 -X POST -d '{}' "http://127.0.0.1:$c/v3/maintenance/status")
+			me=$(printf '%s' "$st" | sed -n 's/.*"member_id":"\([0-9]*\)".*/\1/p')
+			leader=$(printf '%s' "$st" | sed -n 's/.*"leader":"\([0-9]*\)".*/\1/p')
+			[ -n "$me" ] && [ "$me" = "$leader" ] && urls="http://127.0.0.1:$c/v3/kv/put"
+		done
+		[ -n "$urls" ] || die "no etcd member says it leads"
+	fi
+	say "round $k: etcd load on $urls"
+	run "$PERPD" bench http --label etcd --url "$urls" --concurrency "$CONCURRENCY" --warmup "$WARMUP" --duration "$DURATION" \
+		--body '{"key":"{{b64:bench/{{run}}/{{worker}}/{{seq}}}}","value":"{{b64:value-{{seq}}}}"}' \
+		--out "$tmp/etcd-$k.json" || die "the etcd run failed"
+	stop_all
+	[ "$KEEP" = 1 ] || rm -rf "$tmp/etcd$k-"[123]
+}
 
 # --- perpd --------------------------------------------------------------
-"$PERPD" devnet --nodes 3 --deployment bench --dir "$tmp/perpd" --http-base "$PERPD_HTTP_BASE" >"$tmp/devnet.out" 2>&1 &
-pids+=($!)
-urls=""
-for i in 0 1 2; do urls+="${urls:+,}http://127.0.0.1:$((PERPD_HTTP_BASE + i))/v1/orders"; done
-if [ "$TARGET" = leader ]; then
-	# The devnet prints the operator's admin status command once it is up;
-	# its answer names the leader's HTTP address.
-	for _ in $(seq 1 300); do grep -q '^try: perpd admin status' "$tmp/devnet.out" && break; sleep 0.2; done
-	admin=$(sed -n 's/^try: perpd admin status --human //p' "$tmp/devnet.out")
-	[ -n "$admin" ] || { tail -20 "$tmp/devnet.out" >&2; die "the perpd devnet did not come up in 60 s"; }
-	leader=""
-	for _ in $(seq 1 150); do
-		# shellcheck disable=SC2086 # the devnet's own flags, split as printed
-		leader=$("$PERPD" admin status $admin 2>/dev/null | sed -n '/"leader": {/,/}/s/.*"http": "\([^"]*\)".*/\1/p')
-		[ -n "$leader" ] && break
-		sleep 0.2
-	done
-	[ -n "$leader" ] || die "the perpd devnet names no leader after 30 s"
-	urls="http://$leader/v1/orders"
-fi
-say "perpd load on $urls"
-run "$PERPD" bench http --label perpd --url "$urls" --concurrency "$CONCURRENCY" --warmup "$WARMUP" --duration "$DURATION" \
-	--perpd-signup --ready-timeout 60s \
-	--header 'x-api-key: {{key}}' --header 'idempotency-key: {{uuid}}' \
-	--body '{"marketId":"BTC-PERP","side":"{{alt:buy|sell}}","type":"market","contracts":"1","reduceOnly":false,"leverage":"10"}' \
-	--out "$tmp/perpd.json" || { tail -20 "$tmp/devnet.out" >&2; die "the perpd run failed"; }
-stop_all
+# perpd_round K loads a fresh 3-node bench devnet; the result goes to
+# perpd-K.json.
+perpd_round() {
+	local k=$1 i admin leader urls=""
+	settle
+	"$PERPD" devnet --nodes 3 --deployment bench --dir "$tmp/perpd$k" --http-base "$PERPD_HTTP_BASE" >"$tmp/devnet$k.out" 2>&1 &
+	pids+=($!)
+	for i in 0 1 2; do urls+="${urls:+,}http://127.0.0.1:$((PERPD_HTTP_BASE + i))/v1/orders"; done
+	if [ "$TARGET" = leader ]; then
+		# The devnet prints the operator's admin status command once it is
+		# up; its answer names the leader's HTTP address.
+		for _ in $(seq 1 300); do grep -q '^try: perpd admin status' "$tmp/devnet$k.out" && break; sleep 0.2; done
+		admin=$(sed -n 's/^try: perpd admin status --human //p' "$tmp/devnet$k.out")
+		[ -n "$admin" ] || { tail -20 "$tmp/devnet$k.out" >&2; die "the perpd devnet did not come up in 60 s"; }
+		leader=""
+		for _ in $(seq 1 150); do
+			# shellcheck disable=SC2086 # the devnet's own flags, split as printed
+			leader=$("$PERPD" admin status $admin 2>/dev/null | sed -n '/"leader": {/,/}/s/.*"http": "\([^"]*\)".*/\1/p')
+			[ -n "$leader" ] && break
+			sleep 0.2
+		done
+		[ -n "$leader" ] || die "the perpd devnet names no leader after 30 s"
+		urls="http://$leader/v1/orders"
+	fi
+	say "round $k: perpd load on $urls"
+	run "$PERPD" bench http --label perpd --url "$urls" --concurrency "$CONCURRENCY" --warmup "$WARMUP" --duration "$DURATION" \
+		--perpd-signup --ready-timeout 60s \
+		--header 'x-api-key: {{key}}' --header 'idempotency-key: {{uuid}}' \
+		--body '{"marketId":"BTC-PERP","side":"{{alt:buy|sell}}","type":"market","contracts":"1","reduceOnly":false,"leverage":"10"}' \
+		--out "$tmp/perpd-$k.json" || { tail -20 "$tmp/devnet$k.out" >&2; die "the perpd run failed"; }
+	stop_all
+	[ "$KEEP" = 1 ] || rm -rf "$tmp/perpd$k"
+}
+
+# The first okPerSec/p99Ms/count/ok of a result are its measured requests.
+field() { sed -n "s/^ *\"$2\": \([0-9.e+-]*\),\{0,1\}$/\1/p" "$1" | head -1; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+# median prints the middle of its arguments (the lower middle of an even
+# count).
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+rate_ratios=() p99_ratios=() ers=() eps=() prs=() pps=()
+for k in $(seq 1 "$ROUNDS"); do
+	if [ $((k % 2)) = 1 ]; then
+		etcd_round "$k"
+		perpd_round "$k"
+	else
+		perpd_round "$k"
+		etcd_round "$k"
+	fi
+	er=$(field "$tmp/etcd-$k.json" okPerSec) ep=$(field "$tmp/etcd-$k.json" p99Ms)
+	pr=$(field "$tmp/perpd-$k.json" okPerSec) pp=$(field "$tmp/perpd-$k.json" p99Ms)
+	ec=$(field "$tmp/etcd-$k.json" count) eo=$(field "$tmp/etcd-$k.json" ok)
+	pc=$(field "$tmp/perpd-$k.json" count) po=$(field "$tmp/perpd-$k.json" ok)
+	ers+=("$er") eps+=("$ep") prs+=("$pr") pps+=("$pp")
+	rate_ratios+=("$(ratio "$pr" "$er")") p99_ratios+=("$(ratio "$pp" "$ep")")
+	printf 'compare: round %s of %s: etcd %s puts/s p99 %s ms (%s of %s ok) | perpd %s orders/s p99 %s ms (%s of %s ok) | perpd/etcd: rate %sx, p99 %sx\n' \
+		"$k" "$ROUNDS" "$er" "$ep" "$eo" "$ec" "$pr" "$pp" "$po" "$pc" "${rate_ratios[-1]}" "${p99_ratios[-1]}"
+done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- summary ------------------------------------------------------------
-# The first okPerSec/p99Ms/count/ok of a result are its measured requests.
-field() { sed -n "s/^ *\"$2\": \([0-9.e+-]*\),\{0,1\}$/\1/p" "$1" | head -1; }
-er=$(field "$tmp/etcd.json" okPerSec) ep=$(field "$tmp/etcd.json" p99Ms)
-pr=$(field "$tmp/perpd.json" okPerSec) pp=$(field "$tmp/perpd.json" p99Ms)
-ec=$(field "$tmp/etcd.json" count) eo=$(field "$tmp/etcd.json" ok)
-pc=$(field "$tmp/perpd.json" count) po=$(field "$tmp/perpd.json" ok)
-rate_ratio=$(awk -v a="$pr" -v b="$er" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
-p99_ratio=$(awk -v a="$pp" -v b="$ep" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+# The summary figures are the medians over the rounds; the ratios are the
+# median round's, not ratios of medians.
+rate_ratio=$(median "${rate_ratios[@]}") p99_ratio=$(median "${p99_ratios[@]}")
+er=$(median "${ers[@]}") ep=$(median "${eps[@]}") pr=$(median "${prs[@]}") pp=$(median "${pps[@]}")
+list() { local IFS=,; printf '[%s]' "$*"; }
+results() {
+	local k sep=""
+	printf '['
+	for k in $(seq 1 "$ROUNDS"); do
+		printf '%s%s' "$sep" "$(cat "$tmp/$1-$k.json")"
+		sep=,
+	done
+	printf ']'
+}
 {
 	printf '{\n  "cores": %s,\n  "loadAverageBefore": "%s",\n  "loadAverageAfter": "%s",\n' "$cores" "$load_before" "$load_after"
-	printf '  "etcdVersion": "%s",\n  "target": "%s",\n  "concurrency": %s,\n  "warmup": "%s",\n  "duration": "%s",\n' \
-		"$etcd_version" "$TARGET" "$CONCURRENCY" "$WARMUP" "$DURATION"
-	printf '  "ratio": {"okPerSec": %s, "p99": %s},\n' "$rate_ratio" "$p99_ratio"
-	printf '  "etcd": %s,\n  "perpd": %s\n}\n' "$(cat "$tmp/etcd.json")" "$(cat "$tmp/perpd.json")"
+	printf '  "etcdVersion": "%s",\n  "target": "%s",\n  "concurrency": %s,\n  "warmup": "%s",\n  "duration": "%s",\n  "rounds": %s,\n' \
+		"$etcd_version" "$TARGET" "$CONCURRENCY" "$WARMUP" "$DURATION" "$ROUNDS"
+	printf '  "ratio": {"okPerSec": %s, "p99": %s, "okPerSecRounds": %s, "p99Rounds": %s},\n' \
+		"$rate_ratio" "$p99_ratio" "$(list "${rate_ratios[@]}")" "$(list "${p99_ratios[@]}")"
+	printf '  "median": {"etcdOkPerSec": %s, "etcdP99Ms": %s, "perpdOkPerSec": %s, "perpdP99Ms": %s},\n' "$er" "$ep" "$pr" "$pp"
+	printf '  "etcd": %s,\n  "perpd": %s\n}\n' "$(results etcd)" "$(results perpd)"
 } >"$OUT"
 where="to the leader"
 [ "$TARGET" = all ] && where="spread over the 3 nodes"
-printf 'compare: etcd %s puts/s p99 %s ms (%s of %s ok) | perpd %s orders/s p99 %s ms (%s of %s ok) | perpd/etcd: rate %sx, p99 %sx (%s clients %s, %s measured, 3 nodes each, %s cores, load %s -> %s)\n' \
-	"$er" "$ep" "$eo" "$ec" "$pr" "$pp" "$po" "$pc" "$rate_ratio" "$p99_ratio" "$CONCURRENCY" "$where" "$DURATION" "$cores" "$load_before" "$load_after"
+printf 'compare: median of %s rounds: etcd %s puts/s p99 %s ms | perpd %s orders/s p99 %s ms | perpd/etcd: rate %sx (rounds %s), p99 %sx (rounds %s) (%s clients %s, %s measured, 3 nodes each, %s cores, load %s -> %s)\n' \
+	"$ROUNDS" "$er" "$ep" "$pr" "$pp" "$rate_ratio" "${rate_ratios[*]}" "$p99_ratio" "${p99_ratios[*]}" "$CONCURRENCY" "$where" "$DURATION" "$cores" "$load_before" "$load_after"
 say "result in $OUT"
