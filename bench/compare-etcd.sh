@@ -28,8 +28,12 @@
 #   CONCURRENCY=64 DURATION=30s WARMUP=5s TARGET=leader ROUNDS=3 (1 to 9)
 #   PERPD=<built from this checkout into the temp dir>   perpd binary
 #   ETCD=etcd                                            etcd binary (Debian: etcd-server, 3.4)
-#   ETCD_PORT_BASE=32379  member i: client BASE+2(i-1), peer BASE+2(i-1)+1
-#   PERPD_HTTP_BASE=38080 node i: http BASE+i-1 (raft BASE-1000.., admin BASE+1000..)
+#   ETCD_PORT_BASE=22379  member i: client BASE+2(i-1), peer BASE+2(i-1)+1
+#   PERPD_HTTP_BASE=28080 node i: http BASE+i-1 (raft BASE-1000.., admin BASE+1000..)
+#   Both below Linux's ephemeral range (32768-60999 by default): a port in
+#   it can be held as the local end of an outgoing connection (the load
+#   tool's, a node's own) when a member binds it, and the member then fails
+#   to start.
 #   OUT=bench-compare.json   KEEP=0 (1: keep the temp dir with data and logs)
 #   SETTLE=3                 seconds to wait after a sync before each phase
 #   TMPDIR                   where the data directories go (both on the same disk)
@@ -40,8 +44,8 @@ DURATION=${DURATION:-30s}
 WARMUP=${WARMUP:-5s}
 TARGET=${TARGET:-leader}
 ETCD=${ETCD:-etcd}
-ETCD_PORT_BASE=${ETCD_PORT_BASE:-32379}
-PERPD_HTTP_BASE=${PERPD_HTTP_BASE:-38080}
+ETCD_PORT_BASE=${ETCD_PORT_BASE:-22379}
+PERPD_HTTP_BASE=${PERPD_HTTP_BASE:-28080}
 OUT=${OUT:-bench-compare.json}
 KEEP=${KEEP:-0}
 ROUNDS=${ROUNDS:-3}

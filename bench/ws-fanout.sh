@@ -19,7 +19,8 @@
 #   CLIENTS=1000 ACCOUNT_CLIENTS=250 TRADERS=8 ORDER_EVERY=200ms BASELINE_DURATION=20s
 #   FEEDS=BTCUSD MARKETS=BTC-PERP DURATION=30s WARMUP=5s
 #   PERPD=<built from this checkout into the temp dir>
-#   PERPD_HTTP_BASE=38180 (raft BASE-1000.., admin BASE+1000..)
+#   PERPD_HTTP_BASE=28180 (raft BASE-1000.., admin BASE+1000..; below Linux's
+#   ephemeral range, where an outgoing connection could hold a node's port)
 #   OUT=bench-ws.json KEEP=0 (1: keep the temp dir with data and logs)
 set -euo pipefail
 
@@ -32,7 +33,7 @@ FEEDS=${FEEDS:-BTCUSD}
 MARKETS=${MARKETS:-BTC-PERP}
 DURATION=${DURATION:-30s}
 WARMUP=${WARMUP:-5s}
-PERPD_HTTP_BASE=${PERPD_HTTP_BASE:-38180}
+PERPD_HTTP_BASE=${PERPD_HTTP_BASE:-28180}
 OUT=${OUT:-bench-ws.json}
 KEEP=${KEEP:-0}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
