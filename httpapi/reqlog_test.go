@@ -134,10 +134,9 @@ func TestRequestIDFromATrustedProxyOnlyWhenWellFormed(t *testing.T) {
 	}
 }
 
-// TestOrderFlowSuccessLogsAtDebug: a filled order and its cancel's
-// refusal, a refused order and a signup: the order flow's successes log
-// at debug (they are on record in the history and the metrics), its
-// refusals and every other write at info.
+// TestOrderFlowSuccessLogsAtDebug: a filled order and an armed dead-man
+// switch log at debug (they are on record in the history and the
+// metrics); a refused order and a refused cancel at info.
 func TestOrderFlowSuccessLogsAtDebug(t *testing.T) {
 	a, logs, _ := newLoggedAPI(t)
 	a.listMarkets()
