@@ -34,7 +34,8 @@ type Route struct {
 	Content string
 	// Routine marks the order flow (placing, canceling, the dead-man
 	// switch's refresh): its successful answers log at debug, not info
-	// (reqlog.go).
+	// (reqlog.go). Keep it in step with the command types node logs the
+	// same way when they are forwarded (node/forward.go, routineCmds).
 	Routine bool
 	Handler gin.HandlerFunc
 }

@@ -321,7 +321,7 @@ func (n *Node) serveForward(ctx context.Context, raw []byte, d *Draw, rid, from 
 }
 
 // routineCmds are the order flow: placing, canceling, refreshing the
-// dead-man switch.
+// dead-man switch; the routes marked httpapi.Route.Routine send them.
 var routineCmds = map[fsm.CmdType]bool{fsm.CmdPlaceOrder: true, fsm.CmdCancelOrder: true, fsm.CmdCancelAllAfter: true}
 
 // SlowRoutine is the time past which a successful order-flow write is
