@@ -20,8 +20,9 @@ type batchLoop[T any] struct {
 	finished chan int
 	// linger, when positive, lets the loop wait up to that long after a
 	// batch of at least LingerFrom finishes for its callers' next items
-	// (group.go explains why).
-	linger time.Duration
+	// (group.go explains why); lingerGap, when positive, ends that wait
+	// early once no item has arrived for so long.
+	linger, lingerGap time.Duration
 	// launch sends a batch from the head of backlog (at most max items)
 	// and reports how many items it took and whether a batch is now in
 	// flight (which then signals finished).
@@ -43,12 +44,14 @@ func (l *batchLoop[T]) run() {
 	var backlog []T
 	inFlight := 0
 	// expect is the backlog worth waiting for until deadline: what waited
-	// when the last batch finished plus the callers it just answered.
-	expect, deadline := 0, time.Time{}
+	// when the last batch finished plus the callers it just answered;
+	// lastArrival is when the wait began or an item last joined it.
+	expect, deadline, lastArrival := 0, time.Time{}, time.Time{}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var lingering <-chan time.Time
 	for {
+		had := len(backlog)
 	take:
 		for len(backlog) < l.max {
 			select {
@@ -58,9 +61,16 @@ func (l *batchLoop[T]) run() {
 				break take
 			}
 		}
+		if expect > 0 && len(backlog) > had && l.lingerGap > 0 {
+			lastArrival = time.Now()
+		}
 		ready := len(backlog) > 0 && (inFlight == 0 || (len(backlog) >= l.max && inFlight < l.inFlightMax))
 		if ready && inFlight == 0 && len(backlog) < expect {
-			if wait := time.Until(deadline); wait > 0 {
+			wait := time.Until(deadline)
+			if l.lingerGap > 0 {
+				wait = min(wait, time.Until(lastArrival.Add(l.lingerGap)))
+			}
+			if wait > 0 {
 				ready = false
 				timer.Reset(wait)
 				lingering = timer.C
@@ -95,12 +105,16 @@ func (l *batchLoop[T]) run() {
 		case n := <-l.finished:
 			inFlight--
 			if l.linger > 0 && inFlight == 0 && n >= LingerFrom {
-				expect, deadline = min(len(backlog)+n, l.max), time.Now().Add(l.linger)
+				now := time.Now()
+				expect, deadline, lastArrival = min(len(backlog)+n, l.max), now.Add(l.linger), now
 			}
 		case <-lingering:
 			lingering = nil
 		case it := <-in:
 			backlog = append(backlog, it)
+			if expect > 0 && l.lingerGap > 0 {
+				lastArrival = time.Now()
+			}
 		}
 	}
 }

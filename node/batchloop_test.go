@@ -15,9 +15,15 @@ type loopHarness struct {
 
 func startLoop(t *testing.T, linger time.Duration) *loopHarness {
 	t.Helper()
+	return startLoopGap(t, linger, 0)
+}
+
+// startLoopGap also ends a linger gap after the last arrival.
+func startLoopGap(t *testing.T, linger, gap time.Duration) *loopHarness {
+	t.Helper()
 	h := &loopHarness{launches: make(chan []int, 16), stop: make(chan struct{})}
 	h.l = newBatchLoop[int](1024, 256, 4, h.stop)
-	h.l.linger = linger
+	h.l.linger, h.l.lingerGap = linger, gap
 	h.l.launch = func(backlog []int) (int, bool) {
 		h.launches <- append([]int(nil), backlog...)
 		return len(backlog), true
@@ -101,6 +107,30 @@ func TestLoopLingerEndsAtItsBound(t *testing.T) {
 	h.send(200, 1)
 	if b := h.next(t, linger/2); len(b) != 1 {
 		t.Fatalf("after a small batch, %v; want the lone item at once", b)
+	}
+}
+
+// With a gap, the wait lasts while the callers keep coming, however long
+// that takes within the bound, and ends one gap after the last arrival when
+// some never come back.
+func TestLoopLingerFollowsArrivalsUntilTheyStop(t *testing.T) {
+	const gap = 60 * time.Millisecond
+	h := startLoopGap(t, time.Hour, gap)
+	h.send(0, 10)
+	h.next(t, time.Second)
+	h.l.finished <- 10 // expects the 10 callers back
+	// Seven come back 20 ms apart: 140 ms in all, more than two gaps,
+	// never one gap without an arrival.
+	for i := range 7 {
+		h.none(t, 20*time.Millisecond)
+		h.send(100+i, 1)
+	}
+	// The last three never come: the wait ends about a gap after the
+	// seventh, not at the hour bound.
+	start := time.Now()
+	b := h.next(t, 10*gap)
+	if waited := time.Since(start); len(b) != 7 || waited < gap*2/3 {
+		t.Fatalf("batch of %d after %v; want the 7 about %v after the last", len(b), waited, gap)
 	}
 }
 
