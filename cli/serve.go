@@ -60,7 +60,7 @@ func serveCmd() *cobra.Command {
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fl.Uint64Var(&f.snapThreshold, "snapshot-threshold", node.DefaultSnapshotThreshold, "log entries between snapshots")
 	fl.Uint64Var(&f.trailingLogs, "trailing-logs", node.DefaultTrailingLogs, "log entries kept after a snapshot")
-	fl.DurationVar(&f.groupLinger, "group-linger", node.DefaultGroupLinger, "longest wait, after a group of writes commits, for its callers' next writes to join the next group (negative: never wait)")
+	fl.DurationVar(&f.groupLinger, "group-linger", node.DefaultGroupLinger, "longest wait, after a group of writes commits, for its callers' next writes to join the next group; the wait also ends 1 ms after the last write that joined (negative: never wait)")
 	fl.IntVar(&f.faucetGrants, "faucet-grants-per-hour", 0, "faucet grants per account per rolling hour, fixed at genesis (0: default 3)")
 	fl.Int64Var(&f.faucetGrantSats, "faucet-grant-sats", 0, "sats per faucet grant, fixed at genesis (0: default 1000000)")
 	fl.StringVar(&f.simRailDir, "sim-rail-dir", "", "directory where the simulated rail records payouts; nodes on one machine that share it pay each withdrawal once (devnet sets it)")
