@@ -175,6 +175,15 @@ func TestMetricsOnTheAdminListener(t *testing.T) {
 	if len(raftNames) < 10 {
 		t.Errorf("only %d raft series: %v", len(raftNames), raftNames)
 	}
+	// raft's per-call internals are not collected (metrics.raftBlocked);
+	// the log append's timing is.
+	mustAtLeast(lm, "leader", 1, "perpd_raft_boltdb_storeLogs")
+	for _, name := range raftNames {
+		if strings.HasPrefix(name, "perpd_raft_net_") || name == "perpd_raft_boltdb_logSize" ||
+			name == "perpd_raft_rpc_appendEntries_storeLogs" {
+			t.Errorf("leader exports %s, one of raft's blocked per-call internals", name)
+		}
+	}
 	// Every perpd_ series the shipped dashboard draws exists.
 	name := regexp.MustCompile(`perpd_[A-Za-z0-9_]+`)
 	for _, q := range dashboardQueries(t, "perpd") {

@@ -40,6 +40,25 @@ var (
 	globalErr  error
 )
 
+// raftBlocked are raft's per-call internals that go-metrics would feed a
+// Prometheus summary on every replication call and log append: the
+// transport's decode, enqueue and respond timings, bolt's per-batch sizes
+// and transaction statistics, and the two parts of a follower's append
+// (its total stays). Each sample costs a few microseconds (key
+// flattening, a map lookup, the summary's quantile streams), and under
+// load they made up 5% of a follower's CPU (docs/decisions.md, "raft's
+// metrics"). raftAllowedInBlocked keeps the log append's own timing, the
+// one an operator reads for disk trouble (a longer prefix wins).
+var (
+	raftBlocked = []string{
+		Namespace + ".raft.net",
+		Namespace + ".raft.boltdb",
+		Namespace + ".raft.rpc.appendEntries.storeLogs",
+		Namespace + ".raft.rpc.appendEntries.processLogs",
+	}
+	raftAllowedInBlocked = []string{Namespace + ".raft.boltdb.storeLogs"}
+)
+
 // global is the process-wide registry: raft's go-metrics sink and the Go
 // runtime and process collectors. It is built once.
 func global() (*prometheus.Registry, error) {
@@ -59,6 +78,7 @@ func global() (*prometheus.Registry, error) {
 		conf := gometrics.DefaultConfig(Namespace)
 		conf.EnableHostname = false
 		conf.EnableRuntimeMetrics = false // the Go collector covers them
+		conf.BlockedPrefixes, conf.AllowedPrefixes = raftBlocked, raftAllowedInBlocked
 		if _, err := gometrics.NewGlobal(conf, sink); err != nil {
 			globalErr = err
 			return
