@@ -18,7 +18,8 @@ func startLoop(t *testing.T, linger time.Duration) *loopHarness {
 	return startLoopGap(t, linger, 0)
 }
 
-// startLoopGap also ends a linger gap after the last arrival.
+// startLoopGap is startLoop whose linger also ends gap after the last
+// arrival.
 func startLoopGap(t *testing.T, linger, gap time.Duration) *loopHarness {
 	t.Helper()
 	h := &loopHarness{launches: make(chan []int, 16), stop: make(chan struct{})}
