@@ -26,9 +26,14 @@ func (s *Server) command(c *gin.Context, t fsm.CmdType, payload any, req any) (*
 	}
 	cl := callerOf(c)
 	cmd.Account, cmd.KeyID = cl.AccountID, cl.KeyID
-	canon, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
+	canon, ok := []byte(nil), false
+	if cj, is := req.(canonicalJSON); is {
+		canon, ok = cj.appendCanonicalJSON(make([]byte, 0, 256))
+	}
+	if !ok {
+		if canon, err = json.Marshal(req); err != nil {
+			return nil, err
+		}
 	}
 	// The hash covers the request's actual path, not the route template: a
 	// key reused on DELETE /v1/orders/{another} is another request.
