@@ -63,9 +63,9 @@ func okResult(status int, v any) (*Result, error) {
 
 // appendCreated writes an order's answer, every order's, without
 // reflection: json.Marshal's bytes exactly when both strings are plain
-// (plainJSON); ok is false otherwise, and the caller marshals.
+// (wire.PlainJSON); ok is false otherwise, and the caller marshals.
 func appendCreated(b []byte, c *trade.Created) ([]byte, bool) {
-	if !plainJSON(c.OrderID) || !plainJSON(c.Status) {
+	if !wire.PlainJSON(c.OrderID) || !wire.PlainJSON(c.Status) {
 		return nil, false
 	}
 	if b == nil {
@@ -76,17 +76,4 @@ func appendCreated(b []byte, c *trade.Created) ([]byte, bool) {
 	b = append(b, `","status":"`...)
 	b = append(b, c.Status...)
 	return append(b, `"}`...), true
-}
-
-// plainJSON reports whether json.Marshal writes s as itself between
-// quotes: printable ASCII with nothing it escapes (quote, backslash, and
-// the HTML characters <, > and &).
-func plainJSON(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return false
-		}
-	}
-	return true
 }

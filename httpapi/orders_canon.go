@@ -22,7 +22,7 @@ type canonicalJSON interface {
 // TestOrderCanonicalJSONMatchesEncodingJSON holds the two to the same
 // bytes.
 func (r OrderRequest) appendCanonicalJSON(b []byte) ([]byte, bool) {
-	if r.Trigger != nil || r.Bracket != nil || !verbatimJSON(r.MarketID) || !verbatimJSON(r.Side) || !verbatimJSON(r.Type) {
+	if r.Trigger != nil || r.Bracket != nil || !wire.PlainJSON(r.MarketID) || !wire.PlainJSON(r.Side) || !wire.PlainJSON(r.Type) {
 		return b, false
 	}
 	b = append(b, `{"marketId":"`...)
@@ -55,17 +55,4 @@ func appendWireInt(b []byte, v *wire.Int) []byte {
 	b = append(b, '"')
 	b = strconv.AppendInt(b, int64(*v), 10)
 	return append(b, '"')
-}
-
-// verbatimJSON reports whether encoding/json writes s between its quotes
-// unchanged: printable ASCII without the quote, the backslash and the
-// characters it escapes for HTML (<, >, &).
-func verbatimJSON(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return false
-		}
-	}
-	return true
 }

@@ -20,7 +20,7 @@ func checkCanonical(t *testing.T, r OrderRequest) {
 	}
 	got, ok := r.appendCanonicalJSON(nil)
 	if !ok {
-		if r.Trigger == nil && r.Bracket == nil && verbatimJSON(r.MarketID) && verbatimJSON(r.Side) && verbatimJSON(r.Type) {
+		if r.Trigger == nil && r.Bracket == nil && wire.PlainJSON(r.MarketID) && wire.PlainJSON(r.Side) && wire.PlainJSON(r.Type) {
 			t.Fatalf("a plain order fell back to encoding/json: %s", want)
 		}
 		return

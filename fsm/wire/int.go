@@ -69,3 +69,18 @@ func Ptr(v int64) *Int {
 	i := Int(v)
 	return &i
 }
+
+// PlainJSON reports whether encoding/json writes s as itself between
+// quotes: printable ASCII with nothing it escapes (quote, backslash, and
+// the HTML characters <, > and &). Hand-written encoders that must match
+// encoding/json byte for byte write such text verbatim and leave the rest
+// to it.
+func PlainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
+}
