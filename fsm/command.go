@@ -96,8 +96,11 @@ func NewCommand(t CmdType, payload any) (*Command, error) {
 	return c, nil
 }
 
-// Encode returns the log-entry bytes of c.
-func (c *Command) Encode() ([]byte, error) { return Marshal(c) }
+// Encode returns the log-entry bytes of c (fastencode.go: the bytes
+// Marshal would write).
+func (c *Command) Encode() ([]byte, error) {
+	return appendCommand(make([]byte, 0, commandSize(c)), c), nil
+}
 
 // DecodeCommand parses log-entry bytes.
 func DecodeCommand(b []byte) (*Command, error) {
