@@ -7,6 +7,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/perpd/perpd/fsm/access"
+	"github.com/perpd/perpd/fsm/trade"
 )
 
 // CmdType names a command. Values are part of the log format: never reuse
@@ -86,6 +87,14 @@ func Unmarshal(b []byte, v any) error { return decMode.Unmarshal(b, v) }
 // NewCommand builds a command with its payload encoded.
 func NewCommand(t CmdType, payload any) (*Command, error) {
 	c := &Command{Type: t}
+	if p, ok := payload.(trade.PlaceRequest); ok {
+		// Every order placement: written by hand (fastencode.go), the
+		// same bytes as Marshal.
+		if b, ok := appendPlace(make([]byte, 0, 64+len(p.OrderID)+len(p.MarketID)+len(p.TriggerKind)), &p); ok {
+			c.Payload = b
+			return c, nil
+		}
+	}
 	if payload != nil {
 		b, err := Marshal(payload)
 		if err != nil {

@@ -1,6 +1,10 @@
 package fsm
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/perpd/perpd/fsm/trade"
+)
 
 // The log's envelope written without reflection. Every write the leader
 // proposes is encoded here once more when the committer stamps it (and a
@@ -49,21 +53,15 @@ func appendCommand(b []byte, c *Command) []byte {
 	b = appendHead(b, 5, fields)
 	b = appendHead(appendHead(b, 0, 1), 0, uint64(c.Type))
 	b = appendInt(appendHead(b, 0, 2), c.TsMs)
-	text := func(b []byte, key uint64, s string) []byte {
-		if s == "" {
-			return b
-		}
-		return append(appendHead(appendHead(b, 0, key), 3, uint64(len(s))), s...)
-	}
 	bytes := func(b []byte, key uint64, p []byte) []byte {
 		if len(p) == 0 {
 			return b
 		}
 		return append(appendHead(appendHead(b, 0, key), 2, uint64(len(p))), p...)
 	}
-	b = text(b, 3, c.Account)
-	b = text(b, 4, c.KeyID)
-	b = text(b, 5, c.IdemKey)
+	b = appendText(b, 3, c.Account, true)
+	b = appendText(b, 4, c.KeyID, true)
+	b = appendText(b, 5, c.IdemKey, true)
 	b = bytes(b, 6, c.ReqHash)
 	return bytes(b, 7, c.Payload)
 }
@@ -71,4 +69,60 @@ func appendCommand(b []byte, c *Command) []byte {
 // commandSize bounds appendCommand's output, to size its buffer once.
 func commandSize(c *Command) int {
 	return 1 + 2 + 9 + 2 + 9 + 4*(2+9) + len(c.Account) + len(c.KeyID) + len(c.IdemKey) + len(c.ReqHash) + len(c.Payload)
+}
+
+// appendPlace appends the canonical encoding of an order placement's
+// payload, the other half of decodePlaceFast; ok is false for a bracket,
+// which is left to Marshal.
+func appendPlace(b []byte, p *trade.PlaceRequest) ([]byte, bool) {
+	if p.Bracket != nil {
+		return b, false
+	}
+	fields := uint64(6)
+	for _, present := range [...]bool{p.LimitPriceQ8 != 0, p.HasMaxSlippage, p.MaxSlippageQ9 != 0, p.TriggerPriceQ8 != 0,
+		p.TriggerKind != "", p.TriggerLevelQ8 != 0, p.Leverage != 0} {
+		if present {
+			fields++
+		}
+	}
+	b = appendHead(b, 5, fields)
+	b = appendText(b, 1, p.OrderID, false)
+	b = appendText(b, 2, p.MarketID, false)
+	b = appendText(b, 3, p.Side, false)
+	b = appendText(b, 4, p.Type, false)
+	b = appendInt(appendHead(b, 0, 5), p.Contracts)
+	b = appendBool(appendHead(b, 0, 6), p.ReduceOnly)
+	b = appendIntField(b, 7, p.LimitPriceQ8)
+	if p.HasMaxSlippage {
+		b = appendBool(appendHead(b, 0, 8), true)
+	}
+	b = appendIntField(b, 9, p.MaxSlippageQ9)
+	b = appendIntField(b, 10, p.TriggerPriceQ8)
+	b = appendText(b, 11, p.TriggerKind, true)
+	b = appendIntField(b, 12, p.TriggerLevelQ8)
+	return appendIntField(b, 14, p.Leverage), true
+}
+
+// appendText appends key and s as a text string, nothing when s is empty
+// and omitEmpty.
+func appendText(b []byte, key uint64, s string, omitEmpty bool) []byte {
+	if s == "" && omitEmpty {
+		return b
+	}
+	return append(appendHead(appendHead(b, 0, key), 3, uint64(len(s))), s...)
+}
+
+// appendIntField appends key and v, nothing when v is zero (omitempty).
+func appendIntField(b []byte, key uint64, v int64) []byte {
+	if v == 0 {
+		return b
+	}
+	return appendInt(appendHead(b, 0, key), v)
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 0xf5)
+	}
+	return append(b, 0xf4)
 }

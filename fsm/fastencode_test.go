@@ -5,6 +5,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/perpd/perpd/fsm/trade"
 )
 
 func checkAppendCommand(t *testing.T, c *Command) {
@@ -59,4 +62,58 @@ func FuzzAppendCommand(f *testing.F) {
 	f.Fuzz(func(t *testing.T, typ uint16, ts int64, account, key, idem string, hash, payload []byte) {
 		checkAppendCommand(t, &Command{Type: CmdType(typ), TsMs: ts, Account: account, KeyID: key, IdemKey: idem, ReqHash: hash, Payload: payload})
 	})
+}
+
+func checkAppendPlace(t *testing.T, p trade.PlaceRequest) {
+	t.Helper()
+	want, err := encMode.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := appendPlace(nil, &p)
+	if !ok {
+		if p.Bracket == nil {
+			t.Fatalf("a placement without a bracket fell back: %+v", p)
+		}
+		return
+	}
+	if p.Bracket != nil {
+		t.Fatal("a bracket took the hand-written form")
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("appendPlace(%+v):\n got  %x\n want %x", p, got, want)
+	}
+	var back trade.PlaceRequest
+	valid := utf8.ValidString(p.OrderID + p.MarketID + p.Side + p.Type + p.TriggerKind)
+	if valid && (!decodePlaceFast(got, &back) || back != p) {
+		t.Fatalf("decodePlaceFast does not read back %+v (got %+v)", p, back)
+	}
+	c, err := NewCommand(CmdPlaceOrder, p)
+	if err != nil || !bytes.Equal(c.Payload, want) {
+		t.Fatalf("NewCommand's payload %x, %v; want %x", c.Payload, err, want)
+	}
+}
+
+// An order placement's payload, written by hand, is Marshal's bytes and
+// (valid UTF-8 texts) reads back through decodePlaceFast.
+func TestAppendPlaceMatchesMarshal(t *testing.T) {
+	checkAppendPlace(t, trade.PlaceRequest{})
+	checkAppendPlace(t, trade.PlaceRequest{OrderID: "o1", MarketID: "BTC-PERP", Side: "buy", Type: "market", Contracts: 1, Leverage: 10})
+	checkAppendPlace(t, trade.PlaceRequest{OrderID: "b", Bracket: &trade.BracketRequest{EntryKind: "market"}})
+	rng := rand.New(rand.NewPCG(9, 13))
+	nums := []int64{0, 1, 23, 24, 255, 256, 65_535, 65_536, 1<<32 - 1, 1 << 32, math.MaxInt64}
+	num := func() int64 {
+		v := nums[rng.IntN(len(nums))]
+		if rng.IntN(3) == 0 {
+			v = -1 - v
+		}
+		return v
+	}
+	texts := []string{"", "o", "BTC-PERP", "stop", "\xff", string(make([]byte, 30)), string(make([]byte, 300))}
+	text := func() string { return texts[rng.IntN(len(texts))] }
+	for range 3_000 {
+		checkAppendPlace(t, trade.PlaceRequest{OrderID: text(), MarketID: text(), Side: text(), Type: text(),
+			Contracts: num(), ReduceOnly: rng.IntN(2) == 0, LimitPriceQ8: num(), HasMaxSlippage: rng.IntN(2) == 0,
+			MaxSlippageQ9: num(), TriggerPriceQ8: num(), TriggerKind: text(), TriggerLevelQ8: num(), Leverage: num()})
+	}
 }
