@@ -87,10 +87,16 @@ func Unmarshal(b []byte, v any) error { return decMode.Unmarshal(b, v) }
 // NewCommand builds a command with its payload encoded.
 func NewCommand(t CmdType, payload any) (*Command, error) {
 	c := &Command{Type: t}
-	if p, ok := payload.(trade.PlaceRequest); ok {
-		// Every order placement: written by hand (fastencode.go), the
-		// same bytes as Marshal.
+	// Every order placement and every group: written by hand
+	// (fastencode.go), the same bytes as Marshal.
+	switch p := payload.(type) {
+	case trade.PlaceRequest:
 		if b, ok := appendPlace(make([]byte, 0, 64+len(p.OrderID)+len(p.MarketID)+len(p.TriggerKind)), &p); ok {
+			c.Payload = b
+			return c, nil
+		}
+	case GroupPayload:
+		if b, ok := appendGroup(nil, p.Cmds); ok {
 			c.Payload = b
 			return c, nil
 		}

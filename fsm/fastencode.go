@@ -126,3 +126,27 @@ func appendBool(b []byte, v bool) []byte {
 	}
 	return append(b, 0xf4)
 }
+
+// appendGroup appends a group's payload, the other half of
+// decodeGroupFast; ok is false for no commands or a nil one (Marshal
+// writes null for those).
+func appendGroup(b []byte, cmds [][]byte) ([]byte, bool) {
+	size := 16
+	for _, c := range cmds {
+		if c == nil {
+			return b, false
+		}
+		size += 9 + len(c)
+	}
+	if len(cmds) == 0 {
+		return b, false
+	}
+	if b == nil {
+		b = make([]byte, 0, size)
+	}
+	b = appendHead(appendHead(appendHead(b, 5, 1), 0, 1), 4, uint64(len(cmds)))
+	for _, c := range cmds {
+		b = append(appendHead(b, 2, uint64(len(c))), c...)
+	}
+	return b, true
+}

@@ -117,3 +117,48 @@ func TestAppendPlaceMatchesMarshal(t *testing.T) {
 			MaxSlippageQ9: num(), TriggerPriceQ8: num(), TriggerKind: text(), TriggerLevelQ8: num(), Leverage: num()})
 	}
 }
+
+// A group's payload, written by hand, is Marshal's bytes and reads back
+// through decodeGroupFast; no commands or a nil one go to Marshal.
+func TestAppendGroupMatchesMarshal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 19))
+	sizes := []int{0, 1, 23, 24, 255, 256, 65_536}
+	for n := range 300 {
+		cmds := make([][]byte, n%40)
+		if n == 299 {
+			cmds = make([][]byte, GroupMax)
+		}
+		for i := range cmds {
+			cmds[i] = make([]byte, sizes[rng.IntN(len(sizes))])
+			for j := range cmds[i] {
+				cmds[i][j] = byte(rng.Uint32())
+			}
+		}
+		want, err := encMode.Marshal(GroupPayload{Cmds: cmds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := appendGroup(nil, cmds)
+		if len(cmds) == 0 {
+			if ok {
+				t.Fatal("an empty group took the hand-written form")
+			}
+			continue
+		}
+		if !ok || !bytes.Equal(got, want) {
+			t.Fatalf("group of %d: ok %v\n got  %x\n want %x", len(cmds), ok, got, want)
+		}
+		var g GroupPayload
+		if !decodeGroupFast(got, &g) || len(g.Cmds) != len(cmds) {
+			t.Fatalf("decodeGroupFast does not read back a group of %d", len(cmds))
+		}
+		for i := range cmds {
+			if !bytes.Equal(g.Cmds[i], cmds[i]) {
+				t.Fatalf("command %d of %d reads back as %x", i, len(cmds), g.Cmds[i])
+			}
+		}
+	}
+	if _, ok := appendGroup(nil, [][]byte{{1}, nil}); ok {
+		t.Fatal("a group with a nil command took the hand-written form")
+	}
+}
