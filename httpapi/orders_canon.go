@@ -46,13 +46,11 @@ func (r OrderRequest) appendCanonicalJSON(b []byte) ([]byte, bool) {
 	return append(b, `,"trigger":null,"bracket":null}`...), true
 }
 
-// appendWireInt writes a wire.Int as its MarshalJSON does (a quoted
-// decimal), or null for a nil pointer.
+// appendWireInt writes a wire.Int as encoding/json does, or null for a
+// nil pointer.
 func appendWireInt(b []byte, v *wire.Int) []byte {
 	if v == nil {
 		return append(b, "null"...)
 	}
-	b = append(b, '"')
-	b = strconv.AppendInt(b, int64(*v), 10)
-	return append(b, '"')
+	return v.AppendJSON(b)
 }

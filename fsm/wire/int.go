@@ -11,11 +11,13 @@ import (
 type Int int64
 
 // MarshalJSON writes the value as a quoted decimal string.
-func (i Int) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 24)
+func (i Int) MarshalJSON() ([]byte, error) { return i.AppendJSON(make([]byte, 0, 24)), nil }
+
+// AppendJSON appends the value as MarshalJSON writes it.
+func (i Int) AppendJSON(b []byte) []byte {
 	b = append(b, '"')
 	b = strconv.AppendInt(b, int64(i), 10)
-	return append(b, '"'), nil
+	return append(b, '"')
 }
 
 // ErrNotDecimalString is returned for anything but a quoted canonical decimal.
