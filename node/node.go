@@ -25,7 +25,7 @@ type Node struct {
 	fsm     *raftFSM
 	store   *raftboltdb.BoltStore
 	snaps   *raft.FileSnapshotStore
-	trans   *raft.NetworkTransport
+	trans   *snapshotGuard
 	Events  *Bus
 
 	forwarder     *forwarder
@@ -117,10 +117,11 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
 	n.snaps = snaps
-	trans, err := newTransport(cfg)
+	netTrans, err := newTransport(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("raft transport: %w", err)
 	}
+	trans := newSnapshotGuard(netTrans, cfg.Logger.Named("transport"))
 	n.trans = trans
 
 	rc := raftConfig(cfg)
@@ -134,6 +135,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	n.Raft = r
+	trans.start(alreadyHeld(r, logs, snaps))
 	if cfg.Bootstrap && !has {
 		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
 			ID: raft.ServerID(cfg.ID), Address: trans.LocalAddr(), Suffrage: raft.Voter,

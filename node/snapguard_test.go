@@ -1,0 +1,320 @@
+package node
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// countFSM counts applied entries; a restore sets the count from the
+// snapshot and is counted too.
+type countFSM struct {
+	applied  atomic.Uint64
+	restores atomic.Int32
+}
+
+func (f *countFSM) Apply(*raft.Log) any { f.applied.Add(1); return nil }
+
+func (f *countFSM) Snapshot() (raft.FSMSnapshot, error) {
+	return countSnap(f.applied.Load()), nil
+}
+
+func (f *countFSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var b [8]byte
+	if _, err := io.ReadFull(rc, b[:]); err != nil {
+		return err
+	}
+	f.applied.Store(binary.BigEndian.Uint64(b[:]))
+	f.restores.Add(1)
+	return nil
+}
+
+type countSnap uint64
+
+func (s countSnap) Persist(sink raft.SnapshotSink) error {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(s))
+	if _, err := sink.Write(b[:]); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (countSnap) Release() {}
+
+type guardPeer struct {
+	id    raft.ServerID
+	raw   *raft.InmemTransport
+	fsm   *countFSM
+	r     *raft.Raft
+	logs  *raft.InmemStore
+	snaps *raft.InmemSnapshotStore
+}
+
+// guardCluster starts three rafts on in-memory transports, each behind a
+// snapshotGuard.
+func guardCluster(t *testing.T) []*guardPeer {
+	t.Helper()
+	var peers []*guardPeer
+	var servers []raft.Server
+	for i := range 3 {
+		addr, raw := raft.NewInmemTransport("")
+		p := &guardPeer{id: raft.ServerID("g" + strconv.Itoa(i)), raw: raw, fsm: &countFSM{},
+			logs: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore()}
+		peers = append(peers, p)
+		servers = append(servers, raft.Server{ID: p.id, Address: addr, Suffrage: raft.Voter})
+	}
+	for _, a := range peers {
+		for _, b := range peers {
+			if a != b {
+				a.raw.Connect(b.raw.LocalAddr(), b.raw)
+			}
+		}
+	}
+	for _, p := range peers {
+		rc := raft.DefaultConfig()
+		rc.LocalID = p.id
+		rc.Logger = hclog.New(&hclog.LoggerOptions{Output: io.Discard})
+		rc.HeartbeatTimeout = 100 * time.Millisecond
+		rc.ElectionTimeout = 100 * time.Millisecond
+		rc.LeaderLeaseTimeout = 50 * time.Millisecond
+		rc.CommitTimeout = 5 * time.Millisecond
+		rc.SnapshotThreshold = 1 << 30 // snapshots only when the test asks
+		rc.SnapshotInterval = time.Hour
+		rc.TrailingLogs = 0 // the leader's log starts right after its snapshot
+		guard := newSnapshotGuard(p.raw, rc.Logger)
+		r, err := raft.NewRaft(rc, p.fsm, p.logs, p.logs, p.snaps, guard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.r = r
+		guard.start(alreadyHeld(r, p.logs, p.snaps))
+		t.Cleanup(func() { _ = r.Shutdown().Error() })
+	}
+	if err := peers[0].r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+		t.Fatal(err)
+	}
+	return peers
+}
+
+func guardLeader(t *testing.T, peers []*guardPeer) *guardPeer {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, p := range peers {
+			if p.r.State() == raft.Leader {
+				return p
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("no leader")
+	return nil
+}
+
+func applyN(t *testing.T, r *raft.Raft, n int) {
+	t.Helper()
+	for i := range n {
+		if err := r.Apply([]byte(fmt.Sprint(i)), 5*time.Second).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitCaughtUp waits until p's state machine has applied as many entries as
+// the leader's.
+func waitCaughtUp(t *testing.T, p, leader *guardPeer) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for p.fsm.applied.Load() < leader.fsm.applied.Load() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s applied %d entries, the leader %d", p.id, p.fsm.applied.Load(), leader.fsm.applied.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// selfInConfig reports whether p's latest configuration lists p.
+func selfInConfig(t *testing.T, p *guardPeer) bool {
+	t.Helper()
+	f := p.r.GetConfiguration()
+	if err := f.Error(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.ID == p.id {
+			return true
+		}
+	}
+	return false
+}
+
+// resendSnapshot sends the leader's newest snapshot to follower again, as a
+// leader whose replication fell back past its log does.
+func resendSnapshot(t *testing.T, leader, follower *guardPeer) *raft.InstallSnapshotResponse {
+	t.Helper()
+	list, err := leader.snaps.List()
+	if err != nil || len(list) == 0 {
+		t.Fatalf("leader snapshots: %v %d", err, len(list))
+	}
+	meta, rc, err := leader.snaps.Open(list[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(rc)
+	_ = rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &raft.InstallSnapshotRequest{
+		RPCHeader:          raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(leader.id), Addr: []byte(leader.raw.LocalAddr())},
+		SnapshotVersion:    meta.Version,
+		Term:               leader.r.CurrentTerm(),
+		Leader:             []byte(leader.raw.LocalAddr()),
+		LastLogIndex:       meta.Index,
+		LastLogTerm:        meta.Term,
+		Configuration:      raft.EncodeConfiguration(meta.Configuration),
+		ConfigurationIndex: meta.ConfigurationIndex,
+		Size:               int64(len(data)),
+	}
+	var resp raft.InstallSnapshotResponse
+	if err := leader.raw.InstallSnapshot(follower.id, follower.raw.LocalAddr(), req, &resp, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	return &resp
+}
+
+// staleResend builds the jepsen case: a follower is removed, the leader
+// snapshots (a configuration without it) and compacts its log, the follower
+// is re-added, installs that snapshot, takes the log after it (with the entry
+// that re-added it) and applies it all; then the leader sends the same
+// snapshot again. It returns the follower and its answer to the re-send.
+func staleResend(t *testing.T) (leader, follower *guardPeer, resp *raft.InstallSnapshotResponse) {
+	peers := guardCluster(t)
+	leader = guardLeader(t, peers)
+	follower = followerOf(peers, leader)
+	applyN(t, leader.r, 5)
+	if err := leader.r.RemoveServer(follower.id, 0, 5*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	applyN(t, leader.r, 20)
+	if err := leader.r.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.r.AddVoter(follower.id, follower.raw.LocalAddr(), 0, 5*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	applyN(t, leader.r, 10)
+	waitCaughtUp(t, follower, leader)
+	if got := follower.fsm.restores.Load(); got != 1 {
+		t.Fatalf("the re-added follower caught up with %d snapshot installs, want 1", got)
+	}
+	if !selfInConfig(t, follower) {
+		t.Fatal("the re-added follower does not see itself in its configuration")
+	}
+	return leader, follower, resendSnapshot(t, leader, follower)
+}
+
+func followerOf(peers []*guardPeer, leader *guardPeer) *guardPeer {
+	for _, p := range peers {
+		if p != leader {
+			return p
+		}
+	}
+	return nil
+}
+
+// The guard answers a re-sent snapshot that the follower already installed:
+// the follower keeps its newer configuration, its state machine does not go
+// back to the snapshot, and replication goes on after it.
+func TestSnapshotGuardKeepsTheNewerLogOverAResentSnapshot(t *testing.T) {
+	leader, follower, resp := staleResend(t)
+	if !selfInConfig(t, follower) {
+		t.Fatal("the follower lost itself from its configuration")
+	}
+	checkAnswered(t, leader, follower, resp, 1)
+}
+
+// checkAnswered: the guard said success, the state machine saw no install
+// past the restores it had, and replication goes on after the snapshot.
+func checkAnswered(t *testing.T, leader, follower *guardPeer, resp *raft.InstallSnapshotResponse, restores int32) {
+	t.Helper()
+	if !resp.Success {
+		t.Fatalf("the guard answers a covered snapshot with success: %+v", resp)
+	}
+	if n := follower.fsm.restores.Load(); n != restores {
+		t.Fatalf("the state machine was restored %d times, want %d", n, restores)
+	}
+	applyN(t, leader.r, 5)
+	waitCaughtUp(t, follower, leader)
+}
+
+// A re-sent snapshot whose last entry is still in the follower's log is
+// answered too.
+func TestSnapshotGuardAnswersASnapshotItsLogHolds(t *testing.T) {
+	peers := guardCluster(t)
+	leader := guardLeader(t, peers)
+	follower := followerOf(peers, leader)
+	applyN(t, leader.r, 20)
+	waitCaughtUp(t, follower, leader) // the leader's log starts after its snapshot
+	if err := leader.r.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	applyN(t, leader.r, 5)
+	waitCaughtUp(t, follower, leader)
+	checkAnswered(t, leader, follower, resendSnapshot(t, leader, follower), 0)
+}
+
+// A snapshot the follower does not have (it fell behind the leader's log)
+// still reaches raft and is installed.
+func TestSnapshotGuardPassesASnapshotTheLogLacks(t *testing.T) {
+	peers := guardCluster(t)
+	leader := guardLeader(t, peers)
+	applyN(t, leader.r, 5)
+	lagging := followerOf(peers, leader)
+	waitCaughtUp(t, lagging, leader)
+	for _, p := range peers {
+		if p != lagging {
+			p.raw.Disconnect(lagging.raw.LocalAddr())
+			lagging.raw.Disconnect(p.raw.LocalAddr())
+		}
+	}
+	applyN(t, leader.r, 20)
+	if err := leader.r.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	applyN(t, leader.r, 3)
+	for _, p := range peers {
+		if p != lagging {
+			p.raw.Connect(lagging.raw.LocalAddr(), lagging.raw)
+			lagging.raw.Connect(p.raw.LocalAddr(), p.raw)
+		}
+	}
+	waitCaughtUp(t, lagging, leader)
+	if lagging.fsm.restores.Load() != 1 {
+		t.Fatalf("the lagging follower caught up with %d snapshot installs, want 1", lagging.fsm.restores.Load())
+	}
+}
+
+// The guard's pump stops with the transport, and a second close is safe.
+func TestSnapshotGuardCloseTwice(t *testing.T) {
+	_, raw := raft.NewInmemTransport("")
+	g := newSnapshotGuard(raw, hclog.NewNullLogger())
+	g.start(func(*raft.InstallSnapshotRequest) bool { return false })
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
