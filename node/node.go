@@ -135,7 +135,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	n.Raft = r
-	trans.start(alreadyHeld(r, logs, snaps))
+	trans.start(follower{r: r, logs: logs, snaps: snaps})
 	if cfg.Bootstrap && !has {
 		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
 			ID: raft.ServerID(cfg.ID), Address: trans.LocalAddr(), Suffrage: raft.Voter,

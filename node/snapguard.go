@@ -22,6 +22,15 @@ import (
 // Raft's paper says a follower that receives a snapshot describing a prefix
 // of its log keeps the entries that follow. snapshotGuard does that: it sits
 // between the transport and raft and answers such a request itself.
+//
+// The leader then goes on with an append whose previous entry is the
+// snapshot's point. A follower that installed that snapshot holds no log
+// entry there, only the entries after it, and raft v1.7 looks the previous
+// entry up in the log alone once the log is past it: it refuses, the leader
+// walks back to the snapshot again, and the two loop. The guard lets such an
+// append start one entry later, at the first entry it carries, when the
+// follower's own entry there has the same term (so, by log matching, is the
+// same entry).
 
 // guardedTransport is what raft gets from the network transport: the base
 // interface plus the optional ones raft looks for.
@@ -31,18 +40,29 @@ type guardedTransport interface {
 	raft.WithPreVote
 }
 
-// snapshotGuard passes every RPC to raft except an InstallSnapshot that
-// covered says the follower already holds; those it drains and answers with
-// success, which moves the leader's replication on past the snapshot.
-// covered runs on the pump: it must not wait on raft's main loop.
+// snapshotGuard passes every RPC to raft except an InstallSnapshot that the
+// follower already holds; those it drains and answers with success, which
+// moves the leader's replication on past the snapshot. Appends that start at
+// a snapshot point it hands on one entry later.
 type snapshotGuard struct {
 	guardedTransport
-	in      <-chan raft.RPC
-	out     chan raft.RPC
-	covered func(*raft.InstallSnapshotRequest) bool
-	log     hclog.Logger
-	stop    chan struct{}
-	once    sync.Once
+	in   <-chan raft.RPC
+	out  chan raft.RPC
+	held heldState
+	log  hclog.Logger
+	stop chan struct{}
+	once sync.Once
+}
+
+// heldState is what the guard asks about the follower. Its methods run on
+// the pump and must not wait on raft's main loop.
+type heldState interface {
+	// holds reports whether the follower already has all that the
+	// snapshot describes.
+	holds(*raft.InstallSnapshotRequest) bool
+	// pastSnapshotPoint returns the append moved one entry on when its
+	// previous entry is a snapshot point the log lacks, or nil.
+	pastSnapshotPoint(*raft.AppendEntriesRequest) *raft.AppendEntriesRequest
 }
 
 func newSnapshotGuard(inner guardedTransport, log hclog.Logger) *snapshotGuard {
@@ -55,10 +75,10 @@ func newSnapshotGuard(inner guardedTransport, log hclog.Logger) *snapshotGuard {
 	}
 }
 
-// start begins passing RPCs on; covered decides which snapshots are answered
-// here. Requests wait in the transport until then.
-func (g *snapshotGuard) start(covered func(*raft.InstallSnapshotRequest) bool) {
-	g.covered = covered
+// start begins passing RPCs on, judged against held. Requests wait in the
+// transport until then.
+func (g *snapshotGuard) start(held heldState) {
+	g.held = held
 	go g.pump()
 }
 
@@ -80,18 +100,26 @@ func (g *snapshotGuard) pump() {
 		case <-g.stop:
 			return
 		}
-		if req, ok := rpc.Command.(*raft.InstallSnapshotRequest); ok && g.covered(req) {
-			// The data must be read off the stream before the answer, as
-			// raft itself does, or the connection is left mid-message.
-			n, _ := io.Copy(io.Discard, rpc.Reader)
-			g.log.Info("snapshot not installed: the log already holds its last entry and the state machine has applied it",
-				"index", req.LastLogIndex, "term", req.LastLogTerm, "bytes", n)
-			rpc.Respond(&raft.InstallSnapshotResponse{Term: req.Term, Success: true}, nil)
+		switch req := rpc.Command.(type) {
+		case *raft.InstallSnapshotRequest:
+			if g.held.holds(req) {
+				// The data must be read off the stream before the answer,
+				// as raft itself does, or the connection is left
+				// mid-message.
+				n, _ := io.Copy(io.Discard, rpc.Reader)
+				g.log.Info("snapshot not installed: this follower already holds and has applied its last entry",
+					"index", req.LastLogIndex, "term", req.LastLogTerm, "bytes", n)
+				rpc.Respond(&raft.InstallSnapshotResponse{Term: req.Term, Success: true}, nil)
+			} else {
+				g.installThenWait(rpc)
+			}
 			continue
-		}
-		if _, ok := rpc.Command.(*raft.InstallSnapshotRequest); ok {
-			g.installThenWait(rpc)
-			continue
+		case *raft.AppendEntriesRequest:
+			if moved := g.held.pastSnapshotPoint(req); moved != nil {
+				g.log.Info("append starts past a snapshot point the log lacks: moved to the next entry",
+					"previous", req.PrevLogEntry, "now", moved.PrevLogEntry)
+				rpc.Command = moved
+			}
 		}
 		select {
 		case g.out <- rpc:
@@ -122,32 +150,70 @@ func (g *snapshotGuard) installThenWait(rpc raft.RPC) {
 	}
 }
 
-// alreadyHeld reports whether a snapshot request describes a prefix of what
-// this follower already has: the request is of the current term, the state
-// machine has applied the snapshot's last index, and that entry is known
-// here with the same term, either in the log (so, by raft's log matching,
-// every entry before it too) or as the point of a stored snapshot (a
-// follower that installed this very snapshot keeps only the log after it).
-// Any doubt (an entry compacted away, a read error, another term) leaves the
-// request to raft.
-func alreadyHeld(r *raft.Raft, logs raft.LogStore, snaps raft.SnapshotStore) func(*raft.InstallSnapshotRequest) bool {
-	return func(req *raft.InstallSnapshotRequest) bool {
-		if req.Term != r.CurrentTerm() || r.AppliedIndex() < req.LastLogIndex {
-			return false
-		}
-		var entry raft.Log
-		if err := logs.GetLog(req.LastLogIndex, &entry); err == nil {
-			return entry.Term == req.LastLogTerm
-		}
-		list, err := snaps.List()
-		if err != nil {
-			return false
-		}
-		for _, m := range list {
-			if m.Index == req.LastLogIndex && m.Term == req.LastLogTerm {
-				return true
-			}
-		}
+// follower answers the guard from this node's raft, log and snapshots.
+type follower struct {
+	r     *raft.Raft
+	logs  raft.LogStore
+	snaps raft.SnapshotStore
+}
+
+// holds: the request is of the current term, the state machine has applied
+// the snapshot's last index, and that entry is known here with the same
+// term, either in the log (so, by raft's log matching, every entry before
+// it too) or as the point of a stored snapshot (a follower that installed
+// this very snapshot keeps only the log after it). Any doubt (an entry
+// compacted away, a read error, another term) leaves the request to raft.
+func (f follower) holds(req *raft.InstallSnapshotRequest) bool {
+	if req.Term != f.r.CurrentTerm() || f.r.AppliedIndex() < req.LastLogIndex {
 		return false
 	}
+	var entry raft.Log
+	if err := f.logs.GetLog(req.LastLogIndex, &entry); err == nil {
+		return entry.Term == req.LastLogTerm
+	}
+	return f.snapshotAt(req.LastLogIndex, req.LastLogTerm)
+}
+
+// pastSnapshotPoint: an append past the tail of the log (the steady case)
+// costs one look at raft's last index. The rest is for a retransmission
+// whose previous entry is missing from the log but is a stored snapshot's
+// point, and whose first entry the log holds with the same term: then the
+// append may start from that entry instead. A copy is returned: the
+// in-memory transport of the tests hands the leader's own request over.
+func (f follower) pastSnapshotPoint(req *raft.AppendEntriesRequest) *raft.AppendEntriesRequest {
+	if req.PrevLogEntry == 0 || len(req.Entries) == 0 || req.PrevLogEntry >= f.r.LastIndex() {
+		return nil
+	}
+	first := req.Entries[0]
+	if first.Index != req.PrevLogEntry+1 {
+		return nil
+	}
+	var entry raft.Log
+	if err := f.logs.GetLog(req.PrevLogEntry, &entry); err == nil {
+		return nil // raft finds it
+	}
+	if !f.snapshotAt(req.PrevLogEntry, req.PrevLogTerm) {
+		return nil
+	}
+	if err := f.logs.GetLog(first.Index, &entry); err != nil || entry.Term != first.Term {
+		return nil
+	}
+	moved := *req
+	moved.PrevLogEntry, moved.PrevLogTerm = first.Index, first.Term
+	moved.Entries = req.Entries[1:]
+	return &moved
+}
+
+// snapshotAt reports whether a stored snapshot ends at index and term.
+func (f follower) snapshotAt(index, term uint64) bool {
+	list, err := f.snaps.List()
+	if err != nil {
+		return false
+	}
+	for _, m := range list {
+		if m.Index == index && m.Term == term {
+			return true
+		}
+	}
+	return false
 }

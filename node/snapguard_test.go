@@ -98,7 +98,7 @@ func guardCluster(t *testing.T) []*guardPeer {
 			t.Fatal(err)
 		}
 		p.r = r
-		guard.start(alreadyHeld(r, p.logs, p.snaps))
+		guard.start(follower{r: r, logs: p.logs, snaps: p.snaps})
 		t.Cleanup(func() { _ = r.Shutdown().Error() })
 	}
 	if err := peers[0].r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
@@ -275,6 +275,77 @@ func TestSnapshotGuardAnswersASnapshotItsLogHolds(t *testing.T) {
 	checkAnswered(t, leader, follower, resendSnapshot(t, leader, follower), 0)
 }
 
+// appendFromSnapshotPoint sends follower the leader's entries after the
+// snapshot it installed, with that snapshot's point as the previous entry,
+// as the leader does after the guard answers a re-sent snapshot. tweak may
+// change the entries before they go.
+func appendFromSnapshotPoint(t *testing.T, leader, follower *guardPeer, tweak func([]*raft.Log)) *raft.AppendEntriesResponse {
+	t.Helper()
+	list, err := leader.snaps.List()
+	if err != nil || len(list) == 0 {
+		t.Fatalf("leader snapshots: %v %d", err, len(list))
+	}
+	point := list[0]
+	last, err := leader.logs.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []*raft.Log
+	for i := point.Index + 1; i <= last; i++ {
+		var l raft.Log
+		if err := leader.logs.GetLog(i, &l); err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, &l)
+	}
+	if tweak != nil {
+		tweak(entries)
+	}
+	req := &raft.AppendEntriesRequest{
+		RPCHeader:         raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(leader.id), Addr: []byte(leader.raw.LocalAddr())},
+		Term:              leader.r.CurrentTerm(),
+		PrevLogEntry:      point.Index,
+		PrevLogTerm:       point.Term,
+		Entries:           entries,
+		LeaderCommitIndex: leader.r.CommitIndex(),
+	}
+	var resp raft.AppendEntriesResponse
+	if err := leader.raw.AppendEntries(follower.id, follower.raw.LocalAddr(), req, &resp); err != nil {
+		t.Fatal(err)
+	}
+	return &resp
+}
+
+// After the guard answers, the leader appends from the snapshot's point. A
+// follower whose log starts after that point takes the append from its
+// first entry on; raft alone refuses it, and the two loop.
+func TestSnapshotGuardTakesAnAppendFromTheSnapshotPoint(t *testing.T) {
+	leader, follower, _ := staleResend(t)
+	if resp := appendFromSnapshotPoint(t, leader, follower, nil); !resp.Success {
+		t.Fatalf("the append from the snapshot's point was refused: %+v", resp)
+	}
+	applyN(t, leader.r, 5)
+	waitCaughtUp(t, follower, leader)
+}
+
+// An append from the snapshot's point whose first entry is not the one the
+// follower holds is left to raft, which refuses it; nothing changes.
+func TestSnapshotGuardLeavesAConflictingAppendToRaft(t *testing.T) {
+	leader, follower, _ := staleResend(t)
+	before := follower.r.LastIndex()
+	resp := appendFromSnapshotPoint(t, leader, follower, func(es []*raft.Log) {
+		first := *es[0]
+		first.Term++
+		es[0] = &first
+	})
+	if resp.Success {
+		t.Fatal("an append whose first entry conflicts with the log was taken")
+	}
+	if got := follower.r.LastIndex(); got != before {
+		t.Fatalf("the follower's last index moved from %d to %d", before, got)
+	}
+}
+
 // A snapshot the follower does not have (it fell behind the leader's log)
 // still reaches raft and is installed.
 func TestSnapshotGuardPassesASnapshotTheLogLacks(t *testing.T) {
@@ -310,7 +381,7 @@ func TestSnapshotGuardPassesASnapshotTheLogLacks(t *testing.T) {
 func TestSnapshotGuardCloseTwice(t *testing.T) {
 	_, raw := raft.NewInmemTransport("")
 	g := newSnapshotGuard(raw, hclog.NewNullLogger())
-	g.start(func(*raft.InstallSnapshotRequest) bool { return false })
+	g.start(follower{})
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
