@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"io"
 	"sync"
 
@@ -58,8 +59,10 @@ type snapshotGuard struct {
 // the pump and must not wait on raft's main loop.
 type heldState interface {
 	// holds reports whether the follower already has all that the
-	// snapshot describes.
+	// snapshot describes, and the log goes on right after it.
 	holds(*raft.InstallSnapshotRequest) bool
+	// term is raft's current term.
+	term() uint64
 	// pastSnapshotPoint returns the append moved one entry on when its
 	// previous entry is a snapshot point the log lacks, or nil.
 	pastSnapshotPoint(*raft.AppendEntriesRequest) *raft.AppendEntriesRequest
@@ -96,6 +99,11 @@ func (g *snapshotGuard) pump() {
 	for {
 		var rpc raft.RPC
 		select {
+		case <-g.stop: // select picks at random when both are ready
+			return
+		default:
+		}
+		select {
 		case rpc = <-g.in:
 		case <-g.stop:
 			return
@@ -103,13 +111,7 @@ func (g *snapshotGuard) pump() {
 		switch req := rpc.Command.(type) {
 		case *raft.InstallSnapshotRequest:
 			if g.held.holds(req) {
-				// The data must be read off the stream before the answer,
-				// as raft itself does, or the connection is left
-				// mid-message.
-				n, _ := io.Copy(io.Discard, rpc.Reader)
-				g.log.Info("snapshot not installed: this follower already holds and has applied its last entry",
-					"index", req.LastLogIndex, "term", req.LastLogTerm, "bytes", n)
-				rpc.Respond(&raft.InstallSnapshotResponse{Term: req.Term, Success: true}, nil)
+				g.answerHeld(rpc, req)
 			} else {
 				g.installThenWait(rpc)
 			}
@@ -127,6 +129,30 @@ func (g *snapshotGuard) pump() {
 			return
 		}
 	}
+}
+
+// answerHeld drains a snapshot the follower holds and answers it. The data
+// must be read off the stream before the answer, as raft itself does, or the
+// connection is left mid-message. Raft's main loop runs on meanwhile (raft
+// would be busy installing): a new leader's heartbeat may move the term on,
+// so the answer is checked again after the read and refused if the term
+// moved, lest a deposed leader count it as a follower's confirmation.
+func (g *snapshotGuard) answerHeld(rpc raft.RPC, req *raft.InstallSnapshotRequest) {
+	n, err := io.Copy(io.Discard, rpc.Reader)
+	if err == nil && n != req.Size {
+		err = fmt.Errorf("short snapshot: %d of %d bytes", n, req.Size)
+	}
+	if err != nil {
+		rpc.Respond(nil, err)
+		return
+	}
+	if term := g.held.term(); term != req.Term || !g.held.holds(req) {
+		rpc.Respond(&raft.InstallSnapshotResponse{Term: term}, nil)
+		return
+	}
+	g.log.Info("snapshot not installed: this follower already holds and has applied its last entry",
+		"index", req.LastLogIndex, "term", req.LastLogTerm, "bytes", n)
+	rpc.Respond(&raft.InstallSnapshotResponse{Term: req.Term, Success: true}, nil)
 }
 
 // installThenWait hands a snapshot to raft and holds the next request until
@@ -157,13 +183,21 @@ type follower struct {
 	snaps raft.SnapshotStore
 }
 
-// holds: the request is of the current term, the state machine has applied
-// the snapshot's last index, and that entry is known here with the same
-// term, either in the log (so, by raft's log matching, every entry before
-// it too) or as the point of a stored snapshot (a follower that installed
-// this very snapshot keeps only the log after it). Any doubt (an entry
+// holds: the request is one raft would read (versions in range) of the
+// current term, the state machine has been given the snapshot's last index,
+// and that entry is known here with the same term, either in the log (so,
+// by raft's log matching, every entry before it too) or as the point of a
+// stored snapshot (a follower that installed this very snapshot keeps only
+// the log after it) that the log continues right after, so the leader's
+// next append can start there (pastSnapshotPoint). Any doubt (an entry
 // compacted away, a read error, another term) leaves the request to raft.
 func (f follower) holds(req *raft.InstallSnapshotRequest) bool {
+	if v := req.ProtocolVersion; v < raft.ProtocolVersionMax-1 || v > raft.ProtocolVersionMax {
+		return false
+	}
+	if req.SnapshotVersion < raft.SnapshotVersionMin || req.SnapshotVersion > raft.SnapshotVersionMax {
+		return false
+	}
 	if req.Term != f.r.CurrentTerm() || f.r.AppliedIndex() < req.LastLogIndex {
 		return false
 	}
@@ -171,8 +205,13 @@ func (f follower) holds(req *raft.InstallSnapshotRequest) bool {
 	if err := f.logs.GetLog(req.LastLogIndex, &entry); err == nil {
 		return entry.Term == req.LastLogTerm
 	}
-	return f.snapshotAt(req.LastLogIndex, req.LastLogTerm)
+	if !f.snapshotAt(req.LastLogIndex, req.LastLogTerm) {
+		return false
+	}
+	return f.r.LastIndex() == req.LastLogIndex || f.logs.GetLog(req.LastLogIndex+1, &entry) == nil
 }
+
+func (f follower) term() uint64 { return f.r.CurrentTerm() }
 
 // pastSnapshotPoint: an append past the tail of the log (the steady case)
 // costs one look at raft's last index. The rest is for a retransmission

@@ -389,3 +389,59 @@ func TestSnapshotGuardCloseTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// fakeHeld holds every snapshot; its term is whatever the test says.
+type fakeHeld struct{ now atomic.Uint64 }
+
+func (f *fakeHeld) holds(*raft.InstallSnapshotRequest) bool { return true }
+func (f *fakeHeld) term() uint64                            { return f.now.Load() }
+func (f *fakeHeld) pastSnapshotPoint(*raft.AppendEntriesRequest) *raft.AppendEntriesRequest {
+	return nil
+}
+
+// sendToFake sends an InstallSnapshot of term 5 carrying data but claiming
+// size bytes to a guard whose follower is held.
+func sendToFake(t *testing.T, held *fakeHeld, data []byte, size int64) (*raft.InstallSnapshotResponse, error) {
+	t.Helper()
+	addr, raw := raft.NewInmemTransport("")
+	peerAddr, peer := raft.NewInmemTransport("")
+	peer.Connect(addr, raw)
+	g := newSnapshotGuard(raw, hclog.NewNullLogger())
+	g.start(held)
+	t.Cleanup(func() { _ = g.Close() })
+	req := &raft.InstallSnapshotRequest{
+		RPCHeader:       raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(peerAddr)},
+		SnapshotVersion: raft.SnapshotVersionMax, Term: 5, LastLogIndex: 10, LastLogTerm: 5, Size: size,
+	}
+	var resp raft.InstallSnapshotResponse
+	err := peer.InstallSnapshot("f", addr, req, &resp, bytes.NewReader(data))
+	return &resp, err
+}
+
+// A term that moves on while the snapshot is read off the stream (a new
+// leader's heartbeat takes raft's fast path meanwhile) turns the answer
+// into a refusal at the new term: a deposed leader must not count it.
+func TestSnapshotGuardRefusesWhenTheTermMovesDuringTheRead(t *testing.T) {
+	held := &fakeHeld{}
+	held.now.Store(6)
+	resp, err := sendToFake(t, held, []byte("snapshot"), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Success || resp.Term != 6 {
+		t.Fatalf("want a refusal at term 6, got %+v", resp)
+	}
+	held.now.Store(5)
+	if resp, err := sendToFake(t, held, []byte("snapshot"), 8); err != nil || !resp.Success {
+		t.Fatalf("the same request at an unchanged term is answered with success: %+v %v", resp, err)
+	}
+}
+
+// A snapshot shorter than it claims is an error, not a success.
+func TestSnapshotGuardRefusesAShortSnapshot(t *testing.T) {
+	held := &fakeHeld{}
+	held.now.Store(5)
+	if resp, err := sendToFake(t, held, []byte("snap"), 8); err == nil {
+		t.Fatalf("a short snapshot was answered: %+v", resp)
+	}
+}
