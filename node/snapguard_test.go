@@ -445,3 +445,40 @@ func TestSnapshotGuardRefusesAShortSnapshot(t *testing.T) {
 		t.Fatalf("a short snapshot was answered: %+v", resp)
 	}
 }
+
+// A stored snapshot's point counts as held only while the log continues
+// right after it: with the entry after the point gone (a log cut there),
+// the follower cannot show it holds what came after the snapshot, and the
+// request goes to raft.
+func TestSnapshotGuardNeedsTheLogToContinueAfterAStoredSnapshot(t *testing.T) {
+	leader, peer, _ := staleResend(t)
+	list, err := leader.snaps.List()
+	if err != nil || len(list) == 0 {
+		t.Fatalf("leader snapshots: %v %d", err, len(list))
+	}
+	point := list[0]
+	req := &raft.InstallSnapshotRequest{
+		RPCHeader:       raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax},
+		SnapshotVersion: point.Version,
+		Term:            leader.r.CurrentTerm(),
+		LastLogIndex:    point.Index,
+		LastLogTerm:     point.Term,
+	}
+	held := follower{r: peer.r, logs: peer.logs, snaps: peer.snaps}
+	var entry raft.Log
+	if peer.logs.GetLog(point.Index, &entry) == nil {
+		t.Fatalf("the follower's log holds the snapshot's point %d; the case needs a log that starts after it", point.Index)
+	}
+	if !held.holds(req) {
+		t.Fatal("a stored snapshot followed by the log is not counted as held")
+	}
+	if peer.r.LastIndex() <= point.Index+1 {
+		t.Fatalf("the follower's log ends at %d, want past %d", peer.r.LastIndex(), point.Index+1)
+	}
+	if err := peer.logs.DeleteRange(point.Index+1, point.Index+1); err != nil {
+		t.Fatal(err)
+	}
+	if held.holds(req) {
+		t.Fatal("a stored snapshot the log does not continue is counted as held")
+	}
+}
