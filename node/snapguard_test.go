@@ -159,15 +159,21 @@ func selfInConfig(t *testing.T, p *guardPeer) bool {
 	return false
 }
 
-// resendSnapshot sends the leader's newest snapshot to follower again, as a
-// leader whose replication fell back past its log does.
-func resendSnapshot(t *testing.T, leader, follower *guardPeer) *raft.InstallSnapshotResponse {
+// newestSnapshot is the leader's newest stored snapshot.
+func newestSnapshot(t *testing.T, leader *guardPeer) *raft.SnapshotMeta {
 	t.Helper()
 	list, err := leader.snaps.List()
 	if err != nil || len(list) == 0 {
 		t.Fatalf("leader snapshots: %v %d", err, len(list))
 	}
-	meta, rc, err := leader.snaps.Open(list[0].ID)
+	return list[0]
+}
+
+// resendSnapshot sends the leader's newest snapshot to follower again, as a
+// leader whose replication fell back past its log does.
+func resendSnapshot(t *testing.T, leader, follower *guardPeer) *raft.InstallSnapshotResponse {
+	t.Helper()
+	meta, rc, err := leader.snaps.Open(newestSnapshot(t, leader).ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,11 +287,7 @@ func TestSnapshotGuardAnswersASnapshotItsLogHolds(t *testing.T) {
 // change the entries before they go.
 func appendFromSnapshotPoint(t *testing.T, leader, follower *guardPeer, tweak func([]*raft.Log)) *raft.AppendEntriesResponse {
 	t.Helper()
-	list, err := leader.snaps.List()
-	if err != nil || len(list) == 0 {
-		t.Fatalf("leader snapshots: %v %d", err, len(list))
-	}
-	point := list[0]
+	point := newestSnapshot(t, leader)
 	last, err := leader.logs.LastIndex()
 	if err != nil {
 		t.Fatal(err)
@@ -452,11 +454,7 @@ func TestSnapshotGuardRefusesAShortSnapshot(t *testing.T) {
 // request goes to raft.
 func TestSnapshotGuardNeedsTheLogToContinueAfterAStoredSnapshot(t *testing.T) {
 	leader, peer, _ := staleResend(t)
-	list, err := leader.snaps.List()
-	if err != nil || len(list) == 0 {
-		t.Fatalf("leader snapshots: %v %d", err, len(list))
-	}
-	point := list[0]
+	point := newestSnapshot(t, leader)
 	req := &raft.InstallSnapshotRequest{
 		RPCHeader:       raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax},
 		SnapshotVersion: point.Version,
