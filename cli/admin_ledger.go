@@ -9,6 +9,7 @@ import (
 	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/fsm/growth"
 	"github.com/perpd/perpd/fsm/ledger"
+	"github.com/perpd/perpd/fsm/usdx"
 	"github.com/perpd/perpd/fsm/wire"
 )
 
@@ -38,7 +39,9 @@ func init() {
 
 // AdminLedgerView is GET /admin/ledger. Conservation: the sum of every
 // balance equals credited - paid, and no account but the house is
-// negative (ledger.Check); error says what broke when ok is false.
+// negative (ledger.Check); error says what broke when ok is false. The
+// figures listed are every account of the ledger, so they add up to
+// credited - paid themselves (checked in TestAdminUSDxAndTheTokenRail).
 type AdminLedgerView struct {
 	AppliedIndex           wire.Int `json:"appliedIndex"`
 	HouseMsat              wire.Int `json:"houseMsat"`
@@ -50,10 +53,17 @@ type AdminLedgerView struct {
 	// forfeited (fsm/growth).
 	ReferralPayableMsat wire.Int `json:"referralPayableMsat"`
 	PromoterPayableMsat wire.Int `json:"promoterPayableMsat"`
-	TradersMsat         wire.Int `json:"tradersMsat"`
-	CreditedMsat        wire.Int `json:"creditedMsat"`
-	PaidMsat            wire.Int `json:"paidMsat"`
-	Conservation        struct {
+	// USDx (fsm/usdx): the reserve that backs it, the yield escrow, and
+	// the hedge account's free balance and margin (the venue's own, so not
+	// in tradersMsat).
+	USDxReserveMsat wire.Int `json:"usdxReserveMsat"`
+	USDxYieldMsat   wire.Int `json:"usdxYieldMsat"`
+	USDxHedgeMsat   wire.Int `json:"usdxHedgeMsat"`
+	// TradersMsat is every trader's balances: free, reserved and margin.
+	TradersMsat  wire.Int `json:"tradersMsat"`
+	CreditedMsat wire.Int `json:"creditedMsat"`
+	PaidMsat     wire.Int `json:"paidMsat"`
+	Conservation struct {
 		OK    bool    `json:"ok"`
 		Error *string `json:"error"`
 	} `json:"conservation"`
@@ -66,7 +76,10 @@ func ledgerView(m *fsm.Machine) AdminLedgerView {
 		v.AppliedIndex = wire.Int(index)
 		v.HouseMsat, v.InsuranceMsat = wire.Int(l.Balance(ledger.House)), wire.Int(l.Balance(ledger.Insurance))
 		v.FeeRevenueMsat, v.PendingWithdrawalsMsat = wire.Int(l.Balance(ledger.FeeRevenue)), wire.Int(l.Balance(ledger.PendingWithdrawals))
-		v.FaucetMsat, v.TradersMsat = wire.Int(l.Balance(ledger.Faucet)), wire.Int(l.SumPrefix("acct:"))
+		hedge := l.SumPrefix("acct:" + usdx.HedgeAccount + ":")
+		v.FaucetMsat, v.TradersMsat = wire.Int(l.Balance(ledger.Faucet)), wire.Int(l.SumPrefix("acct:")-hedge)
+		v.USDxReserveMsat, v.USDxYieldMsat = wire.Int(l.Balance(usdx.Reserve)), wire.Int(l.Balance(usdx.YieldEscrow))
+		v.USDxHedgeMsat = wire.Int(hedge)
 		v.ReferralPayableMsat = wire.Int(l.Balance(growth.ReferralPayable))
 		v.PromoterPayableMsat = wire.Int(l.Balance(growth.PromoterPayable))
 		v.CreditedMsat, v.PaidMsat = wire.Int(l.CreditedMsat), wire.Int(l.PaidMsat)

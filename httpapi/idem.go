@@ -16,13 +16,17 @@ const MaxIdemKeyLen = 255
 
 const idemKeyCtx = "perpd.idem"
 
-// idemGuard requires a well-formed idempotency-key on idem routes.
+// idemGuard requires a well-formed idempotency-key on idem routes, and
+// checks one sent to a route where it is optional.
 func idemGuard(s *Server, r *Route) gin.HandlerFunc {
-	if !r.Idem {
+	if !r.Idem && !r.IdemOptional {
 		return nil
 	}
 	return func(c *gin.Context) {
 		k := c.GetHeader(IdemHeader)
+		if k == "" && r.IdemOptional {
+			return
+		}
 		if k == "" {
 			fail(c, http.StatusBadRequest, wire.CodeValidation, "header idempotency-key is required on this route")
 			return

@@ -33,6 +33,8 @@ func (s *Server) LLMSText(full bool) string {
 		}
 		if r.Idem {
 			auth += ", idem"
+		} else if r.IdemOptional {
+			auth += ", idem optional"
 		}
 		fmt.Fprintf(&b, "- %s %s (%s): %s\n", r.Method, openapiPath(r.Path), auth, r.Summary)
 		if !full {

@@ -109,9 +109,13 @@ func (g *schemaGen) operation(r *Route) map[string]any {
 	for _, name := range pathParams(r.Path) {
 		params = append(params, map[string]any{"name": name, "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
 	}
-	if r.Idem {
-		params = append(params, map[string]any{"name": IdemHeader, "in": "header", "required": true,
-			"description": "Idempotency key: a retry with the same key and body returns the original answer.",
+	if r.Idem || r.IdemOptional {
+		desc := "Idempotency key: a retry with the same key and body returns the original answer."
+		if r.IdemOptional {
+			desc = "Optional idempotency key: when sent, a retry with the same key and body returns the original answer."
+		}
+		params = append(params, map[string]any{"name": IdemHeader, "in": "header", "required": r.Idem,
+			"description": desc,
 			"schema":      map[string]any{"type": "string", "minLength": 1, "maxLength": MaxIdemKeyLen}})
 	}
 	if r.Query != nil {
@@ -158,7 +162,7 @@ func commonErrors(r *Route) []int {
 	if r.Auth == Keyed {
 		out = append(out, 403)
 	}
-	if r.Idem {
+	if r.Idem || r.IdemOptional {
 		out = append(out, 409)
 	}
 	return out

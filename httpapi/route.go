@@ -24,6 +24,10 @@ type Route struct {
 	Scope   string // required scope for Keyed routes ("" = any valid key)
 	Budget  string // rate budget: read, order, withdraw, or "" for unmetered
 	Idem    bool   // idempotency-key header required
+	// IdemOptional: the header may be left out (the spec does not make
+	// the route idem), but when sent it is checked as on Idem routes and a
+	// retry with it replays the first answer.
+	IdemOptional bool
 	// Request is a zero value of the JSON body type (nil: no body).
 	Request any
 	// Query is a zero value of a struct describing query parameters.

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"strconv"
 	"strings"
@@ -93,14 +95,14 @@ func (s *Server) usdxRoutes() []*Route {
 		{Method: http.MethodPost, Path: "/v1/usdx/mints", Summary: "Mint on a quote in one entry: sats debited, hedge short opened, USDx credited; the idempotency-key is the quote id",
 			Auth: Keyed, Scope: "trade", Budget: "order", Idem: true, Request: USDxMintRequest{},
 			Responses: with(201, usdx.SagaView{}), Handler: s.usdxMint},
-		{Method: http.MethodPost, Path: "/v1/usdx/redemptions", Summary: "Redeem USDx for sats at the oracle price less fees; queued while the oracle is stale; never refused for a halt. An optional idempotency-key names the saga",
-			Auth: Keyed, Scope: "trade", Budget: "order", Request: USDxAmountRequest{},
+		{Method: http.MethodPost, Path: "/v1/usdx/redemptions", Summary: "Redeem USDx for sats at the oracle price less fees; queued while the oracle is stale; never refused for a halt. An optional idempotency-key makes a retry safe",
+			Auth: Keyed, Scope: "trade", Budget: "order", IdemOptional: true, Request: USDxAmountRequest{},
 			Responses: with(201, usdx.SagaView{}), Handler: s.usdxRedeem},
-		{Method: http.MethodPost, Path: "/v1/usdx/stake", Summary: "Stake USDx for sUSDx at the served share price (refused during a mint halt)",
-			Auth: Keyed, Scope: "trade", Budget: "order", Request: USDxAmountRequest{},
+		{Method: http.MethodPost, Path: "/v1/usdx/stake", Summary: "Stake USDx for sUSDx at the served share price (refused during a mint halt). An optional idempotency-key makes a retry safe",
+			Auth: Keyed, Scope: "trade", Budget: "order", IdemOptional: true, Request: USDxAmountRequest{},
 			Responses: with(201, usdx.StakeResult{}), Handler: s.usdxStake},
-		{Method: http.MethodPost, Path: "/v1/usdx/unstake", Summary: "Start an unstake: the sUSDx cools for staking.unstakeCooldownMs, then is released at the share price then",
-			Auth: Keyed, Scope: "trade", Budget: "order", Request: USDxUnstakeRequest{},
+		{Method: http.MethodPost, Path: "/v1/usdx/unstake", Summary: "Start an unstake: the sUSDx cools for staking.unstakeCooldownMs, then is released at the share price then. An optional idempotency-key makes a retry safe",
+			Auth: Keyed, Scope: "trade", Budget: "order", IdemOptional: true, Request: USDxUnstakeRequest{},
 			Responses: with(201, usdx.UnstakeView{}), Handler: s.usdxUnstake},
 		{Method: http.MethodGet, Path: "/v1/usdx/unstakes", Summary: "The account's unstakes: cooling, then the last released",
 			Auth: Keyed, Scope: "read", Budget: "read", Responses: map[int]any{200: usdx.UnstakesView{}}, Handler: s.usdxUnstakes},
@@ -181,8 +183,9 @@ func (s *Server) usdxMint(c *gin.Context) {
 	}
 }
 
-// usdxRedeem takes an optional idempotency-key: when given it names the
-// saga and makes a retry safe; without one the saga gets a fresh id.
+// usdxRedeem takes an optional idempotency-key: when given, the saga's id
+// is derived from it (accountScopedID) and a retry is safe; without one
+// the saga gets a fresh id.
 func (s *Server) usdxRedeem(c *gin.Context) {
 	var req USDxAmountRequest
 	if !s.decode(c, &req) {
@@ -192,21 +195,21 @@ func (s *Server) usdxRedeem(c *gin.Context) {
 	if !ok {
 		return
 	}
-	id, key := "urd_"+randomID(12), c.GetHeader(IdemHeader)
-	if key != "" {
-		if len(key) > MaxIdemKeyLen {
-			invalid(c, "header idempotency-key is longer than 255 characters")
-			return
-		}
-		id = key
+	acct := callerOf(c).AccountID
+	id := "urd_" + randomID(12)
+	key, keyed := c.Get(idemKeyCtx)
+	if keyed {
+		id = accountScopedID("urd_", acct, key.(string))
 	}
 	cmd, err := s.command(c, fsm.CmdUSDxRedeem, fsm.USDxAmountPayload{ID: id, Amount: n}, req)
 	if err != nil {
 		unavailable(c, err.Error())
 		return
 	}
-	if key != "" {
-		cmd.IdemKey = "acct:" + callerOf(c).AccountID + ":usdx-redeem:" + key
+	if keyed {
+		// Its own namespace, as before optional keys were checked in
+		// general: a retry across an upgrade still finds its answer.
+		cmd.IdemKey = "acct:" + acct + ":usdx-redeem:" + key.(string)
 	}
 	res, ok := s.propose(c, cmd)
 	if ok {
@@ -311,7 +314,8 @@ func (s *Server) usdxWithdraw(c *gin.Context) {
 		return
 	}
 	key, _ := c.Get(idemKeyCtx)
-	res, ok := s.submit(c, fsm.CmdUSDxWithdraw, fsm.USDxWithdrawPayload{ID: key.(string), Usdx: n, SparkAddress: req.SparkAddress}, req)
+	id := accountScopedID("uwd_", callerOf(c).AccountID, key.(string))
+	res, ok := s.submit(c, fsm.CmdUSDxWithdraw, fsm.USDxWithdrawPayload{ID: id, Usdx: n, SparkAddress: req.SparkAddress}, req)
 	if ok {
 		respond(c, res)
 	}
@@ -327,4 +331,20 @@ func (s *Server) usdxActivity(c *gin.Context) {
 	s.accountPage(c, func(st *fsm.State, acct string, before uint64, limit int) any {
 		return st.USDx.ActivityOf(acct, before, limit)
 	})
+}
+
+// accountScopedID is the id of a record the venue keeps under a client's
+// idempotency key (a USDx withdrawal, a keyed redemption). A key belongs
+// to its account, so the id is derived from both: a retry finds the same
+// record, the same key from another account names another record (and
+// learns nothing of the first), and the id is unique across the venue, as
+// the custody rail, idempotent by withdrawal id, needs. 128 bits of
+// SHA-256 over prefix, account and key.
+func accountScopedID(prefix, accountID, key string) string {
+	h := sha256.New()
+	for _, part := range []string{prefix, accountID, key} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return prefix + hex.EncodeToString(h.Sum(nil)[:16])
 }

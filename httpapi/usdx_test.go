@@ -25,7 +25,7 @@ func i64p(v int64) *int64 { return &v }
 func TestUsdxOverHTTP(t *testing.T) {
 	a := newTestAPIWith(t, []Option{WithBudgetScale(10)}) // more writes than one order burst
 	a.listMarkets()
-	key, _ := a.tradingAccount()
+	key, acctID := a.tradingAccount()
 	post := func(path string, body any) resp {
 		return a.do(req{method: "POST", path: path, key: key, body: body})
 	}
@@ -88,7 +88,7 @@ func TestUsdxOverHTTP(t *testing.T) {
 	}
 	// Redeem, idempotently under a key.
 	r = a.do(req{method: "POST", path: "/v1/usdx/redemptions", key: key, idem: "red-1", body: map[string]any{"usdx": "5"}})
-	if r.status != 201 || r.json(t)["state"] != "paid" || r.json(t)["sagaId"] != "red-1" {
+	if r.status != 201 || r.json(t)["state"] != "paid" || r.json(t)["sagaId"] != accountScopedID("urd_", acctID, "red-1") {
 		t.Fatalf("redeem %d %s", r.status, r.body)
 	}
 	again := a.do(req{method: "POST", path: "/v1/usdx/redemptions", key: key, idem: "red-1", body: map[string]any{"usdx": "5"}})
@@ -206,5 +206,95 @@ func TestUsdxTokenRailOverHTTP(t *testing.T) {
 	}
 	if pub := a.get("/v1/usdx").json(t); pub["frozenCount"] != float64(1) || pub["freezeCount"] != float64(1) {
 		t.Fatalf("%v", pub)
+	}
+}
+
+// TestUsdxKeysAreTheAccountsOwn: an idempotency key belongs to its
+// account on the USDx routes too. Two accounts may use the same key for a
+// withdrawal or a redemption (before, the second was refused 409 and so
+// learned the first had used it); a retry from the same account replays;
+// stake and unstake honour a key when one is sent (before, a retry staked
+// twice), check it like every other route, and still work without one.
+func TestUsdxKeysAreTheAccountsOwn(t *testing.T) {
+	a := newTestAPIWith(t, []Option{WithTokenRail(tokenrail.NewSim()), WithBudgetScale(10)})
+	a.listMarkets()
+	a.freshPrices()
+	holder := func() string {
+		key, _ := a.tradingAccount()
+		q := a.do(req{method: "POST", path: "/v1/usdx/quotes", key: key, body: map[string]any{"side": "mint", "usdx": "20"}}).json(t)
+		qid := q["quoteId"].(string)
+		if r := a.do(req{method: "POST", path: "/v1/usdx/mints", key: key, idem: qid, body: map[string]any{"quoteId": qid}}); r.status != 201 {
+			t.Fatalf("mint %d %s", r.status, r.body)
+		}
+		return key
+	}
+	k1, k2 := holder(), holder()
+	holdings := func(key string) (string, string) {
+		m := a.do(req{method: "GET", path: "/v1/account", key: key}).json(t)
+		return m["usdx"].(string), m["susdx"].(string)
+	}
+	wd := map[string]any{"usdx": "2", "sparkAddress": "sprt1abcdefgh"}
+	w1 := a.do(req{method: "POST", path: "/v1/usdx/withdrawals", key: k1, idem: "shared-1", body: wd})
+	w2 := a.do(req{method: "POST", path: "/v1/usdx/withdrawals", key: k2, idem: "shared-1", body: wd})
+	if w1.status != 201 || w2.status != 201 {
+		t.Fatalf("the same key from two accounts: %d %s / %d %s", w1.status, w1.body, w2.status, w2.body)
+	}
+	id1, id2 := w1.json(t)["withdrawalId"], w2.json(t)["withdrawalId"]
+	if id1 == id2 || id1 == "shared-1" || id2 == "shared-1" {
+		t.Fatalf("withdrawal ids %v %v", id1, id2)
+	}
+	again := a.do(req{method: "POST", path: "/v1/usdx/withdrawals", key: k1, idem: "shared-1", body: wd})
+	if again.status != 201 || string(again.body) != string(w1.body) || again.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry %d %s", again.status, again.body)
+	}
+	if u, _ := holdings(k1); u != "18" {
+		t.Fatalf("one withdrawal of 2 from 20 leaves 18, not %s", u)
+	}
+	r1 := a.do(req{method: "POST", path: "/v1/usdx/redemptions", key: k1, idem: "shared-rd", body: map[string]any{"usdx": "1"}})
+	r2 := a.do(req{method: "POST", path: "/v1/usdx/redemptions", key: k2, idem: "shared-rd", body: map[string]any{"usdx": "1"}})
+	if r1.status != 201 || r2.status != 201 || r1.json(t)["sagaId"] == r2.json(t)["sagaId"] {
+		t.Fatalf("redemptions %d %s / %d %s", r1.status, r1.body, r2.status, r2.body)
+	}
+	// Stake and unstake: a key makes the retry a replay.
+	stake := func(idem, usdx string) resp {
+		return a.do(req{method: "POST", path: "/v1/usdx/stake", key: k1, idem: idem, body: map[string]any{"usdx": usdx}})
+	}
+	first := stake("stk-1", "3")
+	if first.status != 201 {
+		t.Fatalf("stake %d %s", first.status, first.body)
+	}
+	if r := stake("stk-1", "3"); r.status != 201 || string(r.body) != string(first.body) || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("stake retry %d %s", r.status, r.body)
+	}
+	wantCode(t, stake("stk-1", "4"), 409, "idempotency_key_reused")
+	wantCode(t, stake("has space", "1"), 400, "validation")
+	if u, su := holdings(k1); u != "14" || su != "3" {
+		t.Fatalf("after one keyed stake of 3: usdx %s susdx %s", u, su)
+	}
+	unstake := func(idem string) resp {
+		return a.do(req{method: "POST", path: "/v1/usdx/unstake", key: k1, idem: idem, body: map[string]any{"susdx": "1"}})
+	}
+	u1 := unstake("uns-1")
+	if u2 := unstake("uns-1"); u1.status != 201 || string(u2.body) != string(u1.body) {
+		t.Fatalf("unstake %d %s / retry %d %s", u1.status, u1.body, u2.status, u2.body)
+	}
+	if _, su := holdings(k1); su != "2" {
+		t.Fatalf("after one keyed unstake of 1: susdx %s", su)
+	}
+	// Without a key both apply, as the spec's route allows.
+	for range 2 {
+		if r := stake("", "1"); r.status != 201 {
+			t.Fatalf("unkeyed stake %d %s", r.status, r.body)
+		}
+	}
+	if _, su := holdings(k1); su != "4" {
+		t.Fatalf("after two unkeyed stakes of 1: susdx %s", su)
+	}
+	// The description says the header is optional there.
+	spec := a.get("/openapi.json").json(t)
+	op := spec["paths"].(map[string]any)["/v1/usdx/stake"].(map[string]any)["post"].(map[string]any)
+	params, _ := op["parameters"].([]any)
+	if len(params) != 1 || params[0].(map[string]any)["name"] != IdemHeader || params[0].(map[string]any)["required"] != false {
+		t.Fatalf("stake parameters %v", params)
 	}
 }

@@ -15,8 +15,9 @@ import (
 //     - paid, no account but the house negative) must hold in every
 //     reading;
 //   - the books it shows must add up from outside too: house + insurance +
-//     fee revenue + pending withdrawals + faucet + accounts = credited -
-//     paid (those are all the ledger's accounts);
+//     fee revenue + pending withdrawals + faucet + the programmes'
+//     payables + USDx's reserve, yield escrow and hedge + traders =
+//     credited - paid (those are all the ledger's accounts);
 //   - nodes at the same index must show the same books, field by field;
 //   - and at least one index must be seen on every node.
 //
@@ -35,6 +36,11 @@ type LedgerSample struct {
 	FeeRevenueMsat         int64  `json:"feeRevenueMsat"`
 	PendingWithdrawalsMsat int64  `json:"pendingWithdrawalsMsat"`
 	FaucetMsat             int64  `json:"faucetMsat"`
+	ReferralPayableMsat    int64  `json:"referralPayableMsat"`
+	PromoterPayableMsat    int64  `json:"promoterPayableMsat"`
+	USDxReserveMsat        int64  `json:"usdxReserveMsat"`
+	USDxYieldMsat          int64  `json:"usdxYieldMsat"`
+	USDxHedgeMsat          int64  `json:"usdxHedgeMsat"`
 	TradersMsat            int64  `json:"tradersMsat"`
 	CreditedMsat           int64  `json:"creditedMsat"`
 	PaidMsat               int64  `json:"paidMsat"`
@@ -71,7 +77,8 @@ func Ledger(ops []history.Op, samples map[string][]LedgerSample, nodes []string,
 				res.Verdict = Violation
 				res.addf("%s at index %d: conservation check failed: %s", node, s.Applied, s.Error)
 			}
-			sum := s.HouseMsat + s.InsuranceMsat + s.FeeRevenueMsat + s.PendingWithdrawalsMsat + s.FaucetMsat + s.TradersMsat
+			sum := s.HouseMsat + s.InsuranceMsat + s.FeeRevenueMsat + s.PendingWithdrawalsMsat + s.FaucetMsat +
+				s.ReferralPayableMsat + s.PromoterPayableMsat + s.USDxReserveMsat + s.USDxYieldMsat + s.USDxHedgeMsat + s.TradersMsat
 			if sum != s.CreditedMsat-s.PaidMsat {
 				res.Verdict = Violation
 				res.addf("%s at index %d: the books add up to %d msat, credited %d - paid %d is %d",

@@ -119,10 +119,17 @@ type Ledger struct {
 	FeeRevenueMsat         string `json:"feeRevenueMsat"`
 	PendingWithdrawalsMsat string `json:"pendingWithdrawalsMsat"`
 	FaucetMsat             string `json:"faucetMsat"`
-	TradersMsat            string `json:"tradersMsat"`
-	CreditedMsat           string `json:"creditedMsat"`
-	PaidMsat               string `json:"paidMsat"`
-	Conservation           struct {
+	// The programmes' payables and USDx's accounts: absent ("") from a
+	// build before they were listed, read as 0.
+	ReferralPayableMsat string `json:"referralPayableMsat"`
+	PromoterPayableMsat string `json:"promoterPayableMsat"`
+	USDxReserveMsat     string `json:"usdxReserveMsat"`
+	USDxYieldMsat       string `json:"usdxYieldMsat"`
+	USDxHedgeMsat       string `json:"usdxHedgeMsat"`
+	TradersMsat         string `json:"tradersMsat"`
+	CreditedMsat        string `json:"creditedMsat"`
+	PaidMsat            string `json:"paidMsat"`
+	Conservation        struct {
 		OK    bool    `json:"ok"`
 		Error *string `json:"error"`
 	} `json:"conservation"`

@@ -661,13 +661,21 @@ func (r *run) sampleLedgers(ctx context.Context) map[string][]checker.LedgerSamp
 }
 
 func ledgerSample(l *client.Ledger) (checker.LedgerSample, error) {
+	orZero := func(x string) string {
+		if x == "" {
+			return "0"
+		}
+		return x
+	}
 	v, err := ints("ledger", l.HouseMsat, l.InsuranceMsat, l.FeeRevenueMsat, l.PendingWithdrawalsMsat, l.FaucetMsat,
-		l.TradersMsat, l.CreditedMsat, l.PaidMsat)
+		l.TradersMsat, l.CreditedMsat, l.PaidMsat, orZero(l.ReferralPayableMsat), orZero(l.PromoterPayableMsat),
+		orZero(l.USDxReserveMsat), orZero(l.USDxYieldMsat), orZero(l.USDxHedgeMsat))
 	if err != nil {
 		return checker.LedgerSample{}, err
 	}
 	s := checker.LedgerSample{Applied: l.Applied(), HouseMsat: v[0], InsuranceMsat: v[1], FeeRevenueMsat: v[2],
-		PendingWithdrawalsMsat: v[3], FaucetMsat: v[4], TradersMsat: v[5], CreditedMsat: v[6], PaidMsat: v[7], OK: l.Conservation.OK}
+		PendingWithdrawalsMsat: v[3], FaucetMsat: v[4], TradersMsat: v[5], CreditedMsat: v[6], PaidMsat: v[7], OK: l.Conservation.OK,
+		ReferralPayableMsat: v[8], PromoterPayableMsat: v[9], USDxReserveMsat: v[10], USDxYieldMsat: v[11], USDxHedgeMsat: v[12]}
 	if l.Conservation.Error != nil {
 		s.Error = *l.Conservation.Error
 	}
