@@ -78,6 +78,9 @@ func Build(n *node.Node, log hclog.Logger, opts ...httpapi.Option) (*Assembly, e
 		}
 	}
 	hub := wsapi.New(n, log.Named("ws"))
+	if k := profiles[n.Config().Deployment].wsPerAddress; k > 0 {
+		hub.PerAddress = k
+	}
 	p.HTTPOptions = append(p.HTTPOptions, httpapi.WithWebSocket(hub))
 	// The profile's scale applies last, to whatever budgets the options set.
 	if k := profiles[n.Config().Deployment].budgetScale; k > 1 {

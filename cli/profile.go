@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/perpd/perpd/fsm/access"
+	"github.com/perpd/perpd/wsapi"
 )
 
 // profile is what a deployment name turns on, besides its name reaching
@@ -18,6 +19,9 @@ type profile struct {
 	signupsPerHour int
 	// payer: the operator may pay deposit invoices from the admin listener.
 	payer bool
+	// wsPerAddress replaces the WebSocket connections one client address
+	// may hold on a node (0: wsapi's MaxConnectionsPerAddress).
+	wsPerAddress int
 }
 
 // Bench profile sizes (docs/decisions.md, "Load generator and the bench
@@ -36,7 +40,9 @@ const (
 var profiles = map[string]profile{
 	"testnet": {budgetScale: 1, payer: true},
 	"local":   {budgetScale: 1, payer: true},
-	"bench":   {budgetScale: BenchBudgetScale, signupsPerHour: BenchSignupsPerHour, payer: true},
+	// bench-ws-fanout's clients all dial from loopback: only the node's own
+	// cap applies.
+	"bench": {budgetScale: BenchBudgetScale, signupsPerHour: BenchSignupsPerHour, payer: true, wsPerAddress: wsapi.MaxConnections},
 }
 
 // signupCap is the genesis signup cap serve proposes: the flag's when

@@ -58,6 +58,66 @@ func refuseKeyInURL(s *Server, r *Route) gin.HandlerFunc {
 	}
 }
 
+// keyPrefix starts every API key (newAPIKey): "pdk_" and 48 hex digits.
+const (
+	keyPrefix    = "pdk_"
+	keyHexDigits = 48
+)
+
+// keyShapeAt reports whether s holds a key's shape at i: the prefix in
+// any case, then 48 hex digits.
+func keyShapeAt(s string, i int) bool {
+	if len(s)-i < len(keyPrefix)+keyHexDigits || !strings.EqualFold(s[i:i+len(keyPrefix)], keyPrefix) {
+		return false
+	}
+	for _, ch := range []byte(s[i+len(keyPrefix) : i+len(keyPrefix)+keyHexDigits]) {
+		if !('0' <= ch && ch <= '9' || 'a' <= ch && ch <= 'f' || 'A' <= ch && ch <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// hasKeyShape reports whether s holds anything shaped like an API key.
+func hasKeyShape(s string) bool {
+	for i := 0; i+len(keyPrefix)+keyHexDigits <= len(s); i++ {
+		if s[i]|0x20 == 'p' && keyShapeAt(s, i) {
+			return true
+		}
+	}
+	return false
+}
+
+// redactKeys replaces the hex of anything shaped like an API key in s, for
+// the request log.
+func redactKeys(s string) string {
+	if !hasKeyShape(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		if keyShapeAt(s, i) {
+			b.WriteString(keyPrefix + "[redacted]")
+			i += len(keyPrefix) + keyHexDigits
+			continue
+		}
+		b.WriteByte(s[i])
+		i++
+	}
+	return b.String()
+}
+
+// refuseKeyInPath refuses, before routing (so unmatched paths too), a
+// request whose path or query holds something shaped like an API key: it
+// has leaked into URLs, and so into proxies' and browsers' histories, and
+// no answer may echo it back. The request log shows the path redacted.
+func (s *Server) refuseKeyInPath(c *gin.Context) {
+	if hasKeyShape(c.Request.URL.Path) || hasKeyShape(c.Request.URL.RawQuery) {
+		fail(c, http.StatusUnauthorized, wire.CodeUnauthorized,
+			"API keys are accepted only in the x-api-key header, never in a URL; rotate this key")
+	}
+}
+
 // authGuard authenticates keyed routes against the node's applied state and
 // checks the route's scope. The state machine re-checks both when a write
 // applies, so a key revoked earlier in the log never acts.

@@ -81,7 +81,8 @@ func validateExchanges(t *testing.T, a *testAPI) {
 	for _, ex := range a.seen {
 		item, tmpl := findPath(doc, ex.path)
 		if item == nil {
-			if ex.status != 404 {
+			// A key in the URL is refused before routing (refuseKeyInPath).
+			if ex.status != 404 && !(ex.status == 401 && hasKeyShape(ex.path)) {
 				t.Errorf("%s %s answered %d but is not described", ex.method, ex.path, ex.status)
 			}
 			continue

@@ -80,7 +80,7 @@ func (s *Server) requestLog(c *gin.Context) {
 	if level < s.log.GetLevel() {
 		return
 	}
-	args := []any{"request_id", id, "method", c.Request.Method, "path", c.Request.URL.Path, "route", route,
+	args := []any{"request_id", id, "method", c.Request.Method, "path", redactKeys(c.Request.URL.Path), "route", route,
 		"status", status, "ms", float64(d.Microseconds()) / 1000, "remote", c.ClientIP()}
 	if in != "" && in != id && node.ValidRequestID(in) {
 		args = append(args, "client_request_id", in)

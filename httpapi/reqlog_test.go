@@ -169,3 +169,51 @@ func TestOrderFlowSuccessLogsAtDebug(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyInThePathIsRefusedAndNeverLogged: a key pasted into a path (a
+// client's mistake) is refused 401 before routing, on routed and unmatched
+// paths alike, never echoed in the answer, and logged redacted. Before,
+// DELETE /v1/orders/<key> answered 404 "order <key> not found" and the
+// access line logged the path with the key in it at info.
+func TestKeyInThePathIsRefusedAndNeverLogged(t *testing.T) {
+	a, logs, _ := newLoggedAPI(t)
+	key, _ := a.signup()
+	hex := strings.TrimPrefix(key, keyPrefix)
+	for _, r := range []req{
+		{method: "DELETE", path: "/v1/orders/" + key, key: key, idem: nextIdem()},
+		{method: "POST", path: "/v1/" + key, key: key},
+		{method: "GET", path: "/v1/account?note=" + key, key: key},
+		{method: "POST", path: "/v1/signup/" + strings.ToUpper(key[:4]) + key[4:]},
+	} {
+		res := a.do(r)
+		if res.status != 401 || res.code() != "unauthorized" || strings.Contains(string(res.body), hex) {
+			t.Fatalf("%s %s: %d %s", r.method, r.path, res.status, res.body)
+		}
+	}
+	if strings.Contains(logs.String(), hex) {
+		t.Fatalf("the key reached the log:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "path=/v1/orders/pdk_[redacted]") {
+		t.Fatalf("no redacted access line:\n%s", logs.String())
+	}
+	// Not a key: shorter, or not hex, passes on to routing.
+	if r := a.do(req{method: "GET", path: "/v1/orders/pdk_" + hex[:40], key: key}); r.status != 404 {
+		t.Fatalf("a shorter id: %d %s", r.status, r.body)
+	}
+}
+
+func TestRedactKeys(t *testing.T) {
+	k := "pdk_" + strings.Repeat("ab", 24)
+	for in, want := range map[string]string{
+		"/v1/orders/" + k:               "/v1/orders/pdk_[redacted]",
+		"/x/" + k + "/y/" + k + "z":     "/x/pdk_[redacted]/y/pdk_[redacted]z",
+		"/v1/pdk_pdk_" + k[4:]:          "/v1/pdk_pdk_[redacted]",
+		"/v1/orders/pdk_" + k[4:50]:     "/v1/orders/pdk_" + k[4:50],
+		"/v1/orders/pdk_" + k[5:] + "g": "/v1/orders/pdk_" + k[5:] + "g",
+		"/v1/markets/BTC-PERP/candles":  "/v1/markets/BTC-PERP/candles",
+	} {
+		if got := redactKeys(in); got != want {
+			t.Errorf("redactKeys(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

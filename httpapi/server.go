@@ -33,7 +33,7 @@ type Server struct {
 	log       hclog.Logger
 	meter     *meter
 	// ws serves /v1/ws when set.
-	ws http.Handler
+	ws WebSocket
 	// budgets size the rate limits (Budgets unless an option says else).
 	budgets map[string]Budget
 	touch   *touches
@@ -76,7 +76,7 @@ func New(n *node.Node, log hclog.Logger, opts ...Option) *Server {
 	// The order and withdraw budgets are drawn by the leader from its
 	// server's buckets (see leaderBudgets).
 	n.SetMeter(leaderMeter{s})
-	e.Use(s.requestLog, gin.CustomRecoveryWithWriter(log.StandardWriter(&hclog.StandardLoggerOptions{}), recovery), s.bodyLimit, s.stampIndex)
+	e.Use(s.requestLog, gin.CustomRecoveryWithWriter(log.StandardWriter(&hclog.StandardLoggerOptions{}), recovery), s.refuseKeyInPath, s.bodyLimit, s.stampIndex)
 	e.NoRoute(func(c *gin.Context) { notFound(c, "route "+c.Request.URL.Path) })
 	e.NoMethod(func(c *gin.Context) {
 		fail(c, http.StatusMethodNotAllowed, "validation", "method "+c.Request.Method+" not allowed on "+c.Request.URL.Path)
@@ -94,8 +94,15 @@ type Option func(*Server)
 // with.
 func WithRail(r rail.Rail) Option { return func(s *Server) { s.Rail = r } }
 
+// WebSocket serves /v1/ws. clientIP is the caller's address as the rate
+// limits see it (the TCP peer, or what a trusted proxy says), for the
+// handler's per-address bounds.
+type WebSocket interface {
+	ServeClient(w http.ResponseWriter, r *http.Request, clientIP string)
+}
+
 // WithWebSocket mounts the WebSocket handler at /v1/ws.
-func WithWebSocket(h http.Handler) Option { return func(s *Server) { s.ws = h } }
+func WithWebSocket(h WebSocket) Option { return func(s *Server) { s.ws = h } }
 
 // WithBudgets replaces the rate budgets (all three names must be present).
 func WithBudgets(b map[string]Budget) Option { return func(s *Server) { s.budgets = b } }

@@ -89,7 +89,8 @@ func (s *Server) routes() []*Route {
 	if s.ws != nil {
 		all = append(all, &Route{Method: http.MethodGet, Path: "/v1/ws",
 			Summary: "WebSocket: prices, stats and account channels (protocol v1; see llms-full.txt)",
-			Content: "none", Responses: map[int]any{101: nil}, Handler: gin.WrapH(s.ws)})
+			Content: "none", Responses: map[int]any{101: nil, 429: wire.ErrorBody{}},
+			Handler: func(c *gin.Context) { s.ws.ServeClient(c.Writer, c.Request, c.ClientIP()) }})
 	}
 	for _, f := range routeSets {
 		all = append(all, f(s)...)

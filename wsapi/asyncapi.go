@@ -120,8 +120,9 @@ func Describe(ref refSchema, object objectSchema) map[string]any {
 			"description": "Take a REST snapshot and reconnect.", "reasons": []any{ReasonSlowConsumer, ReasonEventsLost}}},
 		"x-svc-protocol-version": ProtocolVersion,
 		"x-svc-ping-every-ms":    PingEvery.Milliseconds(),
-		"x-svc-limits": map[string]any{"maxConnectionsPerNode": MaxConnections, "maxSubscriptionsPerConnection": MaxSubscriptions,
-			"maxClientFrameBytes": MaxFrameBytes, "sendBufferFrames": SessionBufferMsgs},
+		"x-svc-limits": map[string]any{"maxConnectionsPerNode": MaxConnections, "maxConnectionsPerAddress": MaxConnectionsPerAddress,
+			"maxSubscriptionsPerConnection": MaxSubscriptions,
+			"maxClientFrameBytes":           MaxFrameBytes, "sendBufferFrames": SessionBufferMsgs},
 	}
 }
 

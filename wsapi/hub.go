@@ -5,7 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +39,11 @@ const (
 	// a connection's SessionBufferMsgs are queued.
 	closeReserve = 2
 )
+
+// MaxConnectionsPerAddress bounds one client address's open connections on
+// a node (an IPv6 client's /64), so that one client cannot hold every slot
+// of MaxConnections; more are refused with 429.
+const MaxConnectionsPerAddress = 100
 
 // CloseResync is the WebSocket close code of a connection that lost, or
 // would lose, frames: its send buffer was full (the client reads too
@@ -73,6 +81,13 @@ type Hub struct {
 	// beforeBatch, when set, runs before each bus batch (tests stall the
 	// hub with it).
 	beforeBatch func()
+
+	// PerAddress bounds one client address's connections
+	// (MaxConnectionsPerAddress by default; the bench profile lifts it,
+	// its fan-out clients all dial from loopback). byAddr counts them.
+	PerAddress int
+	addrMu     sync.Mutex
+	byAddr     map[string]int
 }
 
 // conn is one connection's state.
@@ -91,7 +106,13 @@ type conn struct {
 func New(n *node.Node, log hclog.Logger) *Hub {
 	m := melody.New()
 	m.Config.MaxMessageSize = MaxFrameBytes
-	h := &Hub{n: n, m: m, log: log, subs: map[string]map[*melody.Session]struct{}{}, PingEvery: PingEvery}
+	h := &Hub{n: n, m: m, log: log, subs: map[string]map[*melody.Session]struct{}{}, PingEvery: PingEvery,
+		PerAddress: MaxConnectionsPerAddress, byAddr: map[string]int{}}
+	// A refused upgrade (no Upgrade header, a bad version) answers the
+	// API's JSON refusal, not gorilla's plain text.
+	m.Upgrader.Error = func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
+		refuse(w, status, wire.CodeValidation, "websocket upgrade refused: "+reason.Error())
+	}
 	h.setSendBuffer(SessionBufferMsgs)
 	m.HandleConnect(func(s *melody.Session) { s.Set(sessionConnKey, &conn{subjects: map[string]bool{}}) })
 	m.HandleDisconnect(h.drop)
@@ -131,17 +152,77 @@ func (h *Hub) DroppedFrames() uint64 { return h.dropped.Load() }
 // Connections is how many WebSocket connections are open.
 func (h *Hub) Connections() int { return h.m.Len() }
 
-// ServeHTTP upgrades the request.
+// ServeHTTP upgrades the request of a client at its TCP peer's address.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	h.ServeClient(w, r, host)
+}
+
+// ServeClient upgrades the request of the client at clientIP (the address
+// the rate limits see: the TCP peer, or what a trusted proxy says). It
+// returns when the connection ends; the client's slot is held until then.
+func (h *Hub) ServeClient(w http.ResponseWriter, r *http.Request, clientIP string) {
 	if h.m.Len() >= MaxConnections {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write(mustJSON(wire.ErrorBody{Error: "too many WebSocket connections on this node; try another", Code: wire.CodeUnavailable}))
+		refuse(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "too many WebSocket connections on this node; try another")
 		return
 	}
+	addr := addressKey(clientIP)
+	if !h.hold(addr) {
+		w.Header().Set("Retry-After", "1")
+		refuse(w, http.StatusTooManyRequests, wire.CodeRateLimited,
+			fmt.Sprintf("at most %d WebSocket connections per client address on this node; close one first", h.PerAddress))
+		return
+	}
+	defer h.release(addr)
 	if err := h.m.HandleRequest(w, r); err != nil {
 		h.log.Debug("websocket upgrade failed", "err", err)
 	}
+}
+
+// hold takes one of addr's connection slots, or reports that none is left.
+func (h *Hub) hold(addr string) bool {
+	h.addrMu.Lock()
+	defer h.addrMu.Unlock()
+	if h.byAddr[addr] >= h.PerAddress {
+		return false
+	}
+	h.byAddr[addr]++
+	return true
+}
+
+// release gives addr's slot back; an address with none left is forgotten,
+// so the table holds only addresses with open connections.
+func (h *Hub) release(addr string) {
+	h.addrMu.Lock()
+	defer h.addrMu.Unlock()
+	if h.byAddr[addr]--; h.byAddr[addr] <= 0 {
+		delete(h.byAddr, addr)
+	}
+}
+
+// addressKey is the unit a connection cap counts: an IPv4 address, or an
+// IPv6 address's /64 (one subscriber's usual allocation, which a single
+// client can draw addresses from at will).
+func addressKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	p, _ := a.Prefix(64)
+	return p.String()
+}
+
+func refuse(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(mustJSON(wire.ErrorBody{Error: msg, Code: code}))
 }
 
 // Run feeds events to subscribers and pings every PingEvery until ctx ends.

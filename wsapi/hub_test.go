@@ -217,3 +217,68 @@ func TestTradeOnlyKeyCannotSubscribeAccount(t *testing.T) {
 		t.Fatalf("trade-only key: %v", m)
 	}
 }
+
+// TestConnectionsPerAddressAreBounded: one client address cannot hold
+// every connection slot of a node. Past PerAddress the upgrade is refused
+// 429 rate_limited (JSON, with Retry-After); a closed connection gives its
+// slot back.
+func TestConnectionsPerAddressAreBounded(t *testing.T) {
+	e := newEnv(t, func(h *Hub) { h.PerAddress = 3 })
+	url := "ws" + strings.TrimPrefix(e.http.URL, "http") + "/v1/ws"
+	var open []*websocket.Conn
+	for range 3 {
+		open = append(open, e.dial())
+	}
+	_, res, err := websocket.DefaultDialer.Dial(url, nil)
+	if err == nil || res == nil || res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("a fourth connection from one address: %v %+v", err, res)
+	}
+	var body map[string]any
+	if json.NewDecoder(res.Body).Decode(&body) != nil || body["code"] != "rate_limited" {
+		t.Fatalf("refusal body %v", body)
+	}
+	open[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, _, err := websocket.DefaultDialer.Dial(url, nil)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the closed connection's slot never came back: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRefusedUpgradeAnswersJSON: a GET of /v1/ws that is not a WebSocket
+// upgrade gets the API's {error, code}, not gorilla's plain text.
+func TestRefusedUpgradeAnswersJSON(t *testing.T) {
+	e := newEnv(t)
+	res, err := http.Get(e.http.URL + "/v1/ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body map[string]any
+	if res.StatusCode != http.StatusBadRequest || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") ||
+		json.NewDecoder(res.Body).Decode(&body) != nil || body["code"] != "validation" || body["error"] == "" {
+		t.Fatalf("%d %s %v", res.StatusCode, res.Header.Get("Content-Type"), body)
+	}
+}
+
+func TestAddressKeyGroupsAnIPv6Slash64(t *testing.T) {
+	for in, want := range map[string]string{
+		"203.0.113.7":           "203.0.113.7",
+		"::ffff:203.0.113.7":    "203.0.113.7",
+		"2001:db8:1:2:3:4:5:6":  "2001:db8:1:2::/64",
+		"2001:db8:1:2:ffff::9":  "2001:db8:1:2::/64",
+		"2001:db8:1:3::1":       "2001:db8:1:3::/64",
+		"not an address at all": "not an address at all",
+	} {
+		if got := addressKey(in); got != want {
+			t.Errorf("addressKey(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
