@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -165,6 +166,7 @@ func adminStateCmd(f *adminFlags) *cobra.Command {
 
 func adminJoinCmd(f *adminFlags) *cobra.Command {
 	var id, raftAddr string
+	var replace bool
 	cmd := &cobra.Command{
 		Use:   "join",
 		Short: "Add a voting member (any node relays it to the leader)",
@@ -179,7 +181,7 @@ func adminJoinCmd(f *adminFlags) *cobra.Command {
 			}
 			ctx, cancel := f.ctx()
 			defer cancel()
-			out, err := c.Join(ctx, id, raftAddr)
+			out, err := c.Join(ctx, id, raftAddr, replace)
 			if err != nil {
 				return err
 			}
@@ -188,6 +190,7 @@ func adminJoinCmd(f *adminFlags) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&id, "id", "", "id of the node to add")
 	cmd.Flags().StringVar(&raftAddr, "raft", "", "raft address of the node to add")
+	cmd.Flags().BoolVar(&replace, "replace", false, "move a member already in the cluster to this raft address (refused without it)")
 	return cmd
 }
 
@@ -287,12 +290,19 @@ func adminSnapshotCmd(f *adminFlags) *cobra.Command {
 			if err := os.Rename(tmp, out); err != nil {
 				return err
 			}
+			// The checksum and manifest a scheduled backup has, so that
+			// restore can refuse a copy that changed since.
+			b, err := cluster.WriteSnapshotManifest(out, f.addr)
+			if err != nil {
+				return fmt.Errorf("%s was written but does not verify: %w", out, err)
+			}
 			return printJSON(cmd.OutOrStdout(), map[string]any{
 				"file": out, "index": fmt.Sprint(meta.Index), "term": fmt.Sprint(meta.Term), "bytes": fmt.Sprint(meta.Size),
+				"sha256": b.SHA256, "stateHash": b.StateHash, "manifest": cluster.ManifestPath(out),
 			})
 		},
 	}
-	cmd.Flags().StringVar(&out, "out", "", "file to write the snapshot to")
+	cmd.Flags().StringVar(&out, "out", "", "file to write the snapshot to (FILE.sha256 and its manifest are written beside it)")
 	return cmd
 }
 
@@ -318,6 +328,7 @@ func progressBar(w io.Writer) func(done, total int64) {
 
 func adminRestoreCmd(f *adminFlags) *cobra.Command {
 	var in string
+	var unverified bool
 	cmd := &cobra.Command{
 		Use:   "restore",
 		Short: "Restore the whole cluster from a snapshot file (disaster recovery)",
@@ -325,6 +336,28 @@ func adminRestoreCmd(f *adminFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if in == "" {
 				return fmt.Errorf("--in is required")
+			}
+			// Check the file before the cluster sees it: a snapshot that
+			// changed since it was taken (a flipped byte in a stored answer
+			// still decodes) must never be installed.
+			var want string
+			switch m, err := cluster.ReadManifest(in); {
+			case err == nil:
+				if err := cluster.VerifyBackup(m); err != nil {
+					return fmt.Errorf("refusing to restore: %w", err)
+				}
+				want = m.StateHash
+			case !errors.Is(err, os.ErrNotExist):
+				return fmt.Errorf("refusing to restore: %w", err)
+			case !unverified:
+				return fmt.Errorf("refusing to restore: no manifest %s beside the file, so it cannot be checked against the snapshot that was taken; "+
+					"`perpd admin snapshot` and scheduled backups write one. Pass --unverified to restore it anyway", cluster.ManifestPath(in))
+			default:
+				index, hash, err := cluster.DecodeSnapshotFile(in)
+				if err != nil {
+					return fmt.Errorf("refusing to restore: %w", err)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "restoring an unverified snapshot: index %d, state hash %s; compare it with the source's\n", index, hash)
 			}
 			b, err := os.ReadFile(in)
 			if err != nil {
@@ -338,9 +371,13 @@ func adminRestoreCmd(f *adminFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if want != "" && st.RestoredStateHash != want {
+				return fmt.Errorf("restored, but the cluster's state hash %s differs from the manifest's %s: investigate before serving", st.RestoredStateHash, want)
+			}
 			return printJSON(cmd.OutOrStdout(), st)
 		},
 	}
-	cmd.Flags().StringVar(&in, "in", "", "snapshot file written by `perpd admin snapshot`")
+	cmd.Flags().StringVar(&in, "in", "", "snapshot file written by perpd admin snapshot (its manifest FILE.json beside it)")
+	cmd.Flags().BoolVar(&unverified, "unverified", false, "restore a file that has no manifest (only checked to decode)")
 	return cmd
 }

@@ -417,9 +417,40 @@ func TestDevnetAdminCommandsFailoverAndCleanShutdown(t *testing.T) {
 	if n, err := strconv.ParseInt(snap["bytes"], 10, 64); err != nil || n <= 0 {
 		t.Fatalf("snapshot of %q bytes", snap["bytes"])
 	}
+	if snap["stateHash"] == "" || snap["manifest"] != filepath.Join(filepath.Dir(file), "backup.json") {
+		t.Fatalf("snapshot answer %v", snap)
+	}
+	// A copy that changed since it was taken is refused before the cluster
+	// sees it (by its checksum, so also where it would still decode: a
+	// digit of a stored answer); so is a file without its manifest, unless
+	// --unverified.
+	data, _ := os.ReadFile(file)
+	bad := bytes.Clone(data)
+	bad[len(bad)-1] ^= 1
+	badFile := filepath.Join(filepath.Dir(file), "bad.snap")
+	for _, f := range []string{".snap", ".json", ".snap.sha256"} {
+		src, _ := os.ReadFile(strings.TrimSuffix(file, ".snap") + f)
+		if f == ".snap" {
+			src = bad
+		}
+		if err := os.WriteFile(strings.TrimSuffix(badFile, ".snap")+f, src, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, stderr, code := run(t, adm(0, "restore", "--in", badFile)...); code == 0 || !strings.Contains(stderr, "SHA-256") {
+		t.Fatalf("a changed snapshot: exit %d, %q", code, stderr)
+	}
+	bare := filepath.Join(t.TempDir(), "bare.snap")
+	if err := os.WriteFile(bare, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := run(t, adm(0, "restore", "--in", bare)...); code == 0 || !strings.Contains(stderr, "no manifest") {
+		t.Fatalf("a snapshot without its manifest: exit %d, %q", code, stderr)
+	}
+	runJSON(t, &sv, adm(0, "restore", "--in", bare, "--unverified")...)
 	runJSON(t, &sv, adm(0, "restore", "--in", file)...)
-	if len(sv.StateHash) != 64 {
-		t.Fatalf("restore answer %+v", sv)
+	if len(sv.StateHash) != 64 || sv.RestoredStateHash != snap["stateHash"] {
+		t.Fatalf("restore answer %+v, snapshot %v", sv, snap)
 	}
 
 	// Remove a follower and join it back.

@@ -53,7 +53,7 @@ func devnetCmd() *cobra.Command {
 	fl.StringVar(&cfg.Dir, "dir", "./devnet", "directory for the nodes' data and logs")
 	fl.IntVar(&cfg.HTTPBase, "http-base", 8080, "HTTP port of node1; node i uses base+i-1 (raft base-1000, admin base+1000)")
 	fl.StringVar(&cfg.Host, "host", "127.0.0.1", "listen host")
-	fl.StringVar(&cfg.Deployment, "deployment", "testnet", "deployment profile of every node: testnet, local or bench (raised rate budgets for `perpd bench`)")
+	fl.StringVar(&cfg.Deployment, "deployment", "testnet", "deployment profile of every node: testnet, local or bench (raised rate budgets for perpd bench)")
 	return cmd
 }
 

@@ -147,6 +147,21 @@ func runServe(parent context.Context, f serveFlags) error {
 	if peerTLS != nil {
 		adminTLS = peerTLS.ServerConfig()
 	}
+	// A node that already holds raft state does not join again; with --join
+	// it still asks that member whether they share a cluster secret, and
+	// stops when they do not (its data directory is another cluster's).
+	if f.join != "" && n.InConfiguration() {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := cluster.CheckSameCluster(cctx, n, f.join)
+		cancel()
+		if errors.Is(err, cluster.ErrJoinRefused) {
+			_ = n.Shutdown()
+			return fmt.Errorf("this data directory belongs to another cluster than the one --join %s names: %w", f.join, err)
+		}
+		if err != nil {
+			log.Warn("could not check the cluster secret with the --join member", "via", f.join, "err", err)
+		}
+	}
 	servers, err := listen(log, cluster.DefaultTimeouts,
 		endpoint{f.adminAddr, asm.Admin, adminTLS}, endpoint{f.httpAddr, asm.API, nil})
 	if err != nil {

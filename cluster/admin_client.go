@@ -105,10 +105,11 @@ func (c *AdminClient) State(ctx context.Context) (*StateView, error) {
 	return &st, c.Do(ctx, http.MethodGet, "/admin/state", nil, &st)
 }
 
-// Join adds a voter (relayed to the leader by any member).
-func (c *AdminClient) Join(ctx context.Context, id, raftAddr string) (json.RawMessage, error) {
+// Join adds a voter (relayed to the leader by any member). replace
+// allows moving an existing member to raftAddr (JoinRequest.Replace).
+func (c *AdminClient) Join(ctx context.Context, id, raftAddr string, replace bool) (json.RawMessage, error) {
 	var out json.RawMessage
-	return out, c.Do(ctx, http.MethodPost, "/admin/join", JoinRequest{ID: id, Raft: raftAddr}, &out)
+	return out, c.Do(ctx, http.MethodPost, "/admin/join", JoinRequest{ID: id, Raft: raftAddr, Replace: replace}, &out)
 }
 
 // Remove removes a member.
@@ -223,7 +224,7 @@ var ErrJoinRefused = errors.New("join refused")
 // secret differs gets ErrJoinRefused, with the reason, at once.
 func JoinNode(ctx context.Context, n *node.Node, via string) error {
 	cfg := n.Config()
-	body, err := json.Marshal(JoinRequest{ID: cfg.ID, Raft: n.RaftAddr()})
+	body, err := json.Marshal(JoinRequest{ID: cfg.ID, Raft: n.RaftAddr(), Replace: true})
 	if err != nil {
 		return err
 	}
@@ -266,6 +267,34 @@ func joinOnce(ctx context.Context, n *node.Node, via string, body []byte) error 
 	}
 }
 
+// CheckSameCluster asks the member at via (an admin listener), with this
+// node's peer credential, whether the two share a cluster secret. A node
+// that restarts with --join but already holds raft state does not join
+// again; this catches the one it would have been refused (another
+// cluster's data directory under this cluster's command line): the error
+// wraps ErrJoinRefused. Any other error means the check could not be made.
+func CheckSameCluster(ctx context.Context, n *node.Node, via string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.PeerURL(via, BuildLevelPath), nil)
+	if err != nil {
+		return err
+	}
+	n.SetPeerAuth(req)
+	resp, err := n.PeerClient().Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	switch resp.StatusCode {
+	case http.StatusOK, http.StatusNotFound: // 404: a build before feature levels, which checked the credential first
+		return nil
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return fmt.Errorf("%w by %s: %s", ErrJoinRefused, via, strings.TrimSpace(string(b)))
+	default:
+		return fmt.Errorf("cluster check via %s: %d: %s", via, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+}
+
 // JoinOnStart asks an existing member to add a node through the operator
 // routes (the admin token), retrying until the cluster answers or ctx
 // ends. Nodes join themselves with JoinNode.
@@ -273,7 +302,7 @@ func JoinOnStart(ctx context.Context, via, token, id, raftAddr string) error {
 	c := NewAdminClient(via, token)
 	var last error
 	for {
-		if _, err := c.Join(ctx, id, raftAddr); err == nil {
+		if _, err := c.Join(ctx, id, raftAddr, false); err == nil {
 			return nil
 		} else {
 			last = err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -188,6 +189,12 @@ func (s *AdminServer) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 type JoinRequest struct {
 	ID   string `json:"id"`
 	Raft string `json:"raft"`
+	// Replace allows moving a member that is already in the configuration
+	// to another raft address. Without it such a join is refused: a typo
+	// in --raft would otherwise silently point a live voter at a dead
+	// address. A starting node's own join (JoinNode) sets it: the node is
+	// at the address it names.
+	Replace bool `json:"replace,omitempty"`
 }
 
 func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
@@ -198,6 +205,20 @@ func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
 	if req.ID == "" || req.Raft == "" {
 		writeJSON(w, http.StatusBadRequest, errBody("id and raft are required"))
 		return
+	}
+	if !req.Replace {
+		members, err := s.n.Members()
+		if err != nil {
+			writeJSON(w, statusFor(err), errBody(err.Error()))
+			return
+		}
+		for _, m := range members {
+			if m.ID == req.ID && m.Raft != req.Raft {
+				writeJSON(w, http.StatusConflict, errBody(fmt.Sprintf("member %q is at %s; joining it at %s would move it there: "+
+					"remove it first, or pass --replace to move it", req.ID, m.Raft, req.Raft)))
+				return
+			}
+		}
 	}
 	if err := s.n.AddVoter(req.ID, req.Raft); err != nil {
 		writeJSON(w, statusFor(err), errBody(err.Error()))

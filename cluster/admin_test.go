@@ -266,7 +266,7 @@ func TestAdminRefusesAWrongToken(t *testing.T) {
 			}
 		}
 		bad := cluster.NewAdminClient(m.AdminAddr, tok)
-		if _, err := bad.Join(ctx(t), "node9", "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "401") {
+		if _, err := bad.Join(ctx(t), "node9", "127.0.0.1:1", false); err == nil || !strings.Contains(err.Error(), "401") {
 			t.Errorf("join with token %q: %v", tok, err)
 		}
 		if _, err := bad.Remove(ctx(t), "node1"); err == nil || !strings.Contains(err.Error(), "401") {

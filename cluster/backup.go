@@ -272,6 +272,80 @@ func PruneBackups(dir, nodeID string, keep int) (int, error) {
 	return removed, nil
 }
 
+// ManifestPath is where the manifest of a snapshot file lives: FILE.snap
+// has FILE.json (a scheduled backup's name), any other name gets .json
+// added.
+func ManifestPath(file string) string {
+	if stem, ok := strings.CutSuffix(file, ".snap"); ok {
+		return stem + ".json"
+	}
+	return file + ".json"
+}
+
+// WriteSnapshotManifest gives a snapshot file that `perpd admin snapshot`
+// downloaded what a scheduled backup has: FILE.sha256 and the manifest
+// (ManifestPath), written after the file is read back and decoded, so
+// `perpd admin restore` can refuse a copy that changed since. node names
+// where it came from.
+func WriteSnapshotManifest(file, node string) (*Backup, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	b := &Backup{Node: node, Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Created: time.Now().UTC(), File: file}
+	meta, stateHash, err := readBackupFile(file, b.SHA256)
+	if err != nil {
+		return nil, err
+	}
+	b.Index, b.Term, b.StateHash = meta.Index, meta.Term, stateHash
+	if _, _, err := writeAtomic(file+".sha256", func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "%s  %s\n", b.SHA256, filepath.Base(file))
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if _, _, err := writeAtomic(ManifestPath(file), func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(b)
+	}); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// ReadManifest reads the manifest beside a snapshot file (ManifestPath).
+func ReadManifest(file string) (*Backup, error) {
+	raw, err := os.ReadFile(ManifestPath(file))
+	if err != nil {
+		return nil, err
+	}
+	var b Backup
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return nil, fmt.Errorf("%s: %w", ManifestPath(file), err)
+	}
+	b.File = file
+	return &b, nil
+}
+
+// DecodeSnapshotFile decodes a snapshot file without a manifest and
+// returns its index and state hash, for an operator to compare with the
+// source's. It proves the file is a decodable snapshot, not that it is
+// the one that was taken.
+func DecodeSnapshotFile(file string) (index uint64, stateHash string, err error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return 0, "", err
+	}
+	sum := sha256.Sum256(data)
+	meta, hash, err := readBackupFile(file, hex.EncodeToString(sum[:]))
+	if err != nil {
+		return 0, "", err
+	}
+	return meta.Index, hash, nil
+}
+
 // VerifyBackup checks a backup file against its manifest: size, SHA-256,
 // and that the snapshot decodes to the recorded state hash.
 func VerifyBackup(b *Backup) error {

@@ -2,10 +2,12 @@ package cluster_test
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/perpd/perpd/cluster"
 	"github.com/perpd/perpd/cluster/clustertest"
 	"github.com/perpd/perpd/node"
 )
@@ -90,5 +92,65 @@ func TestRemovedMemberReaddedWithWipedDataConverges(t *testing.T) {
 			// And it takes writes itself.
 			propose(t, m.Node, "acct:through-readded")
 		})
+	}
+}
+
+// TestJoinOfAnExistingMemberAtAnotherAddressIsRefused: `admin join --id
+// node2 --raft <typo>` used to move the live voter to the typo's address
+// (raft's AddVoter re-addresses an existing id), leaving the cluster one
+// failure from an outage. It is refused unless --replace; the same
+// address again is the no-op it was.
+func TestJoinOfAnExistingMemberAtAnotherAddressIsRefused(t *testing.T) {
+	c := clustertest.Start(t, 2)
+	f := c.Followers()[0]
+	admin := cluster.NewAdminClient(c.Leader().AdminAddr, c.Token)
+	_, err := admin.Join(ctx(t), f.ID, "127.0.0.1:1", false)
+	if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), "--replace") {
+		t.Fatalf("joining %s at another address: %v", f.ID, err)
+	}
+	if v := voters(t, c.Leader().Node); v[f.ID] != f.RaftAddr {
+		t.Fatalf("voters after the refused join: %v", v)
+	}
+	if _, err := admin.Join(ctx(t), f.ID, f.RaftAddr, false); err != nil {
+		t.Fatalf("joining %s at its own address: %v", f.ID, err)
+	}
+}
+
+// TestRemovedLeaderRejoinsWithoutARestart: removing the leader and joining
+// it back at once used to leave a dead voter until its process restarted
+// (raft shut itself down on its own removal). It now stays a follower
+// outside the configuration, takes no part in elections, and catches up
+// as soon as it is a member again.
+func TestRemovedLeaderRejoinsWithoutARestart(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	victim := c.Leader()
+	propose(t, victim.Node, "acct:before-removal")
+	admin := cluster.NewAdminClient(victim.AdminAddr, c.Token)
+	if _, err := admin.Remove(ctx(t), victim.ID); err != nil {
+		t.Fatal(err)
+	}
+	var leader *clustertest.Member
+	deadline := time.Now().Add(15 * time.Second)
+	for leader == nil || leader == victim {
+		if time.Now().After(deadline) {
+			t.Fatal("no other leader after the leader's removal")
+		}
+		for _, m := range c.Live() {
+			if m != victim && m.Node.IsLeader() {
+				leader = m
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	propose(t, leader.Node, "acct:while-removed")
+	if _, err := cluster.NewAdminClient(leader.AdminAddr, c.Token).Join(ctx(t), victim.ID, victim.RaftAddr, false); err != nil {
+		t.Fatal(err)
+	}
+	propose(t, leader.Node, "acct:after-rejoin")
+	if err := c.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !hasKey(victim.Node, "acct:after-rejoin") {
+		t.Fatal("the rejoined node misses the write made after its rejoin")
 	}
 }

@@ -170,3 +170,24 @@ func TestJoinWithAnotherClusterSecretIsRefused(t *testing.T) {
 		t.Fatalf("members after a refused join: %+v", ms)
 	}
 }
+
+// TestCheckSameClusterNamesAnotherSecret: a node that restarts with
+// --join but already holds raft state does not join again; serve asks
+// the --join member instead, and stops on this refusal (its data
+// directory is another cluster's). A member of the same cluster passes.
+func TestCheckSameClusterNamesAnotherSecret(t *testing.T) {
+	c := clustertest.Start(t, 2)
+	stranger, err := node.New(node.Config{ID: "stranger", DataDir: t.TempDir(), RaftAddr: clustertest.FreeAddr(t),
+		AdminAddr: clustertest.FreeAddr(t), ClusterSecret: node.NewClusterSecret(), Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Shutdown()
+	err = cluster.CheckSameCluster(ctx(t), stranger, c.Leader().AdminAddr)
+	if !errors.Is(err, cluster.ErrJoinRefused) || !strings.Contains(err.Error(), "cluster secret mismatch") {
+		t.Fatalf("another secret: %v", err)
+	}
+	if err := cluster.CheckSameCluster(ctx(t), c.Followers()[0].Node, c.Leader().AdminAddr); err != nil {
+		t.Fatalf("a member of the same cluster: %v", err)
+	}
+}

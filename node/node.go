@@ -117,7 +117,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
 	n.snaps = snaps
-	netTrans, err := newTransport(cfg)
+	netTrans, err := newTransport(cfg, ks.fingerprint)
 	if err != nil {
 		return nil, fmt.Errorf("raft transport: %w", err)
 	}
@@ -154,11 +154,12 @@ func New(cfg Config) (*Node, error) {
 }
 
 // newTransport is raft over mutual TLS when cfg.TLS is set, plain TCP
-// (loopback only, checked in New) otherwise.
-func newTransport(cfg Config) (*raft.NetworkTransport, error) {
+// (loopback only, checked in New) otherwise. fingerprint names the
+// cluster in the TLS handshake (newTLSStream).
+func newTransport(cfg Config, fingerprint string) (*raft.NetworkTransport, error) {
 	log := cfg.Logger.Named("transport")
 	if cfg.TLS != nil {
-		stream, err := newTLSStream(cfg.RaftAddr, cfg.TLS)
+		stream, err := newTLSStream(cfg.RaftAddr, cfg.TLS, fingerprint)
 		if err != nil {
 			return nil, err
 		}
@@ -195,6 +196,12 @@ func raftConfig(cfg Config) *raft.Config {
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 256
+	// A member that removes itself (the leader, removed through any node)
+	// stays a follower outside the configuration instead of shutting raft
+	// down, so joining it back works without restarting its process. It
+	// does not campaign: raft aborts an election where the stable
+	// configuration gives it no vote.
+	rc.ShutdownOnRemove = false
 	return rc
 }
 

@@ -17,6 +17,17 @@ const tlsHandshakeTimeout = 10 * time.Second
 // tlsStream is a raft.StreamLayer over mutual TLS: every accepted
 // connection must present a node certificate from the cluster CA before raft
 // reads a byte of it, and every dial presents this node's.
+//
+// Both sides also name their cluster secret's fingerprint as the TLS
+// application protocol (raftProtocol). A certificate says a node belongs
+// to the CA's clusters, not which data it holds: a node started on another
+// cluster's data directory, with this cluster's certificate, would
+// otherwise take this cluster's entries on top of the other's state and
+// diverge. crypto/tls refuses a handshake whose offered protocols do not
+// overlap the server's, so such a node can neither take nor send raft
+// traffic, and both sides log the two fingerprints. A peer that offers no
+// protocol (a build before this check, during a rolling upgrade) is still
+// served; its connections are checked from its upgrade on.
 type tlsStream struct {
 	ln        net.Listener
 	advertise net.Addr
@@ -24,7 +35,11 @@ type tlsStream struct {
 	client    *tls.Config
 }
 
-func newTLSStream(bind string, p *PeerTLS) (*tlsStream, error) {
+// raftProtocol is the TLS application protocol (ALPN) of this cluster's
+// raft transport.
+func raftProtocol(fingerprint string) string { return "perpd-raft/" + fingerprint }
+
+func newTLSStream(bind string, p *PeerTLS, fingerprint string) (*tlsStream, error) {
 	addr, err := net.ResolveTCPAddr("tcp", bind)
 	if err != nil {
 		return nil, err
@@ -36,7 +51,10 @@ func newTLSStream(bind string, p *PeerTLS) (*tlsStream, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tlsStream{ln: ln, advertise: ln.Addr(), server: p.raftServerConfig(), client: p.ClientConfig()}, nil
+	proto := raftProtocol(fingerprint)
+	server, client := p.raftServerConfig(), p.ClientConfig()
+	server.NextProtos, client.NextProtos = []string{proto}, []string{proto}
+	return &tlsStream{ln: ln, advertise: ln.Addr(), server: server, client: client}, nil
 }
 
 func (s *tlsStream) Accept() (net.Conn, error) {
