@@ -126,10 +126,7 @@ func WriteBackup(n *node.Node, dir string) (*Backup, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := writeAtomic(file+".sha256", func(w io.Writer) error {
-		_, err := fmt.Fprintf(w, "%s  %s\n", sum, filepath.Base(file))
-		return err
-	}); err != nil {
+	if err := writeChecksum(file, sum); err != nil {
 		return nil, err
 	}
 	// Read it back: a listed backup is one that decodes.
@@ -139,14 +136,29 @@ func WriteBackup(n *node.Node, dir string) (*Backup, error) {
 	}
 	b := &Backup{Node: n.Config().ID, Index: meta.Index, Term: meta.Term, Bytes: size, SHA256: sum,
 		StateHash: stateHash, Created: now, File: file}
-	if _, _, err := writeAtomic(filepath.Join(dir, stem+".json"), func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(b)
-	}); err != nil {
+	if err := writeManifest(filepath.Join(dir, stem+".json"), b); err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// writeChecksum writes file's SHA-256 beside it, in sha256sum's format.
+func writeChecksum(file, sum string) error {
+	_, _, err := writeAtomic(file+".sha256", func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "%s  %s\n", sum, filepath.Base(file))
+		return err
+	})
+	return err
+}
+
+// writeManifest writes a backup's manifest at path.
+func writeManifest(path string, b *Backup) error {
+	_, _, err := writeAtomic(path, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(b)
+	})
+	return err
 }
 
 // writeAtomic writes path through a temporary file in the same directory,
@@ -299,17 +311,10 @@ func WriteSnapshotManifest(file, node string) (*Backup, error) {
 		return nil, err
 	}
 	b.Index, b.Term, b.StateHash = meta.Index, meta.Term, stateHash
-	if _, _, err := writeAtomic(file+".sha256", func(w io.Writer) error {
-		_, err := fmt.Fprintf(w, "%s  %s\n", b.SHA256, filepath.Base(file))
-		return err
-	}); err != nil {
+	if err := writeChecksum(file, b.SHA256); err != nil {
 		return nil, err
 	}
-	if _, _, err := writeAtomic(ManifestPath(file), func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(b)
-	}); err != nil {
+	if err := writeManifest(ManifestPath(file), b); err != nil {
 		return nil, err
 	}
 	return b, nil

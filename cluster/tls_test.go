@@ -154,15 +154,22 @@ func TestForwardRefusesLeaderOnlyCommands(t *testing.T) {
 	propose(t, f.Node, "client-writes-still-forward")
 }
 
-func TestJoinWithAnotherClusterSecretIsRefused(t *testing.T) {
-	c := clustertest.Start(t, 1)
-	stranger, err := node.New(node.Config{ID: "stranger", DataDir: t.TempDir(), RaftAddr: clustertest.FreeAddr(t),
+// strangerNode is a node with a cluster secret of its own.
+func strangerNode(t *testing.T) *node.Node {
+	t.Helper()
+	n, err := node.New(node.Config{ID: "stranger", DataDir: t.TempDir(), RaftAddr: clustertest.FreeAddr(t),
 		AdminAddr: clustertest.FreeAddr(t), ClusterSecret: node.NewClusterSecret(), Logger: hclog.NewNullLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stranger.Shutdown()
-	err = cluster.JoinNode(ctx(t), stranger, c.Leader().AdminAddr)
+	t.Cleanup(func() { _ = n.Shutdown() })
+	return n
+}
+
+func TestJoinWithAnotherClusterSecretIsRefused(t *testing.T) {
+	c := clustertest.Start(t, 1)
+	stranger := strangerNode(t)
+	err := cluster.JoinNode(ctx(t), stranger, c.Leader().AdminAddr)
 	if !errors.Is(err, cluster.ErrJoinRefused) || !strings.Contains(err.Error(), "cluster secret mismatch") {
 		t.Fatalf("join with another secret: %v", err)
 	}
@@ -177,13 +184,7 @@ func TestJoinWithAnotherClusterSecretIsRefused(t *testing.T) {
 // directory is another cluster's). A member of the same cluster passes.
 func TestCheckSameClusterNamesAnotherSecret(t *testing.T) {
 	c := clustertest.Start(t, 2)
-	stranger, err := node.New(node.Config{ID: "stranger", DataDir: t.TempDir(), RaftAddr: clustertest.FreeAddr(t),
-		AdminAddr: clustertest.FreeAddr(t), ClusterSecret: node.NewClusterSecret(), Logger: hclog.NewNullLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stranger.Shutdown()
-	err = cluster.CheckSameCluster(ctx(t), stranger, c.Leader().AdminAddr)
+	err := cluster.CheckSameCluster(ctx(t), strangerNode(t), c.Leader().AdminAddr)
 	if !errors.Is(err, cluster.ErrJoinRefused) || !strings.Contains(err.Error(), "cluster secret mismatch") {
 		t.Fatalf("another secret: %v", err)
 	}
