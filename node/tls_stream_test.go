@@ -86,7 +86,14 @@ func TestRaftStreamRefusesAnotherClusterSecret(t *testing.T) {
 	if err := dial(b, a1); err == nil {
 		t.Fatal("another cluster's node dialed in")
 	}
-	// A build before the check offers no protocol: served.
+	// A build before the check names no protocol: it is served, and a
+	// dial to it goes through.
+	old := stream("old-server", "aaaaaaaaaaaaaaaa")
+	old.server.NextProtos = nil
+	serve(old)
+	if err := dial(b, old); err != nil {
+		t.Fatalf("dialing a build before the check: %v", err)
+	}
 	legacy := peer("old").ClientConfig()
 	c, err := tls.Dial("tcp", a1.Addr().String(), legacy)
 	if err != nil {
