@@ -36,7 +36,11 @@ import (
 //	0: the behaviour of every release before feature levels existed.
 //	1: feature levels themselves (CmdSetFeatureLevel); no apply behaviour
 //	   is gated on it yet.
-const FeatureLevel uint32 = 2
+//	2: the new domains (LevelDomains).
+//	3: a referee counts once as active between two daily recounts
+//	   (growth.LevelReferralRecount); a funding receiver is paid the exact
+//	   amount rounded down once (trade.LevelExactFunding).
+const FeatureLevel uint32 = 3
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
 // and leaderboard programmes (issue 15) and Proof of Reserves (issue 14):

@@ -64,6 +64,8 @@ func (c *Ctx) growthEnv() *growth.Env {
 		c.genv = growth.Env{Ledger: c.St.Ledger, NowMs: c.Now(), Seed: seed, Host: (*growthHost)(c)}
 		c.genvSet = true
 	}
+	// Read each time: a raise earlier in the same entry counts at once.
+	c.genv.Level = c.St.FeatureLevel
 	return &c.genv
 }
 

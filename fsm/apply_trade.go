@@ -48,7 +48,7 @@ func (c *Ctx) tradeEnv() *trade.Env {
 	if env.Emit == nil {
 		env.NextSeq, env.Emit, env.FeeSplit = c.nextSeq, c.emitTrade, c.feeSplit
 	}
-	env.Ledger, env.Market, env.NowMs = c.St.Ledger, c.St.Market, c.Now()
+	env.Ledger, env.Market, env.NowMs, env.Level = c.St.Ledger, c.St.Market, c.Now(), c.St.FeatureLevel
 	return env
 }
 

@@ -288,3 +288,36 @@ func TestHaltDefersLiquidationAndParamsReindex(t *testing.T) {
 		t.Fatal("raising mmRate did not liquidate the position it put under maintenance")
 	}
 }
+
+// TestFundingReceiverIsPaidTheExactAmountRoundedDown: at a mark of
+// 100,000.00000001 the short's 5,000 contracts are worth
+// 5,000 x 1e19 / 10,000,000,000,001 = 4,999,999,999.9995 msat, so at a
+// rate of 33,333 it is owed floor(166,664.99999998...) = 166,664 msat.
+// Below trade.LevelExactFunding the floor was taken from the notional
+// already rounded up (5,000,000,000): 166,665, one msat more than owed
+// (found by a review on 2026-11-26). The payer's side rounds up either
+// way: ceil(1e10 x 33,333 / 1e9) = 333,330.
+func TestFundingReceiverIsPaidTheExactAmountRoundedDown(t *testing.T) {
+	for _, tc := range []struct {
+		level    uint32
+		received int64
+	}{{trade.LevelExactFunding, 166_664}, {trade.LevelExactFunding - 1, 166_665}} {
+		w := newTradeWorld(t)
+		w.m.Read(func(st *State, _ uint64) { st.FeatureLevel = tc.level }) // a cluster at that level
+		long, lk := w.account(btcBTC)
+		short, sk := w.account(btcBTC)
+		created(t, w.order(long, lk, levered(mktOrder("l", "BTC-PERP", "buy", 10_000), 10)), trade.StatusFilled)
+		created(t, w.order(short, sk, levered(mktOrder("s", "BTC-PERP", "sell", 5_000), 10)), trade.StatusFilled)
+		boundary := (mktLaunchMs/market.FundingIntervalMs + 1) * market.FundingIntervalMs
+		w.walkTo(boundary - 2000)
+		wantOK(t, w.print("BTCUSD", 10_000_000_000_001))
+		w.walkTo(boundary + 1000)
+		lf, sf := w.fundingFlows(long).Funding, w.fundingFlows(short).Funding
+		if len(lf) != 1 || len(sf) != 1 || lf[0].RateQ9 != 33_333 {
+			t.Fatalf("level %d: flows long %+v short %+v", tc.level, lf, sf)
+		}
+		if lf[0].FlowMsat != -333_330 || int64(sf[0].FlowMsat) != tc.received || int64(sf[0].PaidMsat) != tc.received {
+			t.Fatalf("level %d: long %+v, short %+v, want the short paid %d", tc.level, lf[0], sf[0], tc.received)
+		}
+	}
+}

@@ -38,6 +38,8 @@ func decGrowth(r *fastRun, d *rd, s *growth.State) {
 				ref(&s.Promoters)
 			case 10:
 				ref(&s.PromoterCodes)
+			case 11:
+				s.ActiveCountedTsMs = d.i64()
 			default:
 				failf("unknown growth.State field")
 			}

@@ -3,8 +3,11 @@ package httpapi
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -314,6 +317,19 @@ func (s *Server) leaderboardSettings(c *gin.Context) {
 			invalid(c, ref.Msg)
 			return
 		}
+		var own string
+		acct := callerOf(c).AccountID
+		s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
+			if st.Growth != nil && st.Growth.Board != nil {
+				if t := st.Growth.Board.Traders[acct]; t != nil {
+					own = t.Handle
+				}
+			}
+		})
+		if ref := growth.CheckDisplayNameImpersonation(*p.DisplayName, own); ref != nil {
+			invalid(c, ref.Msg)
+			return
+		}
 	}
 	// The request hash covers p, in which null and absent differ.
 	res, ok := s.submit(c, fsm.CmdLeaderboardSettings, p, p)
@@ -345,7 +361,19 @@ var cards = &cardCache{cards: map[string]cachedCard{}}
 // cardETag ties a card to the recompute stamp and the trader's settings
 // revision (a new display name or an opt-in renders anew).
 func cardETag(d growth.CardData) string {
-	return `"og-` + strconv.FormatInt(d.ComputedTsMs, 10) + "-" + strconv.FormatInt(d.Rev, 10) + `"`
+	// The recompute stamp and the settings revision, and a digest of what
+	// the card shows: another trader's opt-out moves this one's ranks up
+	// between recomputes without touching either (review of 2026-11-26:
+	// the old tag kept serving, and revalidating, the stale ranks).
+	h := sha256.New()
+	fmt.Fprintf(h, "%q %q %q %d %d", d.Handle, d.DisplayName, d.TradingSince, d.PnlMsat, d.RoiQ9)
+	for _, p := range d.Placements {
+		fmt.Fprintf(h, " %s/%s/%d", p.Board, p.Window, p.Rank)
+	}
+	for _, v := range d.Curve {
+		fmt.Fprintf(h, " %d", v)
+	}
+	return `"og-` + strconv.FormatInt(d.ComputedTsMs, 10) + "-" + strconv.FormatInt(d.Rev, 10) + "-" + hex.EncodeToString(h.Sum(nil)[:8]) + `"`
 }
 
 // etagMatches implements If-None-Match: a list of tags, or *.
@@ -409,6 +437,10 @@ func (s *Server) promoterApply(c *gin.Context) {
 		a.Channels = append(a.Channels, growth.Channel{Kind: ch.Kind, URL: ch.URL, Audience: ch.Audience})
 	}
 	if ref := growth.ValidateApplication(a); ref != nil {
+		invalid(c, ref.Msg)
+		return
+	}
+	if ref := growth.CheckDisplayNameImpersonation(a.DisplayName, ""); ref != nil {
 		invalid(c, ref.Msg)
 		return
 	}

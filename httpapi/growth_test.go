@@ -199,7 +199,7 @@ func TestShareCardOverHTTP(t *testing.T) {
 		_ = os.WriteFile(out, r.body, 0o644)
 	}
 	etag := r.header.Get("ETag")
-	if !regexp.MustCompile(`^"og-[0-9]+-[0-9]+"$`).MatchString(etag) {
+	if !regexp.MustCompile(`^"og-[0-9]+-[0-9]+-[0-9a-f]{16}"$`).MatchString(etag) {
 		t.Fatalf("etag %q", etag)
 	}
 	if r := a.do(req{method: "GET", path: path, header: map[string]string{"If-None-Match": etag}}); r.status != 304 || len(r.body) != 0 || r.header.Get("ETag") != etag {
@@ -223,6 +223,25 @@ func TestShareCardOverHTTP(t *testing.T) {
 	opted := a.do(req{method: "GET", path: path})
 	if unknown.status != 404 || opted.status != 404 || !bytes.Equal(unknown.body, opted.body) || opted.header.Get("ETag") != "" {
 		t.Fatalf("unknown %d %s / opted out %d %s", unknown.status, unknown.body, opted.status, opted.body)
+	}
+}
+
+// TestCardETagFollowsWhatTheCardShows: the same data, the same tag; a
+// rank that moved (another trader opted out between recomputes, which
+// changes neither the recompute stamp nor this trader's revision) a new
+// one, so the card is re-rendered and no cache keeps the stale ranks.
+func TestCardETagFollowsWhatTheCardShows(t *testing.T) {
+	d := growth.CardData{Handle: "plucky-puma-9818", ComputedTsMs: 1_795_734_000_597, Rev: 1, PnlMsat: 5, Curve: []int64{1, 2},
+		Placements: []growth.PlacementView{{Board: "pnl", Window: "7d", Rank: 3}}}
+	same := d
+	same.Placements = []growth.PlacementView{{Board: "pnl", Window: "7d", Rank: 3}}
+	moved := d
+	moved.Placements = []growth.PlacementView{{Board: "pnl", Window: "7d", Rank: 2}}
+	if cardETag(d) != cardETag(same) || cardETag(d) == cardETag(moved) {
+		t.Fatalf("tags %s %s %s", cardETag(d), cardETag(same), cardETag(moved))
+	}
+	if !strings.HasPrefix(cardETag(d), `"og-1795734000597-1-`) {
+		t.Fatalf("tag %s is not tied to the recompute stamp", cardETag(d))
 	}
 }
 
@@ -426,5 +445,27 @@ func TestReferralAndLeaderboardAcceptance(t *testing.T) {
 	}
 	if out := os.Getenv("PERPD_CARD_OUT"); out != "" {
 		_ = os.WriteFile(out, card.body, 0o644)
+	}
+}
+
+// TestDisplayNameImpersonationRefused: the settings route refuses a name
+// in another trader's handle shape or with lookalike letters (400
+// validation, nothing changes), and takes the caller's own handle.
+func TestDisplayNameImpersonationRefused(t *testing.T) {
+	a := newTestAPI(t)
+	a.listMarkets()
+	a.freshPrices()
+	key, _ := a.tradingAccount()
+	if r := a.do(req{method: "POST", path: "/v1/orders", key: key, idem: nextIdem(), body: orderBody("ETH-PERP", "buy", "market", "10", nil)}); r.status != 201 {
+		t.Fatalf("order: %d %s", r.status, r.body)
+	}
+	set := func(name string) resp {
+		return a.do(req{method: "POST", path: "/v1/leaderboard/settings", key: key, idem: nextIdem(), body: map[string]any{"displayName": name}})
+	}
+	wantCode(t, set("silver-crow-3327"), 400, "validation")
+	wantCode(t, set("silvеr crow"), 400, "validation")
+	handle := a.do(req{method: "GET", path: "/v1/leaderboard/me", key: key}).json(t)["handle"].(string)
+	if r := set(handle); r.status != 200 {
+		t.Fatalf("own handle as display name: %d %s", r.status, r.body)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"unicode"
@@ -492,6 +493,45 @@ func ValidateDisplayName(name string) *wire.Refusal {
 		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune(" ._-'", r) {
 			return bad("may hold only letters, digits, spaces and . _ - '")
 		}
+	}
+	return nil
+}
+
+// handleShape is the shape of a generated handle (adjective-animal-NNNN).
+var handleShape = regexp.MustCompile(`(?i)^[a-z]+-[a-z]+-[0-9]{4}$`)
+
+// CheckDisplayNameImpersonation refuses, at the API's edge, display names
+// that pass ValidateDisplayName but pose as someone else or show nothing
+// (review of 2026-11-26): a handle's shape other than ownHandle (the card
+// shows the display name as its headline, the handle small); the venue's
+// name; letters that render blank (the Hangul fillers); fullwidth forms;
+// Latin mixed with Cyrillic or Greek (lookalike letters). The state
+// machine keeps ValidateDisplayName alone, so old logs apply as before.
+func CheckDisplayNameImpersonation(name, ownHandle string) *wire.Refusal {
+	bad := func(why string) *wire.Refusal {
+		return wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "displayName %s", why)
+	}
+	if handleShape.MatchString(name) && !strings.EqualFold(name, ownHandle) {
+		return bad("may not look like a trader's handle")
+	}
+	if strings.Contains(strings.ToLower(name), "perpd") {
+		return bad("may not name the venue")
+	}
+	var latin, lookalike bool
+	for _, r := range name {
+		switch {
+		case r == 0x115F || r == 0x1160 || r == 0x3164 || r == 0xFFA0:
+			return bad("may not hold letters that render blank")
+		case r >= 0xFF00 && r <= 0xFFEF:
+			return bad("may not hold fullwidth or halfwidth forms")
+		case unicode.Is(unicode.Latin, r):
+			latin = true
+		case unicode.Is(unicode.Cyrillic, r) || unicode.Is(unicode.Greek, r):
+			lookalike = true
+		}
+	}
+	if latin && lookalike {
+		return bad("may not mix Latin letters with Cyrillic or Greek ones")
 	}
 	return nil
 }

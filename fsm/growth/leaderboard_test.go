@@ -264,3 +264,24 @@ func TestLeaderboardFoldsOldDays(t *testing.T) {
 		t.Errorf("all pnl %d, want %d", m.PnlMsat, eq-1_000_000_000)
 	}
 }
+
+func TestCheckDisplayNameImpersonation(t *testing.T) {
+	for _, ok := range []string{"Grace", "Grace Hopper", "Ада Лавлейс", "Σωκράτης", "山田 太郎", "O'Brien-Smith", "plucky-puma-9818"} {
+		if ref := CheckDisplayNameImpersonation(ok, "plucky-puma-9818"); ref != nil {
+			t.Errorf("%q refused: %s", ok, ref.Msg)
+		}
+	}
+	for _, bad := range []string{
+		"silver-crow-3327", // another trader's handle shape
+		"Silver-Crow-3327",
+		"perpd official", "PerpD",
+		"\u3164", "a\u3164b", "\u115F", // render blank
+		"Ａdmin",       // fullwidth
+		"silvеr-crow", // a Cyrillic е among Latin letters
+		"Αlice",       // a Greek Alpha among Latin letters
+	} {
+		if CheckDisplayNameImpersonation(bad, "plucky-puma-9818") == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

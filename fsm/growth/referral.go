@@ -19,7 +19,14 @@ type Env struct {
 	NowMs  int64
 	Seed   uint64
 	Host   Host
+	// Level is the cluster's feature level (fsm.State.FeatureLevel): apply
+	// behaviour that changed since the programme shipped is gated on it.
+	Level uint32
 }
+
+// LevelReferralRecount is the feature level (fsm.FeatureLevel) from which
+// a referee counts once as active between two daily recounts (FeeSplit).
+const LevelReferralRecount uint32 = 3
 
 // Host is the rest of the state machine, as the programme sees it: the
 // shared seq space, the event queue and two reads of other domains. (An
@@ -191,7 +198,7 @@ func (s *State) FeeSplit(env *Env, f *trade.Fill) *trade.Referral {
 	gross := f.FeeMsat
 	e := s.earnerOfCode(b.Code)
 	r := e.acc
-	if b.LastFillTsMs == 0 || b.LastFillTsMs < now-ActiveWindowMs {
+	if !s.countedActive(env, b) {
 		r.Active++
 	}
 	b.LastFillTsMs = now
@@ -270,6 +277,25 @@ func addToBucket(bs []Bucket, day, msat int64) []Bucket {
 	return append(bs, Bucket{Day: day, RewardMsat: msat, Accruals: 1})
 }
 
+// countedActive reports whether the referee of b is already in its
+// earner's active count. Below LevelReferralRecount: when its last fill is
+// inside the window now. That double-counted a referee the last recount
+// kept (its fill was inside the window then) whose fill has since left
+// the window: its next fill raised the count again, and the earner's tier
+// and reward with it, until the next recount. From that level: when its
+// last fill was inside the window at the last recount, or came after it
+// (a fill after the recount raised the count). Until the first recount at
+// that level the old rule stands.
+func (s *State) countedActive(env *Env, b *Binding) bool {
+	if b.LastFillTsMs == 0 {
+		return false
+	}
+	if env.Level >= LevelReferralRecount && s.ActiveCountedTsMs != 0 {
+		return b.LastFillTsMs >= s.ActiveCountedTsMs-ActiveWindowMs
+	}
+	return b.LastFillTsMs >= env.NowMs-ActiveWindowMs
+}
+
 // OnClock vests what the holdback released and, once a day, recounts
 // active referees. Buckets of epoch day D vest at D + DayMs + HoldbackMs:
 // claimable when the referrer passes the eligibility gates then, else
@@ -279,6 +305,9 @@ func (s *State) OnClock(env *Env, volume func(accountID string) int64) {
 	now := env.NowMs
 	if today := dayOf(now); today > s.ActiveDay {
 		s.ActiveDay = today
+		if env.Level >= LevelReferralRecount {
+			s.ActiveCountedTsMs = now
+		}
 		for _, key := range s.earnerKeys() {
 			r := s.earnerOfKey(key).acc
 			r.Active = 0

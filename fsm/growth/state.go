@@ -125,6 +125,10 @@ type State struct {
 	VestedThroughDay int64 `cbor:"6,keyasint,omitempty"`
 	// ActiveDay is the epoch day of the last recount of active referees.
 	ActiveDay int64 `cbor:"7,keyasint,omitempty"`
+	// ActiveCountedTsMs is the log time of that recount (from feature level
+	// LevelReferralRecount on; 0 before): a referee it counted, or one
+	// that filled since, stays counted until the next recount.
+	ActiveCountedTsMs int64 `cbor:"11,keyasint,omitempty"`
 
 	// Leaderboards (leaderboard.go).
 	Board *Boards `cbor:"8,keyasint"`

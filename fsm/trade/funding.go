@@ -70,6 +70,14 @@ func (s *State) OnFunding(env *Env, ev market.FundingEvent) {
 			f.FlowMsat, f.PaidMsat = -owed, -paid
 		} else {
 			due := mustMath(floorw(mulw(w(notional), w(-rate)), w(q9)).toInt64())
+			if env.Level >= LevelExactFunding {
+				// Below that level the receiver's share was floored from
+				// the notional already rounded up (the payer's base), which
+				// could pay 1 msat more than owed; now one rounding, down,
+				// of the exact value x rate.
+				num, den := valueExact(p, pos.Contracts, ev.MarkQ8)
+				due = mustMath(floorw(mulw(num, w(-rate)), mulw(den, w(q9))).toInt64())
+			}
 			transfer(env.Ledger, ledger.House, margin, due)
 			pos.MarginMsat += due
 			f.FlowMsat, f.PaidMsat = due, due

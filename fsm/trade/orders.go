@@ -29,7 +29,14 @@ type Env struct {
 	// block, or nil. The fill's FeeMsat becomes the fee less the block's
 	// DiscountMsat.
 	FeeSplit func(f *Fill) *Referral
+	// Level is the cluster's feature level (fsm.State.FeatureLevel): apply
+	// behaviour that changed since trading shipped is gated on it.
+	Level uint32
 }
+
+// LevelExactFunding is the feature level (fsm.FeatureLevel) from which a
+// funding receiver is paid the exact amount rounded down once (OnFunding).
+const LevelExactFunding uint32 = 3
 
 // PlaceRequest is an order as the API decoded it. OrderID is the client's
 // idempotency key: SPEC makes the key the order id.
