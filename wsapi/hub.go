@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"sync"
@@ -151,15 +150,6 @@ func (h *Hub) DroppedFrames() uint64 { return h.dropped.Load() }
 
 // Connections is how many WebSocket connections are open.
 func (h *Hub) Connections() int { return h.m.Len() }
-
-// ServeHTTP upgrades the request of a client at its TCP peer's address.
-func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	h.ServeClient(w, r, host)
-}
 
 // ServeClient upgrades the request of the client at clientIP (the address
 // the rate limits see: the TCP peer, or what a trusted proxy says). It
