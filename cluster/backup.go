@@ -306,7 +306,7 @@ func WriteSnapshotManifest(file, node string) (*Backup, error) {
 	}
 	sum := sha256.Sum256(data)
 	b := &Backup{Node: node, Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Created: time.Now().UTC(), File: file}
-	meta, stateHash, err := readBackupFile(file, b.SHA256)
+	meta, stateHash, err := decodeBackup(file, data)
 	if err != nil {
 		return nil, err
 	}
@@ -343,8 +343,7 @@ func DecodeSnapshotFile(file string) (index uint64, stateHash string, err error)
 	if err != nil {
 		return 0, "", err
 	}
-	sum := sha256.Sum256(data)
-	meta, hash, err := readBackupFile(file, hex.EncodeToString(sum[:]))
+	meta, hash, err := decodeBackup(file, data)
 	if err != nil {
 		return 0, "", err
 	}
@@ -382,6 +381,12 @@ func readBackupFile(path, sum string) (*raft.SnapshotMeta, string, error) {
 	if hex.EncodeToString(got[:]) != sum {
 		return nil, "", fmt.Errorf("%s: SHA-256 %x does not match %s", path, got, sum)
 	}
+	return decodeBackup(path, data)
+}
+
+// decodeBackup decodes a backup file's bytes (read from path) and returns
+// its metadata and state hash.
+func decodeBackup(path string, data []byte) (*raft.SnapshotMeta, string, error) {
 	meta, snap, err := SplitBackup(data)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", path, err)
