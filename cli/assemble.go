@@ -81,6 +81,9 @@ func Build(n *node.Node, log hclog.Logger, opts ...httpapi.Option) (*Assembly, e
 	if k := profiles[n.Config().Deployment].wsPerAddress; k > 0 {
 		hub.PerAddress = k
 	}
+	if k := profiles[n.Config().Deployment].wsPerAccount; k > 0 {
+		hub.PerAccount = k
+	}
 	p.HTTPOptions = append(p.HTTPOptions, httpapi.WithWebSocket(hub))
 	// The profile's scale applies last, to whatever budgets the options set.
 	if k := profiles[n.Config().Deployment].budgetScale; k > 1 {

@@ -22,6 +22,9 @@ type profile struct {
 	// wsPerAddress replaces the WebSocket connections one client address
 	// may hold on a node (0: wsapi's MaxConnectionsPerAddress).
 	wsPerAddress int
+	// wsPerAccount replaces the connections of a node that may subscribe
+	// to one account's channel (0: wsapi's MaxAccountConnections).
+	wsPerAccount int
 }
 
 // Bench profile sizes (docs/decisions.md, "Load generator and the bench
@@ -40,9 +43,11 @@ const (
 var profiles = map[string]profile{
 	"testnet": {budgetScale: 1, payer: true},
 	"local":   {budgetScale: 1, payer: true},
-	// bench-ws-fanout's clients all dial from loopback: only the node's own
-	// cap applies.
-	"bench": {budgetScale: BenchBudgetScale, signupsPerHour: BenchSignupsPerHour, payer: true, wsPerAddress: wsapi.MaxConnections},
+	// bench-ws-fanout's clients all dial from loopback and its account
+	// clients share a few traders' accounts: only the node's own cap
+	// applies.
+	"bench": {budgetScale: BenchBudgetScale, signupsPerHour: BenchSignupsPerHour, payer: true,
+		wsPerAddress: wsapi.MaxConnections, wsPerAccount: wsapi.MaxConnections},
 }
 
 // signupCap is the genesis signup cap serve proposes: the flag's when

@@ -121,8 +121,8 @@ func Describe(ref refSchema, object objectSchema) map[string]any {
 		"x-svc-protocol-version": ProtocolVersion,
 		"x-svc-ping-every-ms":    PingEvery.Milliseconds(),
 		"x-svc-limits": map[string]any{"maxConnectionsPerNode": MaxConnections, "maxConnectionsPerAddress": MaxConnectionsPerAddress,
-			"maxSubscriptionsPerConnection": MaxSubscriptions,
-			"maxClientFrameBytes":           MaxFrameBytes, "sendBufferFrames": SessionBufferMsgs},
+			"maxAccountChannelConnectionsPerNode": MaxAccountConnections, "maxSubscriptionsPerConnection": MaxSubscriptions,
+			"maxClientFrameBytes": MaxFrameBytes, "sendBufferFrames": SessionBufferMsgs},
 	}
 }
 

@@ -44,6 +44,13 @@ const (
 // of MaxConnections; more are refused with 429.
 const MaxConnectionsPerAddress = 100
 
+// MaxAccountConnections bounds the connections of a node that subscribe to
+// one account's channel: every event of the account is written once per
+// such connection, so without a bound one account (from many addresses)
+// could make each of its orders cost the node thousands of frames. More
+// are refused with an error frame, rate_limited.
+const MaxAccountConnections = 32
+
 // CloseResync is the WebSocket close code of a connection that lost, or
 // would lose, frames: its send buffer was full (the client reads too
 // slowly) or the node's event stream overflowed. The client takes a REST
@@ -87,6 +94,10 @@ type Hub struct {
 	PerAddress int
 	addrMu     sync.Mutex
 	byAddr     map[string]int
+	// PerAccount bounds the connections subscribed to one account's
+	// channel (MaxAccountConnections by default; the bench profile lifts
+	// it, its account clients share a few traders' accounts).
+	PerAccount int
 }
 
 // conn is one connection's state.
@@ -106,7 +117,7 @@ func New(n *node.Node, log hclog.Logger) *Hub {
 	m := melody.New()
 	m.Config.MaxMessageSize = MaxFrameBytes
 	h := &Hub{n: n, m: m, log: log, subs: map[string]map[*melody.Session]struct{}{}, PingEvery: PingEvery,
-		PerAddress: MaxConnectionsPerAddress, byAddr: map[string]int{}}
+		PerAddress: MaxConnectionsPerAddress, byAddr: map[string]int{}, PerAccount: MaxAccountConnections}
 	// A refused upgrade (no Upgrade header, a bad version) answers the
 	// API's JSON refusal, not gorilla's plain text.
 	m.Upgrader.Error = func(w http.ResponseWriter, _ *http.Request, status int, reason error) {

@@ -282,3 +282,76 @@ func TestAddressKeyGroupsAnIPv6Slash64(t *testing.T) {
 		}
 	}
 }
+
+// TestAccountChannelConnectionsAreBounded: one account's channel has at
+// most PerAccount subscribers on a node, since each of its events is
+// written once per subscriber. More get rate_limited; a repeated
+// subscription of a member is no new one; an unsubscribe frees the slot;
+// other accounts are not affected.
+func TestAccountChannelConnectionsAreBounded(t *testing.T) {
+	e := newEnv(t, func(h *Hub) { h.PerAccount = 2 })
+	key := e.post("/v1/signup", "", "{}")["apiKey"].(string)
+	var conns []*websocket.Conn
+	for range 3 {
+		c := e.dial()
+		send(t, c, map[string]any{"op": "auth", "apiKey": key})
+		next(t, c, "auth")
+		conns = append(conns, c)
+	}
+	sub := map[string]any{"op": "subscribe", "channel": "account"}
+	for _, c := range conns[:2] {
+		send(t, c, sub)
+		next(t, c, "subscribed")
+	}
+	send(t, conns[2], sub)
+	if m := next(t, conns[2], "error"); m["code"] != "rate_limited" || m["badOp"] != "subscribe" || !strings.Contains(m["error"].(string), "at most 2") {
+		t.Fatalf("a third subscriber: %v", m)
+	}
+	send(t, conns[0], sub)
+	if m := next(t, conns[0], "subscribed"); m["channel"] != "account" {
+		t.Fatalf("a member subscribing again: %v", m)
+	}
+	other := e.dial()
+	e.subscribedAccount(other)
+	send(t, conns[1], map[string]any{"op": "unsubscribe", "channel": "account"})
+	next(t, conns[1], "unsubscribed")
+	send(t, conns[2], sub)
+	next(t, conns[2], "subscribed")
+	e.post("/v1/faucet", key, "{}")
+	if ev := next(t, conns[2], "event"); ev["kind"] != "deposit" {
+		t.Fatalf("the freed slot's subscriber: %v", ev)
+	}
+}
+
+// TestRevocationRacingASubscriptionLeavesNoSubscriber: a subscription whose
+// key check passed before the revocation's deauth, and whose join comes
+// after it, is refused; before, it joined the account's subscribers after
+// the deauth had cleared the connection, kept receiving the account's
+// events, and was never removed.
+func TestRevocationRacingASubscriptionLeavesNoSubscriber(t *testing.T) {
+	e := newEnv(t, func(h *Hub) { h.PingEvery = time.Hour })
+	key := e.post("/v1/signup", "", "{}")["apiKey"].(string)
+	c := e.dial()
+	send(t, c, map[string]any{"op": "auth", "apiKey": key})
+	next(t, c, "auth")
+	sessions, err := e.hub.m.Sessions()
+	if err != nil || len(sessions) != 1 {
+		t.Fatalf("sessions %d %v", len(sessions), err)
+	}
+	s := sessions[0]
+	cn := connOf(s)
+	subject, hash, ef := e.hub.subjectAs(cn, clientFrame{Op: "subscribe", Channel: "account"})
+	if ef != nil || hash == "" {
+		t.Fatalf("subject %q %q %v", subject, hash, ef)
+	}
+	e.hub.deauth(s, cn) // the revocation lands between the check and the join
+	if ef := e.hub.join(s, cn, subject, hash); ef == nil || ef.Code != "unauthorized" {
+		t.Fatalf("join after the deauth: %+v", ef)
+	}
+	e.hub.mu.RLock()
+	n := len(e.hub.subs[subject])
+	e.hub.mu.RUnlock()
+	if n != 0 {
+		t.Fatalf("%d subscribers left on %s", n, subject)
+	}
+}

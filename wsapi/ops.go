@@ -2,6 +2,7 @@ package wsapi
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"github.com/olahol/melody"
 
@@ -51,20 +52,27 @@ func (h *Hub) auth(s *melody.Session, c *conn, f clientFrame) {
 
 // subject validates a subscribe/unsubscribe frame and names its subject.
 func (h *Hub) subject(c *conn, f clientFrame) (string, *errorFrame) {
-	bad := func(code, msg string) (string, *errorFrame) {
-		return "", &errorFrame{Op: "error", Code: code, Error: msg, BadOp: f.Op}
+	subject, _, ef := h.subjectAs(c, f)
+	return subject, ef
+}
+
+// subjectAs is subject, with the key hash an account subscription was
+// checked against ("" for the public channels).
+func (h *Hub) subjectAs(c *conn, f clientFrame) (string, string, *errorFrame) {
+	bad := func(code, msg string) (string, string, *errorFrame) {
+		return "", "", &errorFrame{Op: "error", Code: code, Error: msg, BadOp: f.Op}
 	}
 	switch f.Channel {
 	case channelPrices:
 		if !h.exists(func(st *fsm.State) bool { _, ok := st.Market.FeedsByID[f.FeedID]; return ok }) {
 			return bad(wire.CodeNotFound, "unknown feedId")
 		}
-		return channelPrices + "|" + f.FeedID, nil
+		return channelPrices + "|" + f.FeedID, "", nil
 	case channelStats:
 		if !h.exists(func(st *fsm.State) bool { _, ok := st.Market.MarketsByID[f.MarketID]; return ok }) {
 			return bad(wire.CodeNotFound, "unknown marketId")
 		}
-		return channelStats + "|" + f.MarketID, nil
+		return channelStats + "|" + f.MarketID, "", nil
 	case channelAccount:
 		c.mu.Lock()
 		acct, hash := c.accountID, c.keyHash
@@ -79,7 +87,7 @@ func (h *Hub) subject(c *conn, f clientFrame) (string, *errorFrame) {
 		if !k.Scopes.Has(access.ScopeRead) {
 			return bad(wire.CodeInsufficientScope, "the account channel needs the read scope")
 		}
-		return subjectAccountPref + acct, nil
+		return subjectAccountPref + acct, hash, nil
 	}
 	return bad(wire.CodeValidation, "channel must be prices, stats or account")
 }
@@ -102,26 +110,50 @@ func ack(op string, f clientFrame) subAck {
 }
 
 func (h *Hub) subscribe(s *melody.Session, c *conn, f clientFrame) {
-	subject, ef := h.subject(c, f)
+	subject, hash, ef := h.subjectAs(c, f)
+	if ef == nil {
+		ef = h.join(s, c, subject, hash)
+	}
 	if ef != nil {
+		ef.Op, ef.BadOp = "error", f.Op
 		h.send(s, ef)
 		return
 	}
+	h.send(s, ack("subscribed", f))
+}
+
+// join adds s to subject's subscribers, or says why not. The connection's
+// own list and the hub's change together under both locks (the hub's
+// first), so a revocation's deauth, which clears the connection's account
+// before it removes the subscription, either comes after and removes it,
+// or came before and the join is refused: a revoked key never keeps an
+// account channel it raced for, and no subscriber is left behind that the
+// connection does not know of. hash is the key an account subscription
+// was checked against.
+func (h *Hub) join(s *melody.Session, c *conn, subject, hash string) *errorFrame {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	c.mu.Lock()
-	if !c.subjects[subject] && len(c.subjects) >= MaxSubscriptions {
-		c.mu.Unlock()
-		h.send(s, errorFrame{Op: "error", Code: wire.CodeValidation, Error: "too many subscriptions on this connection", BadOp: f.Op})
-		return
+	defer c.mu.Unlock()
+	if hash != "" && (c.keyHash != hash || subjectAccountPref+c.accountID != subject) {
+		return &errorFrame{Code: wire.CodeUnauthorized, Error: "the key was revoked or replaced; authenticate again"}
+	}
+	if c.subjects[subject] {
+		return nil
+	}
+	if len(c.subjects) >= MaxSubscriptions {
+		return &errorFrame{Code: wire.CodeValidation, Error: "too many subscriptions on this connection"}
+	}
+	if hash != "" && len(h.subs[subject]) >= h.PerAccount {
+		return &errorFrame{Code: wire.CodeRateLimited,
+			Error: fmt.Sprintf("at most %d connections per account on this node subscribe to its account channel; close one first", h.PerAccount)}
 	}
 	c.subjects[subject] = true
-	c.mu.Unlock()
-	h.mu.Lock()
 	if h.subs[subject] == nil {
 		h.subs[subject] = map[*melody.Session]struct{}{}
 	}
 	h.subs[subject][s] = struct{}{}
-	h.mu.Unlock()
-	h.send(s, ack("subscribed", f))
+	return nil
 }
 
 func (h *Hub) unsubscribe(s *melody.Session, c *conn, f clientFrame) {
