@@ -89,16 +89,17 @@ func TestLoopLingersForTheAnsweredCallers(t *testing.T) {
 }
 
 // The wait is bounded by linger: the callers that do not come back do not
-// hold the ones that did.
+// hold the ones that did. The linger is long enough that "at once" below
+// (within half of it) holds on a loaded machine too.
 func TestLoopLingerEndsAtItsBound(t *testing.T) {
-	const linger = 30 * time.Millisecond
+	const linger = time.Second
 	h := startLoop(t, linger)
 	h.send(0, 10)
 	h.next(t, time.Second)
 	h.l.finished <- 10
 	start := time.Now()
 	h.send(100, 3)
-	b := h.next(t, time.Second)
+	b := h.next(t, 10*linger)
 	if waited := time.Since(start); len(b) != 3 || waited < linger*2/3 {
 		t.Fatalf("batch of %d after %v; want the 3 after about %v", len(b), waited, linger)
 	}
@@ -115,23 +116,26 @@ func TestLoopLingerEndsAtItsBound(t *testing.T) {
 // that takes within the bound, and ends one gap after the last arrival when
 // some never come back.
 func TestLoopLingerFollowsArrivalsUntilTheyStop(t *testing.T) {
-	const gap = 60 * time.Millisecond
+	// Arrivals are far apart in count but close in time against the gap:
+	// a loaded machine that stalls the sender for hundreds of ms between
+	// two arrivals still stays within one gap.
+	const gap, every, callers, back = 450 * time.Millisecond, 40 * time.Millisecond, 30, 25
 	h := startLoopGap(t, time.Hour, gap)
-	h.send(0, 10)
+	h.send(0, callers)
 	h.next(t, time.Second)
-	h.l.finished <- 10 // expects the 10 callers back
-	// Seven come back 20 ms apart: 140 ms in all, more than two gaps,
-	// never one gap without an arrival.
-	for i := range 7 {
-		h.none(t, 20*time.Millisecond)
+	h.l.finished <- callers // expects the 30 callers back
+	// Twenty-five come back 40 ms apart: a second in all, more than two
+	// gaps, never one gap without an arrival.
+	for i := range back {
+		h.none(t, every)
 		h.send(100+i, 1)
 	}
-	// The last three never come: the wait ends about a gap after the
-	// seventh, not at the hour bound.
+	// The last five never come: the wait ends about a gap after the
+	// twenty-fifth, not at the hour bound.
 	start := time.Now()
 	b := h.next(t, 10*gap)
-	if waited := time.Since(start); len(b) != 7 || waited < gap*2/3 {
-		t.Fatalf("batch of %d after %v; want the 7 about %v after the last", len(b), waited, gap)
+	if waited := time.Since(start); len(b) != back || waited < gap*2/3 {
+		t.Fatalf("batch of %d after %v; want the %d about %v after the last", len(b), waited, back, gap)
 	}
 }
 
@@ -143,7 +147,7 @@ func TestLoopWithoutLingerLaunchesAtOnce(t *testing.T) {
 	h.next(t, time.Second)
 	h.send(100, 5)
 	h.l.finished <- 50
-	if b := h.next(t, 100*time.Millisecond); len(b) != 5 {
+	if b := h.next(t, time.Second); len(b) != 5 {
 		t.Fatalf("batch %v; want the 5 waiting at once", b)
 	}
 }
