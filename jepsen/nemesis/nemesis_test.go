@@ -48,6 +48,11 @@ func (f *fake) Start(context.Context) (string, error) {
 	f.active = true
 	return "on", nil
 }
+func (f *fake) fired() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.starts > 0
+}
 func (f *fake) Heal(context.Context) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -72,9 +77,18 @@ func TestScheduleFiresEveryNemesisAndLeavesNoFaultBehind(t *testing.T) {
 	rec := &events{}
 	s := &Schedule{Nemeses: []Nemesis{a, b}, QuietMin: time.Millisecond, QuietMax: 2 * time.Millisecond,
 		HoldMin: time.Millisecond, HoldMax: 2 * time.Millisecond, Rand: rand.New(rand.NewSource(1)), Rec: rec}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	// The run lasts 100 ms and, on a loaded machine whose timers ran late,
+	// on until both have fired (within a deadline it cannot miss).
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s.Run(ctx)
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	time.Sleep(100 * time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); !(a.fired() && b.fired()) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
 	if a.starts == 0 || b.starts == 0 {
 		t.Fatalf("a nemesis never fired: a=%d b=%d", a.starts, b.starts)
 	}
