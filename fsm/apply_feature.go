@@ -40,7 +40,10 @@ import (
 //	3: a referee counts once as active between two daily recounts
 //	   (growth.LevelReferralRecount); a funding receiver is paid the exact
 //	   amount rounded down once (trade.LevelExactFunding).
-const FeatureLevel uint32 = 3
+//	4: the idempotency store gives room at the expense of the tenant that
+//	   holds the most, and keeps tombstones of answers it drops early
+//	   (LevelIdemFair).
+const FeatureLevel uint32 = 4
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
 // and leaderboard programmes (issue 15) and Proof of Reserves (issue 14):

@@ -31,6 +31,15 @@ type IdemRecord struct {
 	Body        []byte `cbor:"3,keyasint"`
 	ExpiresAtMs int64  `cbor:"4,keyasint"`
 	Index       uint64 `cbor:"5,keyasint"`
+	// Tenant is the account that stored it ("" for a public route), from
+	// LevelIdemFair; older records count against their key's account.
+	Tenant string `cbor:"6,keyasint,omitempty"`
+	// Evicted marks a tombstone (LevelIdemFair): the answer was dropped
+	// before its retention ended, the key and request hash stay so that a
+	// retry is refused rather than applied again.
+	Evicted bool `cbor:"7,keyasint,omitempty"`
+
+	pos uint64 // where it sits in Order (fairIndex); derived
 }
 
 // IdemStore keeps successful answers by scoped idempotency key. Order holds
@@ -41,6 +50,10 @@ type IdemStore struct {
 	Order   []string               `cbor:"2,keyasint"`
 	// Bytes is the sum of recordBytes over Records.
 	Bytes int64 `cbor:"3,keyasint,omitempty"`
+
+	// fair is derived from Records and Order when LevelIdemFair first
+	// needs it (nil after a restore, and always below that level).
+	fair *fairIndex
 }
 
 func recordBytes(key string, r *IdemRecord) int64 {
@@ -68,6 +81,9 @@ func (s *IdemStore) lookup(key string, reqHash []byte) (*Result, *wire.Refusal) 
 		return nil, wire.Refuse(http.StatusConflict, wire.CodeIdempotencyReused,
 			"idempotency-key was already used with a different request")
 	}
+	if rec.Evicted {
+		return nil, evictedRefusal(rec)
+	}
 	return &Result{Status: rec.Status, Body: rec.Body, Replay: true, Index: rec.Index}, nil
 }
 
@@ -93,11 +109,23 @@ func (s *IdemStore) prune(nowMs int64) {
 	}
 }
 
+// drop removes the oldest entry of Order and its record (a hole has
+// none), keeping the fair index, when built, in step.
 func (s *IdemStore) drop() {
-	if rec := s.Records[s.Order[0]]; rec != nil {
-		s.Bytes -= recordBytes(s.Order[0], rec)
+	k := s.Order[0]
+	if f := s.fair; f != nil {
+		f.base++
+		if k == "" {
+			f.holes--
+		} else if rec := s.Records[k]; rec != nil {
+			// The oldest entry is its tenant's oldest too: every older
+			// record of the tenant is gone or a hole already.
+			s.forget(f, f.tenants[tenantOfRecord(k, rec)], k, rec)
+		}
+	} else if rec := s.Records[k]; rec != nil {
+		s.Bytes -= recordBytes(k, rec)
+		delete(s.Records, k)
 	}
-	delete(s.Records, s.Order[0])
 	s.Order[0] = ""
 	s.Order = s.Order[1:]
 	// Re-slice lazily: copy down when the dead prefix dominates, so the

@@ -353,7 +353,11 @@ func (m *Machine) dispatch(c *Ctx) *Result {
 	if err != nil {
 		panic(err)
 	}
-	if c.Cmd.IdemKey != "" {
+	switch {
+	case c.Cmd.IdemKey == "":
+	case c.St.FeatureLevel >= LevelIdemFair:
+		idem.storeFair(c.Cmd.IdemKey, c.Cmd.Account, c.Cmd.ReqHash, res, c.St.NowMs, c.Index)
+	default:
 		idem.store(c.Cmd.IdemKey, c.Cmd.ReqHash, res, c.St.NowMs, c.Index)
 	}
 	return res

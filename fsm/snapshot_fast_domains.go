@@ -156,6 +156,10 @@ func decIdemRecord(d *rd, rec *IdemRecord) {
 			rec.ExpiresAtMs = d.i64()
 		case 5:
 			rec.Index = d.u64()
+		case 6:
+			rec.Tenant = d.str()
+		case 7:
+			rec.Evicted = d.bool()
 		default:
 			failf("unknown IdemRecord field")
 		}
