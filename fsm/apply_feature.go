@@ -42,7 +42,11 @@ import (
 //	   amount rounded down once (trade.LevelExactFunding).
 //	4: the idempotency store gives room at the expense of the tenant that
 //	   holds the most, and keeps tombstones of answers it drops early
-//	   (LevelIdemFair).
+//	   (LevelIdemFair); an oracle print is refused when a market's open
+//	   interest could not be valued at it, and held when it jumps past
+//	   market.PrintJumpFactor until the next print confirms it
+//	   (LevelPrintGuard); the last tenth of a market's price index takes
+//	   only reduce-only entries (trade.LevelIndexReserve).
 const FeatureLevel uint32 = 4
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/perpd/perpd/fsm/market"
+	"github.com/perpd/perpd/fsm/trade"
 	"github.com/perpd/perpd/fsm/wire"
 )
 
@@ -195,6 +196,17 @@ func applyOraclePrint(c *Ctx) (int, any, *wire.Refusal) {
 	if ref := c.Decode(&p); ref != nil {
 		return 0, nil, ref
 	}
+	if c.St.FeatureLevel >= LevelPrintGuard {
+		if err := c.St.Market.CheckPrint(c.Now(), p.FeedID, p.MidQ8, p.ConfQ9, p.TsMs); err != nil {
+			return 0, nil, marketRefusal(err)
+		}
+		if ref := c.printRepresentable(p.FeedID, p.MidQ8); ref != nil {
+			return 0, nil, ref
+		}
+		if !c.St.Market.AdmitPrint(p.FeedID, p.MidQ8, p.ConfQ9, p.TsMs) {
+			return http.StatusOK, PrintHeldResult{Held: true}, nil
+		}
+	}
 	if err := c.St.Market.ApplyPrint(c.Now(), p.FeedID, p.MidQ8, p.ConfQ9, p.TsMs); err != nil {
 		return 0, nil, marketRefusal(err)
 	}
@@ -214,6 +226,45 @@ func applyOraclePrint(c *Ctx) (int, any, *wire.Refusal) {
 		c.emitStats(id)
 	}
 	return http.StatusOK, struct{}{}, nil
+}
+
+// LevelPrintGuard is the feature level from which an oracle print is
+// refused when some market of its feed could not express the figures of
+// its largest possible position at that price (printRepresentable), and
+// held when it jumps beyond market.PrintJumpFactor until the next print
+// confirms it (market.AdmitPrint). Found by an adversarial review of
+// 2026-11-27: a print of $0.01 against a large inverse long overflowed the
+// liquidation's PnL and halted every replica on the same entry, for good;
+// one print of $1 against a 100x short let 0.1 BTC withdraw more than all
+// deposits.
+const LevelPrintGuard uint32 = 4
+
+// PrintHeldResult answers a print the jump guard held.
+type PrintHeldResult struct {
+	Held bool `json:"held"`
+}
+
+// printRepresentable refuses a print at which the notional of a market's
+// whole open interest on one side (a bound on any one position there)
+// would pass trade.NotionalMsatMax: every figure of a position (PnL
+// against any entry it could have, penalty, funding) is then within
+// int64, so no liquidation, funding or ADL can overflow and halt the
+// replica. The market keeps its last price and goes stale instead.
+func (c *Ctx) printRepresentable(feedID string, midQ8 int64) *wire.Refusal {
+	f := c.St.Market.FeedsByID[feedID]
+	for _, id := range f.MarketIDs {
+		m := c.St.Market.MarketsByID[id]
+		n := max(m.LongOIContracts, m.ShortOIContracts)
+		if n == 0 {
+			continue
+		}
+		if v, err := trade.NotionalMsat(&m.Params, n, midQ8); err != nil || v > trade.NotionalMsatMax {
+			return wire.Refuse(http.StatusBadRequest, wire.CodeValidation,
+				"print %d on feed %s: market %s's open interest of %d contracts would be worth more than %d msat; refused as a feed gone mad",
+				midQ8, feedID, id, n, int64(trade.NotionalMsatMax))
+		}
+	}
+	return nil
 }
 
 // emitStats publishes a market's live figures on the stats channel.

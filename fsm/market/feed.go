@@ -30,6 +30,23 @@ var (
 // is one stamped beyond nowMs + PrintFutureToleranceMs. A refused print
 // changes nothing.
 func (s *State) ApplyPrint(nowMs int64, feedID string, midQ8, confQ9, tsMs int64) error {
+	if err := s.CheckPrint(nowMs, feedID, midQ8, confQ9, tsMs); err != nil {
+		return err
+	}
+	f := s.FeedsByID[feedID]
+	if f.Last == nil {
+		f.Last = &Print{}
+	}
+	*f.Last = Print{MidQ8: midQ8, ConfQ9: confQ9, TsMs: tsMs}
+	for _, id := range f.MarketIDs {
+		s.MarketsByID[id].takePrint(midQ8, tsMs)
+	}
+	return nil
+}
+
+// CheckPrint is ApplyPrint's validation alone: nil when the print may be
+// applied now.
+func (s *State) CheckPrint(nowMs int64, feedID string, midQ8, confQ9, tsMs int64) error {
 	f, ok := s.FeedsByID[feedID]
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownFeed, feedID)
@@ -46,14 +63,34 @@ func (s *State) ApplyPrint(nowMs int64, feedID string, midQ8, confQ9, tsMs int64
 	case tsMs > nowMs+PrintFutureToleranceMs:
 		return fmt.Errorf("%w: %s tsMs %d, now %d", ErrPrintInFuture, feedID, tsMs, nowMs)
 	}
-	if f.Last == nil {
-		f.Last = &Print{}
-	}
-	*f.Last = Print{MidQ8: midQ8, ConfQ9: confQ9, TsMs: tsMs}
-	for _, id := range f.MarketIDs {
-		s.MarketsByID[id].takePrint(midQ8, tsMs)
-	}
 	return nil
+}
+
+// PrintJumpFactor bounds how far one print may move a feed from its last
+// accepted print and be taken at once (from fsm.LevelPrintGuard): to at
+// most this many times it, or at least its 1/PrintJumpFactor. A genuine
+// move of that size between two prints a second apart does not happen to
+// an aggregated index; a glitch (a dropped decimal, a zero, a stray tick
+// of one venue) does, and taken at once it liquidates every position on
+// one side and pays the other out of everyone's deposits.
+const PrintJumpFactor = 2
+
+// AdmitPrint decides a print that CheckPrint accepted, from
+// fsm.LevelPrintGuard: a print within PrintJumpFactor of the feed's last,
+// or of a held print it comes after, is taken (true: apply it; the held
+// print is forgotten); any other becomes the held print (false), so a
+// real jump is taken one print late and a lone glitch never.
+func (s *State) AdmitPrint(feedID string, midQ8, confQ9, tsMs int64) bool {
+	f := s.FeedsByID[feedID]
+	within := func(ref *Print) bool {
+		return ref != nil && midQ8 <= ref.MidQ8*PrintJumpFactor && midQ8*PrintJumpFactor >= ref.MidQ8
+	}
+	if f.Last == nil || within(f.Last) || (within(f.Held) && f.Held.TsMs < tsMs) {
+		f.Held = nil
+		return true
+	}
+	f.Held = &Print{MidQ8: midQ8, ConfQ9: confQ9, TsMs: tsMs}
+	return false
 }
 
 // takePrint folds a print into the market's bars. A market re-pointed to

@@ -58,6 +58,9 @@ type Feed struct {
 	// Override is an operator pin or script (see Override); nil when none.
 	// Omitted when nil so that states without one encode as before.
 	Override *Override `cbor:",omitempty"`
+	// Held is a print that jumped beyond PrintJumpFactor from Last and
+	// waits for the next print to confirm it (AdmitPrint); nil when none.
+	Held *Print `cbor:",omitempty"`
 }
 
 // MarketState is one market: its parameters and everything derived from

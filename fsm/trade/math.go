@@ -62,6 +62,12 @@ func valueExact(p *market.Params, n, priceQ8 int64) (num, den wide) {
 	return mulw(w(n), w(priceQ8), w(*p.QuantoMultiplierMsat)), w(q8)
 }
 
+// NotionalMsatMax is the largest notional an oracle print may give a
+// market's open interest (fsm.LevelPrintGuard): an eighth of int64, so a
+// position's PnL (at most the larger of its notionals at entry and exit),
+// penalty and funding, and a few of them summed, stay within int64.
+const NotionalMsatMax = math.MaxInt64 / 8
+
 // NotionalMsat is the value of n contracts at priceQ8, rounded up: it is
 // the base of the taker fee and the initial margin, which the trader pays.
 func NotionalMsat(p *market.Params, n, priceQ8 int64) (int64, error) {

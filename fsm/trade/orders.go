@@ -343,8 +343,8 @@ func (s *State) rest(env *Env, a *Account, o *Order, pos Position, midQ8, free i
 		}
 		return Created{}, refuse(code, "free balance %d msat cannot reserve %d msat for this order", free, reserve)
 	}
-	if b, ok := s.Books[o.MarketID]; ok && b.Index.Len() >= market.PriceIndexEntriesMax {
-		return Created{}, refuse(wire.CodeValidation, "market %s holds the most resting orders it can", o.MarketID)
+	if ref := s.indexRoom(env, o.MarketID, 1, o.ReduceOnly); ref != nil {
+		return Created{}, ref
 	}
 	// Every check has passed: mutate from here on.
 	book := s.book(o.MarketID)

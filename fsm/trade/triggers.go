@@ -159,11 +159,41 @@ func typeOfKind(kind string) string {
 
 // roomFor refuses when the account or the market's index cannot take n
 // more live orders. Checks only look: a refusal creates nothing.
-func (s *State) roomFor(accountID, marketID string, n int) *wire.Refusal {
+func (s *State) roomFor(env *Env, accountID, marketID string, n int, reducing bool) *wire.Refusal {
 	if a, ok := s.Accounts[accountID]; ok && a.Resting+n > RestingOrdersPerAccountMax {
 		return refuse(wire.CodeValidation, "at most %d live orders and triggers per account", RestingOrdersPerAccountMax)
 	}
-	if b, ok := s.Books[marketID]; ok && b.Index.Len()+n > market.PriceIndexEntriesMax {
+	return s.indexRoom(env, marketID, n, reducing)
+}
+
+// LevelIndexReserve is the feature level (fsm.FeatureLevel) from which the
+// last IndexReservedForReducing entries of a market's price index take only
+// reduce-only orders and triggers. Found by a review on 2026-11-27: about
+// 5,000 accounts of 200 far-away one-contract orders each (a few hundred
+// sats of reservation in all) filled a market's index, and from then no
+// trader could place a stop-loss to protect a position.
+const LevelIndexReserve uint32 = 4
+
+// IndexReservedForReducing is the share of a market's price index kept for
+// reduce-only entries from LevelIndexReserve: a tenth.
+const IndexReservedForReducing = market.PriceIndexEntriesMax / 10
+
+// indexRoom refuses n more entries in marketID's price index when it would
+// pass PriceIndexEntriesMax, or, for entries that can open exposure, from
+// LevelIndexReserve, PriceIndexEntriesMax - IndexReservedForReducing.
+func (s *State) indexRoom(env *Env, marketID string, n int, reducing bool) *wire.Refusal {
+	b, ok := s.Books[marketID]
+	if !ok {
+		return nil
+	}
+	limit := market.PriceIndexEntriesMax
+	if !reducing && env.Level >= LevelIndexReserve {
+		limit -= IndexReservedForReducing
+	}
+	if b.Index.Len()+n > limit {
+		if limit < market.PriceIndexEntriesMax {
+			return refuse(wire.CodeValidation, "market %s holds the most resting orders it takes; room is left only for reduce-only orders and triggers", marketID)
+		}
 		return refuse(wire.CodeValidation, "market %s holds the most resting orders it can", marketID)
 	}
 	return nil
@@ -176,7 +206,7 @@ func (s *State) placeTrigger(env *Env, pr market.Print, accountID string, r Plac
 	if ref != nil {
 		return Created{}, ref
 	}
-	if ref := s.roomFor(accountID, r.MarketID, 1); ref != nil {
+	if ref := s.roomFor(env, accountID, r.MarketID, 1, r.ReduceOnly); ref != nil {
 		return Created{}, ref
 	}
 	o := &Order{OrderID: r.OrderID, AccountID: accountID, MarketID: r.MarketID, Side: side, Type: typeOfKind(kind),
@@ -237,7 +267,7 @@ func (s *State) placeBracket(env *Env, m *market.MarketState, pr market.Print, p
 	if entryDir != 0 {
 		parts++
 	}
-	if ref := s.roomFor(accountID, r.MarketID, parts); ref != nil {
+	if ref := s.roomFor(env, accountID, r.MarketID, parts, false); ref != nil {
 		return Created{}, ref
 	}
 	entry := &Order{OrderID: r.OrderID, AccountID: accountID, MarketID: r.MarketID, Side: side, Type: TypeMarket,
