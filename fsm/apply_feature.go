@@ -46,7 +46,9 @@ import (
 //	   interest could not be valued at it, and held when it jumps past
 //	   market.PrintJumpFactor until the next print confirms it
 //	   (LevelPrintGuard); the last tenth of a market's price index takes
-//	   only reduce-only entries (trade.LevelIndexReserve).
+//	   only reduce-only entries (trade.LevelIndexReserve); funding a
+//	   payer's margin cannot cover is charged to its entry
+//	   (trade.LevelFundingCharge).
 const FeatureLevel uint32 = 4
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

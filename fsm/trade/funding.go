@@ -14,8 +14,63 @@ import (
 // book, through its margin: a long pays when the rate is positive, a short
 // when it is negative. The payer's amount rounds up, the receiver's down.
 // A payer whose margin cannot cover the payment pays all of it (paidMsat
-// says what moved) and is then liquidated like any position below
-// maintenance.
+// says what moved); from LevelFundingCharge the rest is charged to the
+// position's entry (EntryCharged), so its PnL falls by at least that much
+// and the house takes it back when the position closes. A payer under
+// maintenance then is liquidated like any other.
+
+// LevelFundingCharge is the feature level (fsm.FeatureLevel) from which
+// funding a payer's margin cannot cover is charged to its entry. Found by
+// a review on 2026-11-27: below it the rest was dropped, so a profitable
+// 100x position whose margin funding had drained paid nothing at every
+// later boundary (611,790,000 msat over 80 hours in its example), while the
+// house kept paying the other side.
+const LevelFundingCharge uint32 = 4
+
+// EntryCharged is the entry at which a position of n contracts on side
+// has a PnL lower by at least dMsat at every exit price: for inverse,
+// 1/e' = 1/e - side*d/(n*1e19); for quanto, e' = e + side*d*1e8/(n*mult).
+// Rounded against the position (up for a long, down for a short) and
+// kept within [1, PriceQ8Max]; only a charge beyond the position's whole
+// value at entry, which no funding reaches, could meet the bound and be
+// collected in part.
+func EntryCharged(p *market.Params, side Side, n, entryQ8, dMsat int64) int64 {
+	if n <= 0 || dMsat <= 0 {
+		return entryQ8
+	}
+	var e wide
+	if p.ContractType == market.Inverse {
+		nS := mulw(w(n), wu(inverseScale))
+		num := mulw(w(entryQ8), nS)
+		if side == Long {
+			den := subw(nS, mulw(w(dMsat), w(entryQ8)))
+			if den.sign() <= 0 {
+				return market.PriceQ8Max
+			}
+			e = ceilw(num, den)
+		} else {
+			e = floorw(num, addw(nS, mulw(w(dMsat), w(entryQ8))))
+		}
+	} else {
+		step := ceilw(mulw(w(dMsat), w(q8)), mulw(w(n), w(*p.QuantoMultiplierMsat)))
+		if side == Long {
+			e = addw(w(entryQ8), step)
+		} else {
+			e = subw(w(entryQ8), step)
+		}
+	}
+	v, err := e.toInt64()
+	switch {
+	case err != nil || v > market.PriceQ8Max:
+		if side == Long {
+			return market.PriceQ8Max
+		}
+		return 1
+	case v < 1:
+		return 1
+	}
+	return v
+}
 
 // FundingFlow is one position's payment at one boundary (SPEC's Funding
 // flow). FlowMsat is what was due, signed from the trader's side (negative:
@@ -68,6 +123,9 @@ func (s *State) OnFunding(env *Env, ev market.FundingEvent) {
 			transfer(env.Ledger, margin, ledger.House, paid)
 			pos.MarginMsat -= paid
 			f.FlowMsat, f.PaidMsat = -owed, -paid
+			if paid < owed && env.Level >= LevelFundingCharge {
+				pos.EntryQ8 = EntryCharged(p, pos.Side, pos.Contracts, pos.EntryQ8, owed-paid)
+			}
 		} else {
 			due := mustMath(floorw(mulw(w(notional), w(-rate)), w(q9)).toInt64())
 			if env.Level >= LevelExactFunding {
