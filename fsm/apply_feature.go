@@ -48,7 +48,8 @@ import (
 //	   (LevelPrintGuard); the last tenth of a market's price index takes
 //	   only reduce-only entries (trade.LevelIndexReserve); funding a
 //	   payer's margin cannot cover is charged to its entry
-//	   (trade.LevelFundingCharge).
+//	   (trade.LevelFundingCharge); a partial liquidation is sized on the
+//	   figures it books (trade.LevelBookedPartial).
 const FeatureLevel uint32 = 4
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -129,7 +129,7 @@ func (s *State) liquidate(env *Env, m *market.MarketState, pr market.Print, acco
 	margin := ledger.Margin(accountID, mkt)
 	after := Position{}
 	shortfall := int64(0)
-	if q, pnl, penalty, ok := s.partialLiquidation(p, pos, pr.MidQ8, quote); ok {
+	if q, pnl, penalty, ok := s.partialLiquidation(p, pos, pr.MidQ8, quote, env.Level >= LevelBookedPartial); ok {
 		qt := quote(q)
 		transfer(l, ledger.House, margin, max(pnl, 0))
 		transfer(l, margin, ledger.House, max(-pnl, 0))
@@ -193,7 +193,14 @@ func (s *State) liquidate(env *Env, m *market.MarketState, pr market.Print, acco
 // penalty): the remaining position must hold positive margin and not be
 // under maintenance. ok is false when no such q leaves at least
 // minOrderContracts open (the liquidation is then full).
-func (s *State) partialLiquidation(p *market.Params, pos Position, midQ8 int64, quote func(int64) Quote) (q, pnl, penalty int64, ok bool) {
+//
+// From LevelBookedPartial (booked) the close is first sized on the booked
+// figures: the fewest q (by bisection from the rational estimate up to
+// the most that leaves minOrderContracts) after which the remainder's
+// booked margin plus its unrealised PnL at the mid is at least the target;
+// only when even that largest partial close misses the target does the
+// older rule (not under maintenance) apply.
+func (s *State) partialLiquidation(p *market.Params, pos Position, midQ8 int64, quote func(int64) Quote, booked bool) (q, pnl, penalty int64, ok bool) {
 	n := pos.Contracts
 	vNum, vDen := valueExact(p, n, midQ8)
 	vn := new(big.Rat).SetFrac(vNum.big(), vDen.big())
@@ -213,6 +220,11 @@ func (s *State) partialLiquidation(p *market.Params, pos Position, midQ8 int64, 
 	ratio := new(big.Rat).Quo(need, new(big.Rat).Mul(perContract, vn))
 	ratio.Mul(ratio, new(big.Rat).SetInt64(n))
 	first := ceilRat(ratio)
+	if booked {
+		if q, pnl, penalty, ok := bookedPartial(p, pos, midQ8, quote, max(first, 1), target); ok {
+			return q, pnl, penalty, true
+		}
+	}
 	for q = max(first, 1); q <= first+2; q++ {
 		if q >= n || n-q < p.MinOrderContracts {
 			return 0, 0, 0, false
@@ -229,6 +241,62 @@ func (s *State) partialLiquidation(p *market.Params, pos Position, midQ8 int64, 
 		}
 	}
 	return 0, 0, 0, false
+}
+
+// LevelBookedPartial is the feature level (fsm.FeatureLevel) from which a
+// partial liquidation is sized on the figures it books (bookedPartial).
+// Below it the close was sized at the mid and the spread could leave the
+// remainder under the target: 1.92x maintenance in a review's 100x example
+// of 2026-11-26.
+const LevelBookedPartial uint32 = 4
+
+// bookedPartial finds the fewest contracts q in [lo, n - minOrderContracts]
+// whose close, on the figures it books (execution price with spread,
+// rounded PnL and penalty), leaves margin > 0 and margin + unrealised PnL
+// at the mid >= target x the remainder's value at the mid. The check
+// holds more easily as q grows, until the close's impact outgrows what it
+// frees; bisection takes the fewest q under that shape, and any q it
+// returns meets the target. ok is false when the largest partial close
+// does not.
+func bookedPartial(p *market.Params, pos Position, midQ8 int64, quote func(int64) Quote, lo int64, target *big.Rat) (q, pnl, penalty int64, ok bool) {
+	n := pos.Contracts
+	hi := n - p.MinOrderContracts
+	type figures struct{ pnl, penalty int64 }
+	meets := func(q int64) (figures, bool) {
+		qt := quote(q)
+		pnl, err := PnLMsat(p, pos.Side, q, pos.EntryQ8, qt.ExecQ8)
+		if err != nil {
+			return figures{}, false
+		}
+		penalty := liquidationPenalty(p, q, qt.ExecQ8)
+		margin := pos.MarginMsat + pnl - penalty
+		if margin <= 0 {
+			return figures{}, false
+		}
+		rest := n - q
+		vNum, vDen := valueExact(p, rest, midQ8)
+		v := new(big.Rat).SetFrac(vNum.big(), vDen.big())
+		upnl := new(big.Rat).SetFrac(mulw(w(int64(pos.Side)), pnlNumerator(p, rest, pos.EntryQ8, midQ8)).big(), pnlDenominator(p, pos.EntryQ8, midQ8).big())
+		equity := new(big.Rat).Add(new(big.Rat).SetInt64(margin), upnl)
+		return figures{pnl, penalty}, equity.Cmp(new(big.Rat).Mul(target, v)) >= 0
+	}
+	if lo > hi {
+		return 0, 0, 0, false
+	}
+	best, ok := meets(hi)
+	if !ok {
+		return 0, 0, 0, false
+	}
+	q = hi
+	for lo < q {
+		mid := lo + (q-lo)/2
+		if f, ok := meets(mid); ok {
+			q, best = mid, f
+		} else {
+			lo = mid + 1
+		}
+	}
+	return q, best.pnl, best.penalty, true
 }
 
 // pnlNumerator and pnlDenominator give a long's exact unrealised PnL of n
