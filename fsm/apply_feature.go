@@ -49,7 +49,9 @@ import (
 //	   only reduce-only entries (trade.LevelIndexReserve); funding a
 //	   payer's margin cannot cover is charged to its entry
 //	   (trade.LevelFundingCharge); a partial liquidation is sized on the
-//	   figures it books (trade.LevelBookedPartial).
+//	   figures it books (trade.LevelBookedPartial); a position that becomes
+//	   liquidatable enters a full liquidation index
+//	   (trade.LevelLiqIndexPast).
 const FeatureLevel uint32 = 4
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

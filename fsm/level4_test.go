@@ -323,3 +323,51 @@ func TestPartialLiquidationMeetsItsTargetOnBookedFigures(t *testing.T) {
 		})
 	}
 }
+
+// TestFullLiquidationIndexTakesAPositionThatBecomesLiquidatable: a 1x
+// inverse short can never be liquidated, so it stays out of the index and
+// opens even when the index is full; added to at 100x it must go in. Below
+// LevelLiqIndexPast the full index refused it and the replica halted.
+func TestFullLiquidationIndexTakesAPositionThatBecomesLiquidatable(t *testing.T) {
+	for _, level := range []uint32{trade.LevelLiqIndexPast - 1, trade.LevelLiqIndexPast} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := newTradeWorldAt(t, level)
+			a, k := w.account(btcBTC)
+			created(t, w.order(a, k, levered(mktOrder("s1", "BTC-PERP", "sell", 10_000), 1)), trade.StatusFilled)
+			w.unchecked, w.m.opts.CheckInvariants = true, false
+			w.m.Read(func(st *State, _ uint64) {
+				b := st.Trade.Books["BTC-PERP"]
+				if b.Liq != nil && b.Liq.Entries[a] != (market.IndexEntry{}) {
+					t.Fatal("a 1x inverse short is in the liquidation index")
+				}
+				if b.Liq == nil {
+					b.Liq = market.NewPriceIndex()
+				}
+				for i := b.Liq.Len(); i < market.PriceIndexEntriesMax; i++ {
+					if err := b.Liq.Insert(fmt.Sprintf("standin%07d", i), usdQ8(1_000)+int64(i), market.Falling); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+			res := w.order(a, k, levered(mktOrder("s2", "BTC-PERP", "sell", 100_000), 100))
+			if level < trade.LevelLiqIndexPast {
+				if w.m.Halted() == nil {
+					t.Fatalf("below the level the replica was expected to halt: %d %s", res.Status, res.Body)
+				}
+				return
+			}
+			created(t, res, trade.StatusFilled)
+			pos := w.position(a, "BTC-PERP")
+			var p market.Params
+			var e market.IndexEntry
+			w.m.Read(func(st *State, _ uint64) {
+				p = st.Market.MarketsByID["BTC-PERP"].Params
+				e = st.Trade.Books["BTC-PERP"].Liq.Entries[a]
+			})
+			level, dir, ok := trade.LiqLevel(&p, pos)
+			if !ok || e.LevelQ8 != level || e.Dir != dir {
+				t.Fatalf("the position %+v is indexed at %+v, its level is %d %d (%v)", pos, e, level, dir, ok)
+			}
+		})
+	}
+}

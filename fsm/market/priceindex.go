@@ -107,7 +107,20 @@ func (x *PriceIndex) tree(d Direction) *btree.BTreeG[indexItem] {
 }
 
 // Insert adds id at levelQ8, or moves it there if it is already present.
+// A new id is refused once the index holds PriceIndexEntriesMax.
 func (x *PriceIndex) Insert(id string, levelQ8 int64, dir Direction) error {
+	return x.insert(id, levelQ8, dir, true)
+}
+
+// InsertPast is Insert without the bound on new ids, for an entry whose
+// owner already exists and must be indexed (a position that became
+// liquidatable): the bound is kept where things are opened, and such
+// owners are bounded themselves (one position per account and market).
+func (x *PriceIndex) InsertPast(id string, levelQ8 int64, dir Direction) error {
+	return x.insert(id, levelQ8, dir, false)
+}
+
+func (x *PriceIndex) insert(id string, levelQ8 int64, dir Direction, bounded bool) error {
 	switch {
 	case id == "":
 		return fmt.Errorf("%w: empty id", ErrIndexEntry)
@@ -119,7 +132,7 @@ func (x *PriceIndex) Insert(id string, levelQ8 int64, dir Direction) error {
 	x.ensure()
 	if old, ok := x.Entries[id]; ok {
 		x.tree(old.Dir).Delete(indexItem{level: old.LevelQ8, id: id})
-	} else if len(x.Entries) >= PriceIndexEntriesMax {
+	} else if bounded && len(x.Entries) >= PriceIndexEntriesMax {
 		return fmt.Errorf("%w: %d entries", ErrIndexFull, PriceIndexEntriesMax)
 	}
 	x.Entries[id] = IndexEntry{LevelQ8: levelQ8, Dir: dir}

@@ -120,13 +120,27 @@ func (s *State) indexPositionAt(env *Env, accountID, marketID string, pos Positi
 		book.liqIndex().Remove(accountID)
 		return
 	}
-	if err := book.liqIndex().Insert(accountID, level, dir); err != nil {
-		// Opening is refused before the index fills (positionRoom); a
+	insert := book.liqIndex().Insert
+	if env.Level >= LevelLiqIndexPast {
+		insert = book.liqIndex().InsertPast
+	}
+	if err := insert(accountID, level, dir); err != nil {
+		// Opening is refused before the index fills (positionRoom), and
+		// from LevelLiqIndexPast an existing position always gets in; a
 		// failure here is a bug, and a position outside the index could
 		// never be liquidated: halt rather than keep it.
 		panic(fmt.Sprintf("trade: liquidation index %s/%s: %v", accountID, marketID, err))
 	}
 }
+
+// LevelLiqIndexPast is the feature level (fsm.FeatureLevel) from which a
+// position that becomes liquidatable enters its market's liquidation index
+// even when the index is full. Positions that can never be liquidated (a
+// 1x inverse short) stay out of the index, so more positions than it holds
+// can be open; below this level one of them turning liquidatable (added
+// to, or drained by funding) when the index was full halted every replica
+// (noted by a review on 2026-11-27).
+const LevelLiqIndexPast uint32 = 4
 
 // positionRoom refuses a fill that would open a new position when the
 // market's liquidation index is full.
