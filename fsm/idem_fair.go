@@ -152,7 +152,9 @@ func (s *IdemStore) storeFair(key, tenant string, reqHash []byte, r *Result, now
 	s.Bytes += b
 	rec.pos = f.base + uint64(len(s.Order))
 	s.Order = append(s.Order, key)
-	t := f.tenant(tenant)
+	// The same function as the rebuild after a restore, so a live and a
+	// restored replica always agree on whose record it is.
+	t := f.tenant(tenantOfRecord(key, rec))
 	t.keys = append(t.keys, key)
 	t.bytes += b
 	f.resized(t)
