@@ -51,7 +51,9 @@ import (
 //	   (trade.LevelFundingCharge); a partial liquidation is sized on the
 //	   figures it books (trade.LevelBookedPartial); a position that becomes
 //	   liquidatable enters a full liquidation index
-//	   (trade.LevelLiqIndexPast).
+//	   (trade.LevelLiqIndexPast); a stake takes only what its shares are
+//	   worth (usdx.LevelStakeAtCost); the USDx hedge waits for a halted
+//	   market or a stale print (usdx.LevelHedgeHalts).
 const FeatureLevel uint32 = 4
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -13,7 +13,14 @@ func (w *usdxWorld) nextBoundary() usdx.Waterfall {
 	n := len(w.st().u.History)
 	target := (w.ts/3_600_000 + 1) * 3_600_000
 	for w.ts < target+1000 {
-		w.ts += 50_000
+		// Every 50 s, and 2 s before the boundary: the boundary sees a
+		// fresh print, as it does under an oracle printing every second
+		// (the hedge mints no yield on a stale print).
+		if w.ts < target-2000 {
+			w.ts = min(w.ts+50_000, target-2000)
+		} else {
+			w.ts = max(w.ts+1000, target+1000)
+		}
 		wantOK(w.t, w.print("BTCUSD", usdQ8(100_000)))
 	}
 	h := w.st().u.History

@@ -51,6 +51,23 @@ func (e *Env) oracleFresh() bool {
 	return ok && !e.T.Market.IsStale(HedgeMarket, e.now())
 }
 
+// LevelHedgeHalts is the feature level (fsm.FeatureLevel) from which the
+// hedge trades for redemptions and yield mints only when traders could:
+// a redemption is queued (queuedReason market_halted) while the hedge
+// market is halted, as it is while the oracle is stale, and the waterfall
+// mints no yield then or on a stale print (the escrow keeps it). Below it
+// a review of 2026-11-27 redeemed 10,000 USDx at the price of a halted
+// market, and a yield mint sold hedge contracts in a halted market and on
+// a stale print, while every trader's order was refused.
+const LevelHedgeHalts uint32 = 4
+
+// hedgeHalted reports whether the hedge market is halted, from
+// LevelHedgeHalts (below it a halt did not stop the hedge).
+func (e *Env) hedgeHalted() bool {
+	m, _, ok := e.hedgeMarket()
+	return ok && e.T.Level >= LevelHedgeHalts && m.Params.Status == market.StatusHalted
+}
+
 func (e *Env) hedge() trade.Position { return e.Trade.Position(HedgeAccount, HedgeMarket) }
 
 // priced is a mint or redemption of usdx priced against the hedge market
@@ -426,14 +443,18 @@ func (s *State) Redeem(e *Env, accountID, id string, q int64) (SagaView, *wire.R
 		return SagaView{}, bad(wire.CodeValidation, "at most %d USDx per redemption", m.Params.MaxOrderContracts)
 	}
 	sg := &Saga{ID: id, AccountID: accountID, Side: SideRedeem, Usdx: q, Contracts: q, CreatedTsMs: e.now(), UpdatedTsMs: e.now()}
-	if !e.oracleFresh() {
+	if halted := e.hedgeHalted(); halted || !e.oracleFresh() {
 		if s.queuedOf(accountID) >= QueuedPerAccountMax {
 			return SagaView{}, wire.Refuse(http.StatusConflict, wire.CodeConflict, "at most %d queued redemptions per account", QueuedPerAccountMax)
 		}
 		hh := s.holder(accountID)
 		hh.Usdx -= q
 		hh.Pending += q
-		sg.State, sg.QueuedReason, sg.QueuedSinceMs = SagaQueued, "oracle_stale", e.now()
+		reason := "oracle_stale"
+		if halted {
+			reason = "market_halted"
+		}
+		sg.State, sg.QueuedReason, sg.QueuedSinceMs = SagaQueued, reason, e.now()
 		s.Queue = append(s.Queue, id)
 		s.addSaga(sg)
 		s.activity(e, accountID, Activity{Event: "redeem", Ref: id, Usdx: q, State: sg.State})
@@ -488,7 +509,7 @@ func (s *State) OnPrint(e *Env, marketID string) {
 		return
 	}
 	defer s.mustIdentity(e)
-	if len(s.Queue) == 0 || !e.oracleFresh() {
+	if len(s.Queue) == 0 || !e.oracleFresh() || e.hedgeHalted() {
 		return
 	}
 	queue := s.Queue

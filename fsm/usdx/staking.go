@@ -39,6 +39,11 @@ func (s *State) Stake(e *Env, accountID string, q int64) (StakeResult, *wire.Ref
 	if shares < 1 {
 		return StakeResult{}, conflict(wire.CodeUSDxDust, "dust", "%d USDx buys no sUSDx at share price %d", q, price)
 	}
+	if e.T.Level >= LevelStakeAtCost && s.SusdxSupply > 0 {
+		// Only what the shares are worth, rounded up, joins the pool;
+		// the remainder of q stays with the staker.
+		q = min(q, mulDivCeil(shares, s.Staked, s.SusdxSupply))
+	}
 	h := s.holder(accountID)
 	h.Usdx -= q
 	h.Susdx += shares
@@ -47,6 +52,17 @@ func (s *State) Stake(e *Env, accountID string, q int64) (StakeResult, *wire.Ref
 	s.activity(e, accountID, Activity{Event: "stake", Usdx: q, Susdx: shares})
 	return StakeResult{Usdx: strconv.FormatInt(q, 10), Susdx: strconv.FormatInt(shares, 10), SharePriceQ9: wire.Int(price)}, nil
 }
+
+// LevelStakeAtCost is the feature level (fsm.FeatureLevel) from which a
+// stake takes only what its shares are worth, ceil(shares x staked /
+// supply) USDx (at most the amount asked), and leaves the rest with the
+// staker. Below it the whole amount joined the pool, so the remainder
+// below one share's price went to the holders already in it: a review of
+// 2026-11-27 raised the price of the only share to 76 USDx in five
+// stake/unstake cycles, and a later stake of 151 USDx bought one share
+// and lost 37 USDx to that holder (the "inflation" attack on share
+// vaults).
+const LevelStakeAtCost uint32 = 4
 
 // Unstake starts the cooldown of shares sUSDx of accountID. Always
 // allowed, also in every halt; the shares stay in the pool (they take its

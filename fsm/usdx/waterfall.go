@@ -119,6 +119,9 @@ func (s *State) mintYield(e *Env) int64 {
 	if !ok || s.YieldEscrowMsat <= 0 || m.Params.Status == market.StatusReduceOnly {
 		return 0
 	}
+	if e.T.Level >= LevelHedgeHalts && (e.hedgeHalted() || !e.oracleFresh()) {
+		return 0
+	}
 	cost := func(k int64) (int64, bool) {
 		qt, err := trade.QuoteTrade(m, pr, trade.Short, k)
 		if err != nil {
