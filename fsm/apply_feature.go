@@ -53,7 +53,8 @@ import (
 //	   liquidatable enters a full liquidation index
 //	   (trade.LevelLiqIndexPast); a stake takes only what its shares are
 //	   worth (usdx.LevelStakeAtCost); the USDx hedge waits for a halted
-//	   market or a stale print (usdx.LevelHedgeHalts).
+//	   market or a stale print (usdx.LevelHedgeHalts); a positive flow
+//	   repays the uncovered shortfall first (usdx.LevelRepayShortfall).
 const FeatureLevel uint32 = 4
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -153,3 +153,66 @@ func TestYieldMintWaitsForATradableHedge(t *testing.T) {
 		}
 	}
 }
+
+// roundTripLoss mints n USDx for acct and redeems them at once: the msat
+// the round trip cost.
+func (w *usdxWorld) roundTripLoss(acct, key string, n int64) int64 {
+	w.t.Helper()
+	free0 := w.balance(ledger.Free(acct))
+	w.mintN(acct, key, n)
+	wantOK(w.t, w.cmd(acct, key, CmdUSDxRedeem, USDxAmountPayload{ID: w.id("rt"), Amount: n}, ""))
+	return free0 - w.balance(ledger.Free(acct))
+}
+
+// TestPositiveFlowRepaysTheUncoveredShortfall: the review's hole of
+// negative boundaries with an empty reserve. Below LevelRepayShortfall a
+// later positive flow went to the reserve and the hole stayed; from it the
+// flow refills the hedge's margin first, and a mint and redemption after
+// that costs what it cost before the hole.
+func TestPositiveFlowRepaysTheUncoveredShortfall(t *testing.T) {
+	for _, level := range []uint32{usdx.LevelRepayShortfall - 1, usdx.LevelRepayShortfall} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
+			w.params(USDxParamsPayload{BaseFeeQ9: i64(0)}) // an empty reserve
+			a, ka := w.account(20 * btcBTC)
+			b, kb := w.account(20 * btcBTC)
+			w.mintN(a, ka, 100_000)
+			s, sk := w.account(btcBTC)
+			wantOK(t, w.order(s, sk, mktOrder("short1", "BTC-PERP", "sell", 500_000)))
+			wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+			before := w.roundTripLoss(b, kb, 50_000)
+			for range 3 {
+				w.nextBoundary()
+			}
+			hole := w.st().u.UncoveredShortfallMsat
+			if hole <= 0 {
+				t.Fatal("no uncovered shortfall")
+			}
+			wantOK(t, w.order(s, sk, mktOrder("cover1", "BTC-PERP", "buy", 500_000)))
+			w.balancedBy(500_000)
+			wf := w.nextBoundary()
+			left := w.st().u.UncoveredShortfallMsat
+			if level < usdx.LevelRepayShortfall {
+				if left != hole || wf.RepaidMsat != 0 {
+					t.Fatalf("below the level the hole was expected to stay: %d -> %d, %+v", hole, left, wf)
+				}
+				return
+			}
+			if wf.RepaidMsat != min(wf.FlowMsat, hole) || left != hole-wf.RepaidMsat ||
+				wf.ToReserveMsat+wf.ToStakersMsat+wf.OverflowMsat != wf.FlowMsat-wf.RepaidMsat {
+				t.Fatalf("hole %d -> %d: %+v", hole, left, wf)
+			}
+			for left > 0 {
+				wf = w.nextBoundary()
+				if wf.RepaidMsat <= 0 {
+					t.Fatalf("a positive boundary repaid nothing: %+v", wf)
+				}
+				left = w.st().u.UncoveredShortfallMsat
+			}
+			wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+			if after := w.roundTripLoss(b, kb, 50_000); after > before+1_000 {
+				t.Fatalf("a round trip cost %d after the hole was repaid, %d before it", after, before)
+			}
+		})
+	}
+}

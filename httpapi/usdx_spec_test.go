@@ -52,7 +52,7 @@ func TestUsdxResourcesCarrySpecFields(t *testing.T) {
 		{"staking", usdx.StakingView{}, "sharePriceQ9 staked susdxSupply yieldEscrowMsat uncoveredShortfallMsat unstakeCooldownMs lastWaterfall", ""},
 		{"quote", usdx.QuoteView{}, "quoteId side usdx contracts priceQ8 spreadQ9 feeMsat dynFeeMsat impactMsat satsMsat expiresAtMs oracleTsMs", ""},
 		{"saga", usdx.SagaView{}, "sagaId side state usdx contracts satsMsat queuedReason queuedSinceMs createdTsMs updatedTsMs", ""},
-		{"waterfall", usdx.WaterfallView{}, "boundaryTsMs markQ8 flowMsat toReserveMsat toStakersMsat overflowMsat shortfallMsat markdown yieldMinted sharePriceQ9Before sharePriceQ9After", "fromReserveMsat fromEscrowMsat uncoveredMsat"},
+		{"waterfall", usdx.WaterfallView{}, "boundaryTsMs markQ8 flowMsat toReserveMsat toStakersMsat overflowMsat shortfallMsat markdown yieldMinted sharePriceQ9Before sharePriceQ9After", "fromReserveMsat fromEscrowMsat uncoveredMsat repaidMsat"},
 		{"history", usdx.HistoryPage{}, "waterfalls nextBeforeTsMs", ""},
 		{"withdrawal", usdx.WithdrawalView{}, "withdrawalId usdx sparkAddress state issuerRef requestedTsMs paidTsMs", ""},
 		{"withdrawals", usdx.WithdrawalsView{}, "withdrawals", ""},

@@ -228,6 +228,9 @@ type Waterfall struct {
 	FromReserveMsat int64 `cbor:"12,keyasint,omitempty"`
 	FromEscrowMsat  int64 `cbor:"13,keyasint,omitempty"`
 	UncoveredMsat   int64 `cbor:"14,keyasint,omitempty"`
+	// RepaidMsat is the part of a positive flow that refilled the
+	// uncovered shortfall (from LevelRepayShortfall).
+	RepaidMsat int64 `cbor:"15,keyasint,omitempty"`
 }
 
 // Halt is a mint halt.

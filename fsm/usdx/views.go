@@ -286,6 +286,7 @@ type WaterfallView struct {
 	FromReserveMsat    wire.Int `json:"fromReserveMsat" unit:"msat"`
 	FromEscrowMsat     wire.Int `json:"fromEscrowMsat" unit:"msat"`
 	UncoveredMsat      wire.Int `json:"uncoveredMsat" unit:"msat"`
+	RepaidMsat         wire.Int `json:"repaidMsat" unit:"msat" doc:"the part of a positive flow that refilled the uncovered shortfall"`
 }
 
 // NewWaterfallView renders a waterfall entry.
@@ -294,7 +295,8 @@ func NewWaterfallView(w Waterfall) WaterfallView {
 		ToReserveMsat: wire.Int(w.ToReserveMsat), ToStakersMsat: wire.Int(w.ToStakersMsat), OverflowMsat: wire.Int(w.OverflowMsat),
 		ShortfallMsat: wire.Int(w.ShortfallMsat), Markdown: itoa(w.Markdown), YieldMinted: itoa(w.YieldMinted),
 		SharePriceQ9Before: wire.Int(w.SharePriceQ9Before), SharePriceQ9After: wire.Int(w.SharePriceQ9After),
-		FromReserveMsat: wire.Int(w.FromReserveMsat), FromEscrowMsat: wire.Int(w.FromEscrowMsat), UncoveredMsat: wire.Int(w.UncoveredMsat)}
+		FromReserveMsat: wire.Int(w.FromReserveMsat), FromEscrowMsat: wire.Int(w.FromEscrowMsat), UncoveredMsat: wire.Int(w.UncoveredMsat),
+		RepaidMsat: wire.Int(w.RepaidMsat)}
 }
 
 // HistoryPage is GET /v1/usdx/history.

@@ -92,6 +92,16 @@ func (s *State) hedgeFlow(e *Env, ev market.FundingEvent) int64 {
 func (s *State) positive(e *Env, markQ8 int64, w *Waterfall) {
 	hf := ledger.Free(HedgeAccount)
 	f := w.FlowMsat
+	if e.T.Level >= LevelRepayShortfall && s.UncoveredShortfallMsat > 0 {
+		// The hedge's margin lacks the uncovered shortfall: the flow
+		// refills it first, by staying where it arrived.
+		w.RepaidMsat = min(f, s.UncoveredShortfallMsat)
+		s.UncoveredShortfallMsat -= w.RepaidMsat
+		f -= w.RepaidMsat
+		if f == 0 {
+			return
+		}
+	}
 	e.Trade.MoveMargin(e.T, HedgeAccount, HedgeMarket, -f)
 	target, _, _ := s.ReserveBounds(markQ8)
 	w.ToReserveMsat = min(f, max(target-s.ReserveMsat, 0))
@@ -109,6 +119,14 @@ func (s *State) positive(e *Env, markQ8 int64, w *Waterfall) {
 	s.YieldEscrowMsat += rest
 	w.YieldMinted = s.mintYield(e)
 }
+
+// LevelRepayShortfall is the feature level (fsm.FeatureLevel) from which a
+// positive flow first repays the uncovered shortfall (it stays in the
+// hedge's margin), before the reserve and the stakers. Below it nothing
+// repaid the hole, and a new minter's full margin shared it on redemption
+// (a review of 2026-11-27: 5,000,000 msat of a 15,000,000 msat hole on a
+// mint and redemption of 50,000 USDx).
+const LevelRepayShortfall uint32 = 4
 
 // mintYield mints as many whole USDx into the staking pool as the escrow
 // pays for (margin at leverage 1 plus the taker fee of each contract),
