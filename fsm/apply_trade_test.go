@@ -33,6 +33,8 @@ type tradeWorld struct {
 	// unchecked skips the after-entry invariant check (a test that
 	// stuffs the state with stand-ins the check would not accept).
 	unchecked bool
+	// keepLog keeps every entry in log also once a mirror follows.
+	keepLog bool
 }
 
 const btcBTC = int64(100_000_000_000) // 1 BTC in msat
@@ -60,6 +62,9 @@ func (w *tradeWorld) at(cmd *Command) *Result {
 	w.check()
 	if w.mirror != nil {
 		w.toMirror(b, res)
+		if w.keepLog {
+			w.log = append(w.log, b)
+		}
 	} else {
 		w.log = append(w.log, b)
 	}
