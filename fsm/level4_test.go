@@ -224,8 +224,7 @@ func TestDrainedMarginStillPaysFunding(t *testing.T) {
 			if unpaid == 0 || pos.Contracts != 100_000 || pos.MarginMsat != 0 {
 				t.Fatalf("no drained margin: unpaid %d, position %+v", unpaid, pos)
 			}
-			var p market.Params
-			w.m.Read(func(st *State, _ uint64) { p = st.Market.MarketsByID["ETH-PERP"].Params })
+			p := w.marketParams("ETH-PERP")
 			before, err1 := trade.PnLMsat(&p, trade.Long, pos.Contracts, entry0, price)
 			after, err2 := trade.PnLMsat(&p, trade.Long, pos.Contracts, pos.EntryQ8, price)
 			if err1 != nil || err2 != nil {
@@ -286,8 +285,7 @@ func TestPartialLiquidationMeetsItsTargetOnBookedFigures(t *testing.T) {
 				a, k := w.account(100 * btcBTC)
 				created(t, w.order(a, k, levered(mktOrder("l", "BTC-PERP", "buy", c.n), c.lev)), trade.StatusFilled)
 				pos := w.position(a, "BTC-PERP")
-				var p market.Params
-				w.m.Read(func(st *State, _ uint64) { p = st.Market.MarketsByID["BTC-PERP"].Params })
+				p := w.marketParams("BTC-PERP")
 				liq, _, ok := trade.LiqLevel(&p, pos)
 				if !ok {
 					t.Fatal("no liquidation level")
@@ -358,12 +356,9 @@ func TestFullLiquidationIndexTakesAPositionThatBecomesLiquidatable(t *testing.T)
 			}
 			created(t, res, trade.StatusFilled)
 			pos := w.position(a, "BTC-PERP")
-			var p market.Params
+			p := w.marketParams("BTC-PERP")
 			var e market.IndexEntry
-			w.m.Read(func(st *State, _ uint64) {
-				p = st.Market.MarketsByID["BTC-PERP"].Params
-				e = st.Trade.Books["BTC-PERP"].Liq.Entries[a]
-			})
+			w.m.Read(func(st *State, _ uint64) { e = st.Trade.Books["BTC-PERP"].Liq.Entries[a] })
 			level, dir, ok := trade.LiqLevel(&p, pos)
 			if !ok || e.LevelQ8 != level || e.Dir != dir {
 				t.Fatalf("the position %+v is indexed at %+v, its level is %d %d (%v)", pos, e, level, dir, ok)

@@ -180,8 +180,7 @@ func TestPartialLiquidation(t *testing.T) {
 	a, k := w.account(btcBTC)
 	created(t, w.order(a, k, levered(mktOrder("l", "BTC-PERP", "buy", 100_000), 20)), trade.StatusFilled)
 	pos := w.position(a, "BTC-PERP")
-	var p market.Params
-	w.m.Read(func(st *State, _ uint64) { p = st.Market.MarketsByID["BTC-PERP"].Params })
+	p := w.marketParams("BTC-PERP")
 	level, _, ok := trade.LiqLevel(&p, pos)
 	if !ok {
 		t.Fatal("no liquidation level")
