@@ -24,6 +24,7 @@ import (
 type serveFlags struct {
 	id, data, httpAddr, raftAddr, adminAddr, join, deployment, logLevel string
 	token, tokenFile, secretFile, trustedProxies, simRailDir            string
+	applyArchive                                                        string
 	tlsFlags
 	bootstrap, checkInvariants   bool
 	snapThreshold, trailingLogs  uint64
@@ -66,6 +67,7 @@ func serveCmd() *cobra.Command {
 	fl.StringVar(&f.simRailDir, "sim-rail-dir", "", "directory where the simulated rail records payouts; nodes on one machine that share it pay each withdrawal once (devnet sets it)")
 	fl.IntVar(&f.signupsPerHour, "signups-per-hour", 0, "signups across the cluster per rolling hour, fixed at genesis (0: default 3000; 30000 on bench)")
 	fl.BoolVar(&f.checkInvariants, "check-invariants", false, "check ledger conservation after every entry (slow; for tests)")
+	fl.StringVar(&f.applyArchive, "apply-archive", "", "file recording every applied entry and the state hash every 16 entries, for fault-injection tests to compare replicas (slow; refused on prod)")
 	addOpsFlags(fl, &f.ops)
 	return cmd
 }
@@ -76,6 +78,9 @@ var errProdRail = errors.New("--deployment prod needs a real payment rail, and t
 	"(testnet, local and bench): refusing to start a production venue that would credit simulated payments")
 
 func runServe(parent context.Context, f serveFlags) error {
+	if f.applyArchive != "" && f.deployment == "prod" {
+		return errors.New("--apply-archive is a test setting: it keeps every entry and hashes the state on the apply path; refused on prod")
+	}
 	prof, err := deploymentProfile(f.deployment)
 	if err != nil {
 		return err
@@ -125,7 +130,7 @@ func runServe(parent context.Context, f serveFlags) error {
 		Bootstrap: f.bootstrap, Deployment: f.deployment, AdminToken: token, ClusterSecret: secret, TLS: peerTLS,
 		MetricsToken:      metricsToken,
 		SnapshotThreshold: f.snapThreshold, TrailingLogs: f.trailingLogs, GroupLinger: f.groupLinger,
-		CheckInvariants: f.checkInvariants, Logger: log,
+		CheckInvariants: f.checkInvariants, ApplyArchive: f.applyArchive, Logger: log,
 		FaucetGrantsPerHour: f.faucetGrants, FaucetGrantMsat: f.faucetGrantSats * 1000,
 		SignupsPerHour: f.signupsPerHour, SimRailDir: f.simRailDir,
 	})

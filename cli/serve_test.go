@@ -52,6 +52,7 @@ func TestServeChecksItsFlagsBeforeStarting(t *testing.T) {
 		{"bad trusted proxy", []string{"--trusted-proxies", "10.0.0.0/8,not-an-ip"}, "--trusted-proxies"},
 		{"half the TLS flags", []string{"--tls-cert", "x.pem"}, "go together"},
 		{"a group linger past its bound", []string{"--group-linger", "1s"}, "--group-linger"},
+		{"an apply archive on prod", []string{"--deployment", "prod", "--apply-archive", "a.jsonl"}, "--apply-archive"},
 	}
 	for _, tc := range cases {
 		if err := serveWith(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {

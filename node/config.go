@@ -65,6 +65,10 @@ type Config struct {
 	FaucetGrantMsat int64
 	// CheckInvariants runs the full conservation check after every entry.
 	CheckInvariants bool
+	// ApplyArchive, when set, is a file where the node records every entry
+	// its live machine applies and the state hash every few entries
+	// (archive.go): for fault-injection tests, never production.
+	ApplyArchive string
 
 	Logger hclog.Logger
 	// Clock is where the node reads time (the system clock by default).

@@ -130,6 +130,11 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.fsm.shadow = &shadow{logs: logs, snaps: snaps}
+	if cfg.ApplyArchive != "" {
+		if n.fsm.archive, err = openApplyArchive(cfg.ApplyArchive); err != nil {
+			return nil, err
+		}
+	}
 	r, err := raft.NewRaft(rc, n.fsm, logs, store, metaSnapshots{snaps}, trans)
 	if err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
@@ -235,6 +240,9 @@ func (n *Node) Shutdown() error {
 		err = n.Raft.Shutdown().Error()
 		_ = n.trans.Close()
 		_ = n.store.Close()
+		if n.fsm.archive != nil {
+			_ = n.fsm.archive.close()
+		}
 		n.Events.Close()
 	})
 	return err

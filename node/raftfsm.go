@@ -25,6 +25,9 @@ type raftFSM struct {
 
 	// shadow encodes snapshots off the apply path (shadow.go).
 	shadow *shadow
+	// archive, when a test turns it on, records what was applied
+	// (archive.go).
+	archive *applyArchive
 
 	checkRecorder // observer and last conservation check (observe.go)
 }
@@ -38,6 +41,18 @@ var _ raft.BatchingFSM = (*raftFSM)(nil)
 func (f *raftFSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l})[0] }
 
 func (f *raftFSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	if f.archive == nil {
+		return f.applyRun(logs)
+	}
+	out := make([]interface{}, 0, len(logs))
+	for _, run := range archiveCuts(logs) {
+		out = append(out, f.applyRun(run)...)
+		f.archive.applied(f.m, run)
+	}
+	return out
+}
+
+func (f *raftFSM) applyRun(logs []*raft.Log) []interface{} {
 	start := time.Now()
 	idx := make([]uint64, len(logs))
 	data := make([][]byte, len(logs))
@@ -134,6 +149,9 @@ func (f *raftFSM) Restore(rc io.ReadCloser) error {
 	}
 	if f.shadow != nil {
 		f.shadow.reset() // rebuilt from the store at the next snapshot
+	}
+	if f.archive != nil {
+		f.archive.restored(f.m.Applied())
 	}
 	f.notify()
 	return nil

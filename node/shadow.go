@@ -84,16 +84,44 @@ func (s *shadow) reach(index uint64) error {
 // fromStore builds a shadow from the newest stored snapshot at or below
 // index, or an empty machine.
 func (s *shadow) fromStore(index uint64) (*fsm.Machine, error) {
+	return machineFromStore(s.logs, s.snaps, index)
+}
+
+// catchUp applies the committed log entries after the shadow's index up to
+// index, in batches like raft hands them to the live machine.
+func (s *shadow) catchUp(index uint64) error { return replayLog(s.m, s.logs, index) }
+
+// RebuildAt builds the state at index from a node's stores alone: the
+// newest snapshot at or below index that the log continues (else an empty
+// machine), then the log. The shadow does this on a running node; tests
+// do it on a stopped node's data directory to check the state it
+// reported.
+func RebuildAt(logs raft.LogStore, snaps raft.SnapshotStore, index uint64) (*fsm.Machine, error) {
+	m, err := machineFromStore(logs, snaps, index)
+	if err != nil {
+		return nil, err
+	}
+	if err := replayLog(m, logs, index); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func machineFromStore(logs raft.LogStore, snaps raft.SnapshotStore, index uint64) (*fsm.Machine, error) {
 	m := fsm.NewMachine(fsm.Options{})
-	list, err := s.snaps.List()
+	list, err := snaps.List()
+	if err != nil {
+		return nil, err
+	}
+	first, err := logs.FirstIndex()
 	if err != nil {
 		return nil, err
 	}
 	for _, meta := range list { // newest first
-		if meta.Index > index {
+		if meta.Index > index || (meta.Index < index && first > meta.Index+1) {
 			continue
 		}
-		_, rc, err := s.snaps.Open(meta.ID)
+		_, rc, err := snaps.Open(meta.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -110,19 +138,19 @@ func (s *shadow) fromStore(index uint64) (*fsm.Machine, error) {
 	return m, nil
 }
 
-// catchUp applies the committed log entries after the shadow's index up to
-// index, in batches like raft hands them to the live machine.
-func (s *shadow) catchUp(index uint64) error {
+// replayLog applies the log entries after m's index up to index, in
+// batches like raft hands them to the live machine.
+func replayLog(m *fsm.Machine, logs raft.LogStore, index uint64) error {
 	const batch = 256
-	next := s.m.Applied() + 1
+	next := m.Applied() + 1
 	for next <= index {
 		n := min(index-next+1, batch)
 		idx := make([]uint64, 0, n)
 		data := make([][]byte, 0, n)
 		for i := next; i < next+n; i++ {
 			var l raft.Log
-			if err := s.logs.GetLog(i, &l); err != nil {
-				return fmt.Errorf("shadow: log entry %d: %w", i, err)
+			if err := logs.GetLog(i, &l); err != nil {
+				return fmt.Errorf("log entry %d: %w", i, err)
 			}
 			idx = append(idx, i)
 			if l.Type == raft.LogCommand {
@@ -131,8 +159,8 @@ func (s *shadow) catchUp(index uint64) error {
 				data = append(data, nil)
 			}
 		}
-		s.m.ApplyBatch(idx, data)
-		if h := s.m.Halted(); h != nil {
+		m.ApplyBatch(idx, data)
+		if h := m.Halted(); h != nil {
 			return h
 		}
 		next += n

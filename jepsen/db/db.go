@@ -43,6 +43,19 @@ type Config struct {
 	OwnUIDs bool
 	// ExtraArgs are appended to every `perpd serve`.
 	ExtraArgs []string
+	// ArchiveDir, when set, is where each node records what it applies
+	// (`perpd serve --apply-archive`, one file per node id); it outlives a
+	// wipe of the node's data.
+	ArchiveDir string
+}
+
+// ArchivePath is where node n records what it applies, or "" when the
+// cluster does not keep archives.
+func (c *Cluster) ArchivePath(n *Node) string {
+	if c.cfg.ArchiveDir == "" {
+		return ""
+	}
+	return filepath.Join(c.cfg.ArchiveDir, n.ID+".jsonl")
 }
 
 // Node is one perpd process slot. Its process may be running, paused,
@@ -84,6 +97,15 @@ func New(cfg Config) (*Cluster, error) {
 	// The parent must be traversable by the nodes' own uids.
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
+	}
+	if cfg.ArchiveDir != "" {
+		// Written by the nodes' own uids.
+		if err := os.MkdirAll(cfg.ArchiveDir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(cfg.ArchiveDir, 0o777); err != nil {
+			return nil, err
+		}
 	}
 	var err error
 	if c.ca, err = node.NewCA("perpd jepsen CA"); err != nil {
@@ -205,6 +227,9 @@ func (c *Cluster) Start(n *Node, joinVia string) error {
 		args = append(args, "--bootstrap")
 	case joinVia != "":
 		args = append(args, "--join", joinVia)
+	}
+	if p := c.ArchivePath(n); p != "" {
+		args = append(args, "--apply-archive", p)
 	}
 	args = append(args, c.cfg.ExtraArgs...)
 	logf, err := os.OpenFile(n.Log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)

@@ -21,6 +21,7 @@ import (
 	"github.com/perpd/perpd/jepsen/history"
 	"github.com/perpd/perpd/jepsen/iptables"
 	"github.com/perpd/perpd/jepsen/nemesis"
+	"github.com/perpd/perpd/jepsen/raftlog"
 	"github.com/perpd/perpd/jepsen/report"
 	"github.com/perpd/perpd/jepsen/workload"
 )
@@ -64,6 +65,9 @@ type run struct {
 	cl      *client.Client
 	env     *workload.Env
 	bin     string
+	// archives is where the nodes record what they apply ("" when the
+	// build cannot): jepsen/raftlog compares them after the run.
+	archives string
 	// settled are the traders the cleanup saw with nothing live, and
 	// quietIndex an index from which none of them can change
 	// (cancelResting); the final reads are made at or past it.
@@ -173,9 +177,13 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	} else {
 		r.logf("WARNING: perpd has no --faucet-grants-per-hour; the faucet will refuse most grants")
 	}
+	if strings.Contains(flags, "--apply-archive") {
+		r.archives = filepath.Join(work, "archives")
+	}
 	ownUIDs := contains(names, "partition")
 	r.cluster, err = db.New(db.Config{Bin: r.bin, Nodes: o.Nodes, DataDir: filepath.Join(work, "data"),
-		LogDir: filepath.Join(r.dir, "nodes"), Token: hex.EncodeToString(tok[:]), OwnUIDs: ownUIDs, ExtraArgs: extra})
+		LogDir: filepath.Join(r.dir, "nodes"), Token: hex.EncodeToString(tok[:]), OwnUIDs: ownUIDs, ExtraArgs: extra,
+		ArchiveDir: r.archives})
 	if err != nil {
 		return nil, err
 	}
@@ -265,10 +273,49 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 		r.problem("history: %v", err)
 	}
 	r.check(final, int64(start), int64(end), probeTook, probeOK)
+	r.checkStores(final)
+	if r.sum.Failed() {
+		r.keepData(filepath.Join(work, "data"))
+	}
 	if err := report.Write(r.dir, &r.sum, final); err != nil {
 		return &r.sum, err
 	}
 	return &r.sum, nil
+}
+
+// checkStores reads the stopped nodes' raft stores: their committed logs
+// must match, and replaying each must give the hash it reported
+// (jepsen/raftlog).
+func (r *run) checkStores(final *checker.Final) {
+	dirs := map[string]string{}
+	for _, n := range r.cluster.Nodes {
+		dirs[n.ID] = n.Data
+	}
+	logs, replay := raftlog.Check(dirs, final.Samples)
+	r.sum.Results = append(r.sum.Results, logs, replay)
+	if r.archives != "" {
+		paths := map[string]string{}
+		for _, n := range r.cluster.Nodes {
+			paths[n.ID] = r.cluster.ArchivePath(n)
+		}
+		r.sum.Results = append(r.sum.Results, raftlog.CheckArchives(paths))
+	}
+}
+
+// keepData copies the nodes' data directories into the report of a failed
+// run: a divergence is diagnosed from the logs the nodes held.
+func (r *run) keepData(data string) {
+	dst := filepath.Join(r.dir, "data")
+	if err := os.CopyFS(dst, os.DirFS(data)); err != nil {
+		r.logf("could not keep the data directories: %v", err)
+		return
+	}
+	if r.archives != "" {
+		if err := os.CopyFS(filepath.Join(r.dir, "archives"), os.DirFS(r.archives)); err != nil {
+			r.logf("could not keep the apply archives: %v", err)
+		}
+	}
+	r.logf("kept the nodes' data directories and apply archives in %s", r.dir)
 }
 
 // degraded notes a degraded run in the report without failing it.

@@ -1,0 +1,163 @@
+// Package raftlog reads a stopped node's raft log and snapshots, so that
+// after a run the harness can check two things no client read shows:
+//
+//   - Log matching: an entry a node has applied is the same entry, byte for
+//     byte, on every node that applied that index. Two replicas that differ
+//     with equal logs have a nondeterministic state machine; two that differ
+//     because their logs differ have a replication bug. The check tells
+//     which.
+//   - Replay: rebuilding a node's state from its own store (its newest
+//     usable snapshot, then the log) gives the hash the node reported at
+//     that index.
+//
+// Both read the data directories only after every node has stopped.
+package raftlog
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/node"
+)
+
+// Store is one node's raft log and snapshots, opened read-only.
+type Store struct {
+	Dir         string
+	First, Last uint64 // the log's index range (0, 0 when empty)
+	logs        *raftboltdb.BoltStore
+	snaps       *raft.FileSnapshotStore
+}
+
+// Open opens the raft store in a stopped node's data directory.
+func Open(dataDir string) (*Store, error) {
+	path := filepath.Join(dataDir, "raft.db")
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
+	logs, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bolt.Options{ReadOnly: true}})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dataDir, 3, hclog.NewNullLogger())
+	if err != nil {
+		logs.Close()
+		return nil, err
+	}
+	s := &Store{Dir: dataDir, logs: logs, snaps: snaps}
+	if s.First, err = logs.FirstIndex(); err == nil {
+		s.Last, err = logs.LastIndex()
+	}
+	if err != nil {
+		logs.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close releases the store.
+func (s *Store) Close() error { return s.logs.Close() }
+
+// Entry returns the log entry at index.
+func (s *Store) Entry(index uint64) (*raft.Log, error) {
+	var l raft.Log
+	if err := s.logs.GetLog(index, &l); err != nil {
+		return nil, fmt.Errorf("log entry %d: %w", index, err)
+	}
+	return &l, nil
+}
+
+// Mismatch is the first index at which two nodes' logs differ.
+type Mismatch struct {
+	Index uint64
+	A, B  *raft.Log
+}
+
+func (m *Mismatch) String() string {
+	return fmt.Sprintf("index %d: %s / %s", m.Index, Describe(m.A), Describe(m.B))
+}
+
+// FirstMismatch compares a's and b's entries from the first index both
+// hold up to upTo (an index both have applied, so committed on both).
+func FirstMismatch(a, b *Store, upTo uint64) (*Mismatch, uint64, error) {
+	from := max(a.First, b.First)
+	to := min(a.Last, b.Last, upTo)
+	var compared uint64
+	for i := from; i <= to && i != 0; i++ {
+		x, err := a.Entry(i)
+		if err != nil {
+			return nil, compared, err
+		}
+		y, err := b.Entry(i)
+		if err != nil {
+			return nil, compared, err
+		}
+		compared++
+		if x.Term != y.Term || x.Type != y.Type || !bytes.Equal(x.Data, y.Data) || !bytes.Equal(x.Extensions, y.Extensions) {
+			return &Mismatch{Index: i, A: x, B: y}, compared, nil
+		}
+	}
+	return nil, compared, nil
+}
+
+// Describe names an entry for a report: its term and type, and for a
+// command its type, stamp and size, with a group's members.
+func Describe(l *raft.Log) string {
+	if l == nil {
+		return "missing"
+	}
+	s := fmt.Sprintf("term %d %s %d bytes", l.Term, l.Type, len(l.Data))
+	if l.Type != raft.LogCommand {
+		return s
+	}
+	c, err := fsm.DecodeCommand(l.Data)
+	if err != nil {
+		return s + " (undecodable)"
+	}
+	s += fmt.Sprintf(" cmd %d ts %d", c.Type, c.TsMs)
+	if c.Type != fsm.CmdGroup {
+		return s + describeCmd(c)
+	}
+	var g fsm.GroupPayload
+	if err := fsm.Unmarshal(c.Payload, &g); err != nil {
+		return s + " (undecodable group)"
+	}
+	s += fmt.Sprintf(" group of %d:", len(g.Cmds))
+	for _, b := range g.Cmds {
+		sc, err := fsm.DecodeCommand(b)
+		if err != nil {
+			s += " ?"
+			continue
+		}
+		s += fmt.Sprintf(" [%d ts %d%s]", sc.Type, sc.TsMs, describeCmd(sc))
+	}
+	return s
+}
+
+func describeCmd(c *fsm.Command) string {
+	if c.IdemKey != "" {
+		return " " + c.IdemKey
+	}
+	return ""
+}
+
+// HashAt rebuilds the state at index from the store alone (node.RebuildAt)
+// and returns its hash.
+func (s *Store) HashAt(index uint64) (string, error) {
+	m, err := node.RebuildAt(s.logs, s.snaps, index)
+	if err != nil {
+		return "", err
+	}
+	at, hash, err := m.StateHash()
+	if err == nil && at != index {
+		err = fmt.Errorf("replay reached index %d, not %d", at, index)
+	}
+	return hash, err
+}
