@@ -380,32 +380,3 @@ func (w *tradeWorld) toMirror(b []byte, res *Result) {
 		w.t.Fatalf("index %d: replicas' state hashes differ", w.next-1)
 	}
 }
-
-// TestReplayInAnyBatchingAppliesAlike: the same log applied in raft
-// batches of random sizes (as a node restarting replays it, against one
-// applying entries as they commit) ends in the same state. A jepsen run
-// of 2026-11-27 saw a restarted replica that replayed its whole log differ
-// from the others; this looks for a batching dependence in apply.
-func TestReplayInAnyBatchingAppliesAlike(t *testing.T) {
-	cfg := simConfig{seed: 11, accounts: 300, hot: 40, entries: 3000, keepLog: true}
-	w := runTradeSim(t, cfg)
-	want := w.hash()
-	for _, seed := range []uint64{1, 2, 3} {
-		rng := rand.New(rand.NewPCG(seed, 99))
-		r := newMarketReplica(t) // genesis and the markets, as the world began
-		m, next := r.m, r.next
-		for log := w.log; len(log) > 0; {
-			n := min(1+rng.IntN(300), len(log))
-			idx := make([]uint64, n)
-			for i := range idx {
-				idx[i] = next
-				next++
-			}
-			m.ApplyBatch(idx, log[:n])
-			log = log[n:]
-		}
-		if _, h, _ := m.StateHash(); h != want {
-			t.Fatalf("seed %d: batched replay hashes %s, live %s", seed, h, want)
-		}
-	}
-}

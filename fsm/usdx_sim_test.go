@@ -29,6 +29,7 @@ func TestUSDxSimulationKeepsTheIdentityAndConservation(t *testing.T) {
 	w.mirror = newMarketReplica(t)
 	w.syncMirror()
 	w.hashEvery = 200
+	w.keepLog = true
 	w.params(USDxParamsPayload{ReserveTargetQ9: i64(2_000_000), ReserveFloorQ9: i64(500_000), UnstakeCooldownMs: i64(2 * 3_600_000)})
 
 	type acct struct{ a, k string }
@@ -177,6 +178,10 @@ func TestUSDxSimulationKeepsTheIdentityAndConservation(t *testing.T) {
 	if _, h, _ := m.StateHash(); h != w.hash() {
 		t.Fatal("restored state hashes differently")
 	}
+	// Replayed in other batchings and restored along the way, the log
+	// applies alike (determinism_test.go).
+	log := append(genesisLog(t), w.log...)
+	compareRuns(t, log, 13, len(log)/6)
 }
 
 // walkPrinting moves log time to tsMs like walkTo, with a print of mid 2 s
