@@ -21,7 +21,9 @@ import (
 )
 
 // strangerAppend sends an AppendEntries to raftAddr the way anyone who can
-// reach the port could, with no credential.
+// reach the port could, with no credential. It is well formed: raft's main
+// loop, which handles heartbeats too (node/heartbeat.go), answers one
+// without a protocol version with an error, not a refusal of the peer.
 func strangerAppend(t *testing.T, raftAddr string) error {
 	t.Helper()
 	tr, err := raft.NewTCPTransportWithLogger("127.0.0.1:0", nil, 1, 2*time.Second, hclog.NewNullLogger())
@@ -31,7 +33,7 @@ func strangerAppend(t *testing.T, raftAddr string) error {
 	defer tr.Close()
 	var resp raft.AppendEntriesResponse
 	return tr.AppendEntries("x", raft.ServerAddress(raftAddr), &raft.AppendEntriesRequest{
-		RPCHeader: raft.RPCHeader{ID: []byte("stranger"), Addr: []byte("127.0.0.1:1")}, Term: 1}, &resp)
+		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("stranger"), Addr: []byte("127.0.0.1:1")}, Term: 1}, &resp)
 }
 
 func TestPlainRaftAnswersAStranger(t *testing.T) {
@@ -116,7 +118,7 @@ func tlsExchange(addr string, cfg *tls.Config) error {
 	defer tr.Close()
 	var resp raft.AppendEntriesResponse
 	return tr.AppendEntries("x", raft.ServerAddress(addr), &raft.AppendEntriesRequest{
-		RPCHeader: raft.RPCHeader{ID: []byte("stranger"), Addr: []byte("127.0.0.1:1")}, Term: 1}, &resp)
+		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("stranger"), Addr: []byte("127.0.0.1:1")}, Term: 1}, &resp)
 }
 
 func TestForwardRefusesLeaderOnlyCommands(t *testing.T) {
