@@ -55,7 +55,9 @@ import (
 //	   worth (usdx.LevelStakeAtCost); the USDx hedge waits for a halted
 //	   market or a stale print (usdx.LevelHedgeHalts); a positive flow
 //	   repays the uncovered shortfall first (usdx.LevelRepayShortfall).
-const FeatureLevel uint32 = 4
+//	5: the sUSDx share price counts the yield escrow at the mark
+//	   (usdx.LevelEscrowInPrice).
+const FeatureLevel uint32 = 5
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
 // and leaderboard programmes (issue 15) and Proof of Reserves (issue 14):

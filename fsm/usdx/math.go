@@ -54,6 +54,17 @@ func usdOfMsatFloor(msat, markQ8 int64) int64 {
 	return r.Int64()
 }
 
+// usdOfMsatCeil is ceil(msat x mark / 1e19).
+func usdOfMsatCeil(msat, markQ8 int64) int64 {
+	r := new(big.Int).Mul(big.NewInt(msat), big.NewInt(markQ8))
+	r.Add(r, new(big.Int).Sub(bigInverse, big.NewInt(1)))
+	r.Quo(r, bigInverse)
+	if !r.IsInt64() {
+		return math.MaxInt64
+	}
+	return r.Int64()
+}
+
 // DynFeeRateQ9 is the dynamic fee rate at utilisation uQ9 on the curve:
 // linear between knots, rounded down; below the first knot its y, beyond
 // the last knot the last y. An empty curve is 0.

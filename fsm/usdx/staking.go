@@ -31,7 +31,8 @@ func (s *State) Stake(e *Env, accountID string, q int64) (StakeResult, *wire.Ref
 	if h := s.Holder(accountID); h.Usdx < q {
 		return StakeResult{}, bad(wire.CodeInsufficientBalance, "holding %d USDx, cannot stake %d", h.Usdx, q)
 	}
-	price := SharePriceQ9(s.Staked, s.SusdxSupply)
+	pool := s.poolUsdx(e, true)
+	price := SharePriceQ9(pool, s.SusdxSupply)
 	if price <= 0 {
 		return StakeResult{}, wire.Refuse(http.StatusConflict, wire.CodeConflict, "the staking pool was marked down to nothing; it takes no stakes until its last shares leave")
 	}
@@ -42,7 +43,7 @@ func (s *State) Stake(e *Env, accountID string, q int64) (StakeResult, *wire.Ref
 	if e.T.Level >= LevelStakeAtCost && s.SusdxSupply > 0 {
 		// Only what the shares are worth, rounded up, joins the pool;
 		// the remainder of q stays with the staker.
-		q = min(q, mulDivCeil(shares, s.Staked, s.SusdxSupply))
+		q = min(q, mulDivCeil(shares, pool, s.SusdxSupply))
 	}
 	h := s.holder(accountID)
 	h.Usdx -= q
@@ -63,6 +64,45 @@ func (s *State) Stake(e *Env, accountID string, q int64) (StakeResult, *wire.Ref
 // and lost 37 USDx to that holder (the "inflation" attack on share
 // vaults).
 const LevelStakeAtCost uint32 = 4
+
+// LevelEscrowInPrice is the feature level (fsm.FeatureLevel) from which
+// the share price counts the yield escrow: the stakers' sats that the hard
+// cap or the open-interest limits keep from being minted are theirs, so a
+// stake pays for its part of them and a release takes its part. Below it
+// the price was the staked USDx alone: a staker who joined while the
+// escrow was full took a full share of it when it was minted (68 of 136
+// USDx after one hour in the pool, against a staker of 25 hours, in a
+// review of 2026-11-27), and one who left before forfeited his.
+const LevelEscrowInPrice uint32 = 5
+
+// poolUsdx is what the staking pool is worth in USDx when shares are
+// priced: the staked USDx and, from LevelEscrowInPrice, the yield escrow
+// valued at the hedge market's last print (none while it has none). A
+// stake is priced on the escrow rounded up and a release on it rounded
+// down, so rounding never favours the one who joins or leaves. The escrow
+// is valued at the mark, not at what minting it will cost (the hedge's
+// taker fee on top), which the stakers who stay bear: a few basis points
+// of the escrow.
+func (s *State) poolUsdx(e *Env, stake bool) int64 {
+	if e.T.Level < LevelEscrowInPrice || s.YieldEscrowMsat <= 0 {
+		return s.Staked
+	}
+	_, pr, ok := e.hedgeMarket()
+	if !ok || pr.MidQ8 <= 0 {
+		return s.Staked
+	}
+	esc := usdOfMsatFloor(s.YieldEscrowMsat, pr.MidQ8)
+	if stake {
+		esc = usdOfMsatCeil(s.YieldEscrowMsat, pr.MidQ8)
+	}
+	return s.Staked + esc
+}
+
+// ServedSharePriceQ9 is the share price a stake is served now (SPEC's
+// staking.sharePriceQ9).
+func (s *State) ServedSharePriceQ9(e *Env) int64 {
+	return SharePriceQ9(s.poolUsdx(e, true), s.SusdxSupply)
+}
 
 // Unstake starts the cooldown of shares sUSDx of accountID. Always
 // allowed, also in every halt; the shares stay in the pool (they take its
@@ -125,7 +165,10 @@ func (s *State) OnTime(e *Env) {
 			}
 			usdx := int64(0)
 			if s.SusdxSupply > 0 {
-				usdx = mulDivFloor(u.Susdx, s.Staked, s.SusdxSupply)
+				// From LevelEscrowInPrice the release takes its part of
+				// the escrow too, paid in staked USDx (the escrow stays
+				// with the stakers who stay), never more than is staked.
+				usdx = min(mulDivFloor(u.Susdx, s.poolUsdx(e, false), s.SusdxSupply), s.Staked)
 			}
 			s.Staked -= usdx
 			s.SusdxSupply -= u.Susdx

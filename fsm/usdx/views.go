@@ -376,7 +376,7 @@ type FeaturesView struct {
 
 // StakingView is the public state's staking.
 type StakingView struct {
-	SharePriceQ9           wire.Int       `json:"sharePriceQ9" unit:"q9"`
+	SharePriceQ9           wire.Int       `json:"sharePriceQ9" unit:"q9" doc:"the price a stake is served: USDx per sUSDx, rounded down; the pool counts the staked USDx and the yield escrow at the mark"`
 	Staked                 string         `json:"staked"`
 	SusdxSupply            string         `json:"susdxSupply"`
 	YieldEscrowMsat        wire.Int       `json:"yieldEscrowMsat" unit:"msat"`
@@ -453,7 +453,7 @@ func (s *State) Public(e *Env) PublicView {
 		v.LastAttestation = &a
 	}
 	v.Features = FeaturesView{Mint: p.Features.Mint, Redeem: p.Features.Redeem, Stake: p.Features.Stake, Withdraw: p.Features.Withdraw}
-	v.Staking = StakingView{SharePriceQ9: wire.Int(SharePriceQ9(s.Staked, s.SusdxSupply)), Staked: itoa(s.Staked),
+	v.Staking = StakingView{SharePriceQ9: wire.Int(s.ServedSharePriceQ9(e)), Staked: itoa(s.Staked),
 		SusdxSupply: itoa(s.SusdxSupply), YieldEscrowMsat: wire.Int(s.YieldEscrowMsat),
 		UncoveredShortfallMsat: wire.Int(s.UncoveredShortfallMsat), UnstakeCooldownMs: wire.Int(p.UnstakeCooldownMs)}
 	if n := len(s.History); n > 0 {

@@ -54,7 +54,7 @@ func (s *State) OnFunding(e *Env, ev market.FundingEvent) {
 	if ev.MarketID != HedgeMarket {
 		return
 	}
-	w := Waterfall{BoundaryTsMs: ev.BoundaryTsMs, MarkQ8: ev.MarkQ8, SharePriceQ9Before: SharePriceQ9(s.Staked, s.SusdxSupply)}
+	w := Waterfall{BoundaryTsMs: ev.BoundaryTsMs, MarkQ8: ev.MarkQ8, SharePriceQ9Before: s.ServedSharePriceQ9(e)}
 	w.FlowMsat = s.hedgeFlow(e, ev)
 	switch {
 	case w.FlowMsat > 0:
@@ -62,7 +62,7 @@ func (s *State) OnFunding(e *Env, ev market.FundingEvent) {
 	case w.FlowMsat < 0:
 		s.negative(e, ev.MarkQ8, &w)
 	}
-	w.SharePriceQ9After = SharePriceQ9(s.Staked, s.SusdxSupply)
+	w.SharePriceQ9After = s.ServedSharePriceQ9(e)
 	s.History = append(s.History, w)
 	if len(s.History) > WaterfallsKept {
 		s.History = s.History[len(s.History)-WaterfallsKept:]
