@@ -55,7 +55,8 @@ import (
 //	   worth (usdx.LevelStakeAtCost); the USDx hedge waits for a halted
 //	   market or a stale print (usdx.LevelHedgeHalts); a positive flow
 //	   repays the uncovered shortfall first (usdx.LevelRepayShortfall).
-//	5: the sUSDx share price counts the yield escrow at the mark
+//	5: the yield escrow belongs to the sUSDx shares: a stake pays for its
+//	   part at the mark, a release takes its part in kind
 //	   (usdx.LevelEscrowInPrice).
 const FeatureLevel uint32 = 5
 

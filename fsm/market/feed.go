@@ -130,6 +130,18 @@ func (s *State) LastPrint(marketID string) (Print, bool) {
 	return *last, true
 }
 
+// PrintHeld reports whether the market's feed holds a print that jumped
+// past PrintJumpFactor and waits for confirmation: its last print may then
+// be far from the price.
+func (s *State) PrintHeld(marketID string) bool {
+	m, ok := s.MarketsByID[marketID]
+	if !ok {
+		return false
+	}
+	f, ok := s.FeedsByID[m.Params.OracleFeedID]
+	return ok && f.Held != nil
+}
+
 // FeedLast returns a feed's last print; ok is false for an unknown feed or
 // one without prints. The oracle driver resumes from it after a leadership
 // change.

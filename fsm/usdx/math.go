@@ -54,15 +54,13 @@ func usdOfMsatFloor(msat, markQ8 int64) int64 {
 	return r.Int64()
 }
 
-// usdOfMsatCeil is ceil(msat x mark / 1e19).
-func usdOfMsatCeil(msat, markQ8 int64) int64 {
-	r := new(big.Int).Mul(big.NewInt(msat), big.NewInt(markQ8))
-	r.Add(r, new(big.Int).Sub(bigInverse, big.NewInt(1)))
-	r.Quo(r, bigInverse)
-	if !r.IsInt64() {
+// satAdd is a + b for non-negative operands, at most math.MaxInt64 (the
+// overflow answers of mulDivFloor and usdOfMsatFloor stay saturated).
+func satAdd(a, b int64) int64 {
+	if b > math.MaxInt64-a {
 		return math.MaxInt64
 	}
-	return r.Int64()
+	return a + b
 }
 
 // DynFeeRateQ9 is the dynamic fee rate at utilisation uQ9 on the curve:

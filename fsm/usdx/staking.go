@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/wire"
 )
 
@@ -31,7 +32,12 @@ func (s *State) Stake(e *Env, accountID string, q int64) (StakeResult, *wire.Ref
 	if h := s.Holder(accountID); h.Usdx < q {
 		return StakeResult{}, bad(wire.CodeInsufficientBalance, "holding %d USDx, cannot stake %d", h.Usdx, q)
 	}
-	pool := s.poolUsdx(e, true)
+	if e.T.Level >= LevelEscrowInPrice && s.YieldEscrowMsat > 0 && (!e.oracleFresh() || e.T.Market.PrintHeld(HedgeMarket)) {
+		// The escrow is priced at the print: a stale or unconfirmed one
+		// would sell its part at a price the stake can pick.
+		return StakeResult{}, conflict(wire.CodeUSDxOracleStale, "oracle_stale", "the BTC oracle is stale; stakes wait for a fresh price to value the yield escrow")
+	}
+	pool := s.poolUsdx(e)
 	price := SharePriceQ9(pool, s.SusdxSupply)
 	if price <= 0 {
 		return StakeResult{}, wire.Refuse(http.StatusConflict, wire.CodeConflict, "the staking pool was marked down to nothing; it takes no stakes until its last shares leave")
@@ -66,24 +72,27 @@ func (s *State) Stake(e *Env, accountID string, q int64) (StakeResult, *wire.Ref
 const LevelStakeAtCost uint32 = 4
 
 // LevelEscrowInPrice is the feature level (fsm.FeatureLevel) from which
-// the share price counts the yield escrow: the stakers' sats that the hard
-// cap or the open-interest limits keep from being minted are theirs, so a
-// stake pays for its part of them and a release takes its part. Below it
-// the price was the staked USDx alone: a staker who joined while the
-// escrow was full took a full share of it when it was minted (68 of 136
-// USDx after one hour in the pool, against a staker of 25 hours, in a
-// review of 2026-11-27), and one who left before forfeited his.
+// the yield escrow belongs to the shares: the stakers' sats that the hard
+// cap or the open-interest limits keep from being minted. A stake pays for
+// its part of them at the mark, and a release takes its part in kind (its
+// fraction of the staked USDx, and of the escrow in sats to its free
+// balance), so the order in which stakers leave changes nothing and the
+// last one takes the escrow with it. Below it the price was the staked
+// USDx alone: a staker who joined while the escrow was full took a full
+// share of it when it was minted (68 of 136 USDx after one hour in the
+// pool, against a staker of 25 hours, in a review of 2026-11-27), and one
+// who left before forfeited his.
 const LevelEscrowInPrice uint32 = 5
 
-// poolUsdx is what the staking pool is worth in USDx when shares are
+// poolUsdx is what the staking pool is worth in USDx when a stake is
 // priced: the staked USDx and, from LevelEscrowInPrice, the yield escrow
-// valued at the hedge market's last print (none while it has none). A
-// stake is priced on the escrow rounded up and a release on it rounded
-// down, so rounding never favours the one who joins or leaves. The escrow
-// is valued at the mark, not at what minting it will cost (the hedge's
-// taker fee on top), which the stakers who stay bear: a few basis points
-// of the escrow.
-func (s *State) poolUsdx(e *Env, stake bool) int64 {
+// at the hedge market's last print, rounded down (none while it has
+// none). Rounding down gives the staker less than one USDx of the whole
+// pool; rounding up would count a single msat of escrow as a USDx and
+// revive a pool written down to nothing. The escrow is valued at the mark,
+// not at what minting it costs (the hedge's taker fee on top): a few basis
+// points of it, which the stake pays the stakers already in.
+func (s *State) poolUsdx(e *Env) int64 {
 	if e.T.Level < LevelEscrowInPrice || s.YieldEscrowMsat <= 0 {
 		return s.Staked
 	}
@@ -91,17 +100,13 @@ func (s *State) poolUsdx(e *Env, stake bool) int64 {
 	if !ok || pr.MidQ8 <= 0 {
 		return s.Staked
 	}
-	esc := usdOfMsatFloor(s.YieldEscrowMsat, pr.MidQ8)
-	if stake {
-		esc = usdOfMsatCeil(s.YieldEscrowMsat, pr.MidQ8)
-	}
-	return s.Staked + esc
+	return satAdd(s.Staked, usdOfMsatFloor(s.YieldEscrowMsat, pr.MidQ8))
 }
 
 // ServedSharePriceQ9 is the share price a stake is served now (SPEC's
 // staking.sharePriceQ9).
 func (s *State) ServedSharePriceQ9(e *Env) int64 {
-	return SharePriceQ9(s.poolUsdx(e, true), s.SusdxSupply)
+	return SharePriceQ9(s.poolUsdx(e), s.SusdxSupply)
 }
 
 // Unstake starts the cooldown of shares sUSDx of accountID. Always
@@ -163,18 +168,21 @@ func (s *State) OnTime(e *Env) {
 			if u.ID != ref.UnstakeID || u.Released {
 				continue
 			}
-			usdx := int64(0)
+			usdx, sats := int64(0), int64(0)
 			if s.SusdxSupply > 0 {
-				// From LevelEscrowInPrice the release takes its part of
-				// the escrow too, paid in staked USDx (the escrow stays
-				// with the stakers who stay), never more than is staked.
-				usdx = min(mulDivFloor(u.Susdx, s.poolUsdx(e, false), s.SusdxSupply), s.Staked)
+				usdx = mulDivFloor(u.Susdx, s.Staked, s.SusdxSupply)
+				if e.T.Level >= LevelEscrowInPrice {
+					// Its part of the escrow, in kind: no price to pick.
+					sats = mulDivFloor(u.Susdx, s.YieldEscrowMsat, s.SusdxSupply)
+					s.move(e, YieldEscrow, ledger.Free(ref.AccountID), sats)
+					s.YieldEscrowMsat -= sats
+				}
 			}
 			s.Staked -= usdx
 			s.SusdxSupply -= u.Susdx
 			h.Usdx += usdx
-			u.Released, u.ReleasedUsdx = true, usdx
-			s.activity(e, ref.AccountID, Activity{Event: "unstake_release", Ref: u.ID, Usdx: usdx, Susdx: u.Susdx, State: "released"})
+			u.Released, u.ReleasedUsdx, u.ReleasedMsat, u.InKind = true, usdx, sats, e.T.Level >= LevelEscrowInPrice
+			s.activity(e, ref.AccountID, Activity{Event: "unstake_release", Ref: u.ID, Usdx: usdx, Susdx: u.Susdx, SatsMsat: sats, State: "released"})
 		}
 		s.trimUnstakes(h)
 	}

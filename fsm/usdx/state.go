@@ -159,6 +159,11 @@ type Unstake struct {
 	Released     bool   `cbor:"4,keyasint,omitempty"`
 	ReleasedUsdx int64  `cbor:"5,keyasint,omitempty"`
 	RequestedMs  int64  `cbor:"6,keyasint"`
+	// ReleasedMsat is the release's part of the yield escrow, paid to the
+	// free balance; InKind says the release ran at LevelEscrowInPrice or
+	// above, where it is paid (and shown) at all.
+	ReleasedMsat int64 `cbor:"7,keyasint,omitempty"`
+	InKind       bool  `cbor:"8,keyasint,omitempty"`
 }
 
 // Activity is one USDx event of an account (GET /v1/usdx/activity).

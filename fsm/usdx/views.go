@@ -81,6 +81,7 @@ type UnstakeView struct {
 	ReleaseAtMs  wire.Int  `json:"releaseAtMs" unit:"ms"`
 	ReleasedUsdx *string   `json:"releasedUsdx" doc:"USDx received at release: floor(susdx x staked / sUSDx supply); null while cooling"`
 	ReleasedTsMs *wire.Int `json:"releasedTsMs" unit:"ms"`
+	ReleasedMsat *wire.Int `json:"releasedEscrowMsat,omitempty" unit:"msat" doc:"the release's part of the yield escrow, paid to the free balance: floor(susdx x yieldEscrowMsat / sUSDx supply); present once released at feature level 5 or above"`
 }
 
 // NewUnstakeView renders an unstake.
@@ -90,6 +91,9 @@ func NewUnstakeView(u *Unstake) UnstakeView {
 		v.State = "released"
 		r := itoa(u.ReleasedUsdx)
 		v.ReleasedUsdx, v.ReleasedTsMs = &r, wire.Ptr(u.ReleaseAtMs)
+		if u.InKind {
+			v.ReleasedMsat = wire.Ptr(u.ReleasedMsat)
+		}
 	}
 	return v
 }
