@@ -134,9 +134,10 @@ func (g *snapshotGuard) pump() {
 // answerHeld drains a snapshot the follower holds and answers it. The data
 // must be read off the stream before the answer, as raft itself does, or the
 // connection is left mid-message. Raft's main loop runs on meanwhile (raft
-// would be busy installing): a new leader's heartbeat may move the term on,
-// so the answer is checked again after the read and refused if the term
-// moved, lest a deposed leader count it as a follower's confirmation.
+// would be busy installing): with no request reaching it while the pump
+// drains, its election timer may fire and move the term on, so the answer
+// is checked again after the read and refused if the term moved, lest a
+// deposed leader count it as a follower's confirmation.
 func (g *snapshotGuard) answerHeld(rpc raft.RPC, req *raft.InstallSnapshotRequest) {
 	n, err := io.Copy(io.Discard, rpc.Reader)
 	if err == nil && n != req.Size {

@@ -433,9 +433,9 @@ func sendToFake(t *testing.T, held *fakeHeld, data []byte, size int64) (*raft.In
 	return &resp, err
 }
 
-// A term that moves on while the snapshot is read off the stream (a new
-// leader's heartbeat takes raft's fast path meanwhile) turns the answer
-// into a refusal at the new term: a deposed leader must not count it.
+// A term that moves on while the snapshot is read off the stream (raft's
+// election timer fires meanwhile) turns the answer into a refusal at the
+// new term: a deposed leader must not count it.
 func TestSnapshotGuardRefusesWhenTheTermMovesDuringTheRead(t *testing.T) {
 	held := &fakeHeld{}
 	held.now.Store(6)
