@@ -84,7 +84,7 @@ func adminCmd() *cobra.Command {
 	addTLSFlags(pf, &f.tlsFlags, "the operator's client certificate, when the cluster runs TLS")
 	pf.BoolVar(&f.human, "human", false, "print tables instead of JSON")
 	pf.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the node")
-	cmd.AddCommand(adminStatusCmd(f), adminStateCmd(f), adminJoinCmd(f), adminRemoveCmd(f),
+	cmd.AddCommand(adminStatusCmd(f), adminStateCmd(f), adminReplicasCmd(f), adminJoinCmd(f), adminRemoveCmd(f),
 		adminTransferCmd(f), adminSnapshotCmd(f), adminRestoreCmd(f))
 	for _, extra := range adminExtras {
 		cmd.AddCommand(extra(f))
@@ -160,6 +160,42 @@ func adminStateCmd(f *adminFlags) *cobra.Command {
 				return err
 			}
 			return printJSON(cmd.OutOrStdout(), st)
+		},
+	}
+}
+
+// errReplicasDiffer makes `admin replicas` exit non-zero, for scripts.
+var errReplicasDiffer = errors.New("the replicas do not agree (or a member did not answer): see docs/decisions.md, \"No heartbeat fast path\", for how to replace one")
+
+func adminReplicasCmd(f *adminFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "replicas",
+		Short: "Compare every member's state hash at the lowest applied index among them; exit 1 unless they agree",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.ctx()
+			defer cancel()
+			v, err := c.Replicas(ctx)
+			if err != nil {
+				return err
+			}
+			if f.humanOutput() {
+				for _, m := range v.Members {
+					if _, err := fmt.Fprintf(cmd.OutOrStdout(), "%-8s applied %-8s hash at %s: %s%s\n", m.ID, m.AppliedIndex, v.Index, m.StateHash, m.Error); err != nil {
+						return err
+					}
+				}
+			} else if err := printJSON(cmd.OutOrStdout(), v); err != nil {
+				return err
+			}
+			if !v.Agree {
+				return errReplicasDiffer
+			}
+			return nil
 		},
 	}
 }

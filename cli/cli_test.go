@@ -386,6 +386,12 @@ func TestDevnetAdminCommandsFailoverAndCleanShutdown(t *testing.T) {
 	if sv.AppliedIndex == "" || len(sv.StateHash) != 64 {
 		t.Fatalf("state %+v", sv)
 	}
+	// The three processes' replicas compared at one index (TLS between them).
+	var rv cluster.ReplicasView
+	runJSON(t, &rv, adm(2, "replicas")...)
+	if !rv.Agree || len(rv.Members) != 3 || len(rv.Members[0].StateHash) != 64 {
+		t.Fatalf("replicas %+v", rv)
+	}
 	wrong := filepath.Join(t.TempDir(), "wrong-token")
 	if err := node.WriteSecretFile(wrong, "wrong"); err != nil {
 		t.Fatal(err)

@@ -105,6 +105,12 @@ func (c *AdminClient) State(ctx context.Context) (*StateView, error) {
 	return &st, c.Do(ctx, http.MethodGet, "/admin/state", nil, &st)
 }
 
+// Replicas compares every member's state hash at one index.
+func (c *AdminClient) Replicas(ctx context.Context) (*ReplicasView, error) {
+	var v ReplicasView
+	return &v, c.Do(ctx, http.MethodGet, "/admin/replicas", nil, &v)
+}
+
 // Join adds a voter (relayed to the leader by any member). replace
 // allows moving an existing member to raftAddr (JoinRequest.Replace).
 func (c *AdminClient) Join(ctx context.Context, id, raftAddr string, replace bool) (json.RawMessage, error) {

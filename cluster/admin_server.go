@@ -55,6 +55,7 @@ func NewAdminServer(n *node.Node) *AdminServer {
 	s.Handle("POST /admin/restore", s.leaderOnly(s.restore))
 	s.profiling()
 	s.featureLevels()
+	s.replicaRoutes()
 	return s
 }
 

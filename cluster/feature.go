@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -59,6 +60,60 @@ func (s *AdminServer) featureLevels() {
 // memberLevels asks every member of the raft configuration for its build
 // level (this node answers for itself).
 func (s *AdminServer) memberLevels(ctx context.Context) ([]MemberLevel, error) {
+	members, err := s.memberAdmins()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]MemberLevel, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		out[i].ID = m.id
+		if m.self {
+			out[i].Level = fsm.FeatureLevel
+			continue
+		}
+		wg.Add(1)
+		go func(ml *MemberLevel, addr string) {
+			defer wg.Done()
+			level, err := s.askBuildLevel(ctx, addr)
+			if err != nil {
+				ml.Error = err.Error()
+				return
+			}
+			ml.Level = level
+		}(&out[i], m.admin)
+	}
+	wg.Wait()
+	return out, nil
+}
+
+func (s *AdminServer) askBuildLevel(ctx context.Context, adminAddr string) (uint32, error) {
+	status, b, err := s.askPeer(ctx, adminAddr, BuildLevelPath)
+	if err != nil {
+		return 0, err
+	}
+	switch status {
+	case http.StatusOK:
+		var r fsm.FeatureLevelResult
+		if err := json.Unmarshal(b, &r); err != nil {
+			return 0, err
+		}
+		return r.FeatureLevel, nil
+	case http.StatusNotFound:
+		return 0, nil // a build from before feature levels
+	}
+	return 0, fmt.Errorf("%s answered %d", adminAddr, status)
+}
+
+// memberAddr is a member of the raft configuration and the admin address
+// it advertised.
+type memberAddr struct {
+	id, admin string
+	self      bool
+}
+
+// memberAdmins lists the raft configuration's members, sorted by id.
+func (s *AdminServer) memberAdmins() ([]memberAddr, error) {
 	members, err := s.n.Members()
 	if err != nil {
 		return nil, err
@@ -69,59 +124,34 @@ func (s *AdminServer) memberLevels(ctx context.Context) ([]MemberLevel, error) {
 			admin[id] = m.Admin
 		}
 	})
-	out := make([]MemberLevel, len(members))
-	var wg sync.WaitGroup
+	out := make([]memberAddr, len(members))
 	for i, m := range members {
-		out[i].ID = m.ID
-		if m.ID == s.n.Config().ID {
-			out[i].Level = fsm.FeatureLevel
-			continue
-		}
-		wg.Add(1)
-		go func(ml *MemberLevel, addr string) {
-			defer wg.Done()
-			if addr == "" {
-				ml.Error = "no admin address recorded yet"
-				return
-			}
-			level, err := s.askBuildLevel(ctx, addr)
-			if err != nil {
-				ml.Error = err.Error()
-				return
-			}
-			ml.Level = level
-		}(&out[i], admin[m.ID])
+		out[i] = memberAddr{id: m.ID, admin: admin[m.ID], self: m.ID == s.n.Config().ID}
 	}
-	wg.Wait()
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
 	return out, nil
 }
 
-func (s *AdminServer) askBuildLevel(ctx context.Context, adminAddr string) (uint32, error) {
+// askPeer GETs path on a member's admin listener under the cluster's
+// peer credential and returns the status and (at most 64 KiB of) the body.
+func (s *AdminServer) askPeer(ctx context.Context, adminAddr, path string) (int, []byte, error) {
+	if adminAddr == "" {
+		return 0, nil, errors.New("no admin address recorded yet")
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.n.PeerURL(adminAddr, BuildLevelPath), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.n.PeerURL(adminAddr, path), nil)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	s.n.SetPeerAuth(req)
 	resp, err := s.n.PeerClient().Do(req)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	switch resp.StatusCode {
-	case http.StatusOK:
-		var r fsm.FeatureLevelResult
-		if err := json.Unmarshal(b, &r); err != nil {
-			return 0, err
-		}
-		return r.FeatureLevel, nil
-	case http.StatusNotFound:
-		return 0, nil // a build from before feature levels
-	}
-	return 0, fmt.Errorf("%s answered %d", adminAddr, resp.StatusCode)
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	return resp.StatusCode, b, err
 }
 
 func (s *AdminServer) featureView(ctx context.Context) (FeatureLevelView, error) {

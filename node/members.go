@@ -214,6 +214,25 @@ func (n *Node) Status() (*Status, error) {
 	}, nil
 }
 
+// StateHashAt returns the state hash at index, which this node has
+// applied: computed on the snapshot shadow, which replays the log up to it
+// (from a stored snapshot at or below it, when the shadow is past it). An
+// index the log no longer holds, since a snapshot compacted it, is an
+// error. Replicas compare themselves at one index this way.
+func (n *Node) StateHashAt(index uint64) (string, error) {
+	if applied := n.machine.Applied(); index > applied {
+		return "", fmt.Errorf("index %d is past this node's applied index %d", index, applied)
+	}
+	if sh := n.fsm.shadow; sh != nil {
+		return sh.hashAt(index)
+	}
+	at, h, err := n.machine.StateHash()
+	if err == nil && at != index {
+		err = fmt.Errorf("this node can hash only its applied index %d", at)
+	}
+	return h, err
+}
+
 // StateHash returns an applied index and the state hash there. It is
 // computed on the snapshot shadow (shadow.go), which replays the log up to
 // the index, so the live machine keeps applying while the state is
