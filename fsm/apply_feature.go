@@ -57,7 +57,8 @@ import (
 //	   repays the uncovered shortfall first (usdx.LevelRepayShortfall).
 //	5: the yield escrow belongs to the sUSDx shares: a stake pays for its
 //	   part at the mark, a release takes its part in kind
-//	   (usdx.LevelEscrowInPrice).
+//	   (usdx.LevelEscrowInPrice); an uncovered shortfall halts mints and
+//	   stakes until it is repaid (usdx.LevelShortfallHaltsMints).
 const FeatureLevel uint32 = 5
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/perpd/perpd/fsm/ledger"
@@ -165,6 +166,58 @@ func TestStakeWaitsForAPriceToValueTheEscrow(t *testing.T) {
 			wantRefused(t, w.cmd(b, kb, CmdUSDxStake, USDxAmountPayload{Amount: 10_000}, ""), http.StatusConflict, wire.CodeUSDxOracleStale)
 			wantOK(t, w.print("BTCUSD", usdQ8(150_000))) // the held print is dropped
 			w.stakeFor(b, kb, 10_000)
+		})
+	}
+}
+
+// TestUncoveredShortfallHaltsMints: the review's hole (negative boundaries
+// with an empty reserve). From the level a mint quote and a stake are
+// refused usdx_mints_halted (reason uncovered_shortfall) until positive
+// funding has repaid the hole, while redemptions go on; below it a mint
+// paid full margin into the hole.
+func TestUncoveredShortfallHaltsMints(t *testing.T) {
+	for _, level := range []uint32{usdx.LevelShortfallHaltsMints - 1, usdx.LevelShortfallHaltsMints} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
+			w.params(USDxParamsPayload{BaseFeeQ9: i64(0)}) // an empty reserve
+			a, ka := w.account(20 * btcBTC)
+			b, kb := w.account(20 * btcBTC)
+			w.mintN(a, ka, 100_000)
+			w.mintN(b, kb, 1_000)
+			s, sk := w.account(btcBTC)
+			wantOK(t, w.order(s, sk, mktOrder("short1", "BTC-PERP", "sell", 500_000)))
+			wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+			for range 3 {
+				w.nextBoundary()
+			}
+			if w.st().u.UncoveredShortfallMsat <= 0 {
+				t.Fatal("no uncovered shortfall")
+			}
+			res, _ := w.quote(b, kb, usdx.SideMint, 1_000)
+			stake := w.cmd(b, kb, CmdUSDxStake, USDxAmountPayload{Amount: 10}, "")
+			if level < usdx.LevelShortfallHaltsMints {
+				wantOK(t, res)
+				wantOK(t, stake)
+				return
+			}
+			wantRefused(t, res, http.StatusConflict, wire.CodeUSDxMintsHalted)
+			wantRefused(t, stake, http.StatusConflict, wire.CodeUSDxMintsHalted)
+			if res.Code != wire.CodeUSDxMintsHalted || !strings.Contains(string(res.Body), "uncovered_shortfall") {
+				t.Fatalf("refusal %s", res.Body)
+			}
+			wantOK(t, w.cmd(b, kb, CmdUSDxRedeem, USDxAmountPayload{ID: w.id("r"), Amount: 100}, ""))
+			// Funding turns; once the hole is repaid, mints are back.
+			wantOK(t, w.order(s, sk, mktOrder("cover1", "BTC-PERP", "buy", 500_000)))
+			w.balancedBy(500_000)
+			for i := 0; w.st().u.UncoveredShortfallMsat > 0; i++ {
+				if i > 200 {
+					t.Fatal("the hole was never repaid")
+				}
+				w.nextBoundary()
+			}
+			wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+			res, _ = w.quote(b, kb, usdx.SideMint, 1_000)
+			wantOK(t, res)
 		})
 	}
 }

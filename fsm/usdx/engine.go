@@ -244,8 +244,21 @@ func (s *State) mintHaltRefusal(e *Env) *wire.Refusal {
 	if m, ok := e.T.Market.MarketsByID[HedgeMarket]; ok && m.Params.Status != market.StatusLive {
 		return conflict(wire.CodeUSDxMintsHalted, "market_"+string(m.Params.Status), "the hedge market is %s", m.Params.Status)
 	}
+	if e.T.Level >= LevelShortfallHaltsMints && s.UncoveredShortfallMsat > 0 {
+		return conflict(wire.CodeUSDxMintsHalted, "uncovered_shortfall",
+			"the hedge's margin is %d msat short of the supply's backing until funding repays it; a new mint would share the hole", s.UncoveredShortfallMsat)
+	}
 	return nil
 }
+
+// LevelShortfallHaltsMints is the feature level (fsm.FeatureLevel) from
+// which an uncovered shortfall halts mints and stakes, as an operator's
+// halt does, until positive funding has repaid it (LevelRepayShortfall):
+// a redemption shares the hole pro rata, so a minter paying full margin
+// into it would lose part of that margin at once. Redemptions go on. Below
+// it mints went on during the hole (docs/decisions.md, the funding
+// waterfall).
+const LevelShortfallHaltsMints uint32 = 5
 
 // checkMint is every refusal of a mint of q USDx before pricing.
 func (s *State) checkMint(e *Env, q int64) *wire.Refusal {
