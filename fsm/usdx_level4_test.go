@@ -164,6 +164,22 @@ func (w *usdxWorld) roundTripLoss(acct, key string, n int64) int64 {
 	return free0 - w.balance(ledger.Free(acct))
 }
 
+// shortsHeavier is a venue with an empty reserve, 100,000 USDx minted
+// and organic shorts heavier, so the hedge pays funding at every boundary
+// and a hole opens after a few: b (no USDx yet) and the organic short s.
+func shortsHeavier(t *testing.T, level uint32) (w *usdxWorld, b, kb, s, sk string) {
+	t.Helper()
+	w = &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
+	w.params(USDxParamsPayload{BaseFeeQ9: i64(0)}) // an empty reserve
+	a, ka := w.account(20 * btcBTC)
+	b, kb = w.account(20 * btcBTC)
+	w.mintN(a, ka, 100_000)
+	s, sk = w.account(btcBTC)
+	wantOK(t, w.order(s, sk, mktOrder("short1", "BTC-PERP", "sell", 500_000)))
+	wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+	return w, b, kb, s, sk
+}
+
 // TestPositiveFlowRepaysTheUncoveredShortfall: the review's hole of
 // negative boundaries with an empty reserve. Below LevelRepayShortfall a
 // later positive flow went to the reserve and the hole stayed; from it the
@@ -172,14 +188,7 @@ func (w *usdxWorld) roundTripLoss(acct, key string, n int64) int64 {
 func TestPositiveFlowRepaysTheUncoveredShortfall(t *testing.T) {
 	for _, level := range []uint32{usdx.LevelRepayShortfall - 1, usdx.LevelRepayShortfall} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
-			w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
-			w.params(USDxParamsPayload{BaseFeeQ9: i64(0)}) // an empty reserve
-			a, ka := w.account(20 * btcBTC)
-			b, kb := w.account(20 * btcBTC)
-			w.mintN(a, ka, 100_000)
-			s, sk := w.account(btcBTC)
-			wantOK(t, w.order(s, sk, mktOrder("short1", "BTC-PERP", "sell", 500_000)))
-			wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+			w, b, kb, s, sk := shortsHeavier(t, level)
 			before := w.roundTripLoss(b, kb, 50_000)
 			for range 3 {
 				w.nextBoundary()

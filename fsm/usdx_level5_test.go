@@ -178,15 +178,8 @@ func TestStakeWaitsForAPriceToValueTheEscrow(t *testing.T) {
 func TestUncoveredShortfallHaltsMints(t *testing.T) {
 	for _, level := range []uint32{usdx.LevelShortfallHaltsMints - 1, usdx.LevelShortfallHaltsMints} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
-			w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
-			w.params(USDxParamsPayload{BaseFeeQ9: i64(0)}) // an empty reserve
-			a, ka := w.account(20 * btcBTC)
-			b, kb := w.account(20 * btcBTC)
-			w.mintN(a, ka, 100_000)
+			w, b, kb, s, sk := shortsHeavier(t, level)
 			w.mintN(b, kb, 1_000)
-			s, sk := w.account(btcBTC)
-			wantOK(t, w.order(s, sk, mktOrder("short1", "BTC-PERP", "sell", 500_000)))
-			wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
 			for range 3 {
 				w.nextBoundary()
 			}
