@@ -198,6 +198,9 @@ func TestUncoveredShortfallHaltsMints(t *testing.T) {
 			if res.Code != wire.CodeUSDxMintsHalted || !strings.Contains(string(res.Body), "uncovered_shortfall") {
 				t.Fatalf("refusal %s", res.Body)
 			}
+			if pv := w.public(); !pv.MintsHalted || pv.MintsHaltedReason == nil || *pv.MintsHaltedReason != "uncovered_shortfall" {
+				t.Fatalf("the public state shows mintsHalted %v (%v)", pv.MintsHalted, pv.MintsHaltedReason)
+			}
 			wantOK(t, w.cmd(b, kb, CmdUSDxRedeem, USDxAmountPayload{ID: w.id("r"), Amount: 100}, ""))
 			// Funding turns; once the hole is repaid, mints are back.
 			wantOK(t, w.order(s, sk, mktOrder("cover1", "BTC-PERP", "buy", 500_000)))
@@ -211,6 +214,9 @@ func TestUncoveredShortfallHaltsMints(t *testing.T) {
 			wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
 			res, _ = w.quote(b, kb, usdx.SideMint, 1_000)
 			wantOK(t, res)
+			if w.public().MintsHalted {
+				t.Fatal("the public state still shows mints halted after the hole was repaid")
+			}
 		})
 	}
 }

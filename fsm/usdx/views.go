@@ -419,8 +419,7 @@ func (s *State) Public(e *Env) PublicView {
 	p := &s.Params
 	v := PublicView{TsMs: wire.Int(e.now()), Supply: itoa(s.Supply), ReserveMsat: wire.Int(s.ReserveMsat),
 		BackingIdentityHolds: s.IdentityHolds(e.Trade), OracleFresh: e.oracleFresh(),
-		MintsHalted: s.Halt != nil, TokenIdentifier: strPtr(p.TokenIdentifier),
-		FreezeCount: int(s.FreezeCount), FrozenCount: len(s.Frozen)}
+		TokenIdentifier: strPtr(p.TokenIdentifier), FreezeCount: int(s.FreezeCount), FrozenCount: len(s.Frozen)}
 	v.Params = ParamsView{BaseFeeQ9: wire.Int(p.BaseFeeQ9), ReserveTargetQ9: wire.Int(p.ReserveTargetQ9),
 		ReserveFloorQ9: wire.Int(p.ReserveFloorQ9), DynFeeCurve: []CurvePointView{}, HardCap: itoa(p.HardCap),
 		QuoteTTLMs: wire.Int(p.QuoteTTLMs), MintVelocityQ9PerH: wire.Int(p.MintVelocityQ9PerH),
@@ -449,8 +448,12 @@ func (s *State) Public(e *Env) PublicView {
 		v.Capacity = CapacityView{Headroom: &h, Limit: &l, PerLimit: &PerLimitView{OrganicOI: itoa(c.Per["organic_oi"]),
 			HardCap: itoa(c.Per["hard_cap"]), OICap: itoa(c.Per["oi_cap"]), Skew: itoa(c.Per["skew"]), Velocity: itoa(c.Per["velocity"])}}
 	}
-	if s.Halt != nil {
-		v.MintsHaltedReason = &s.Halt.Reason
+	// Every halt a mint or a stake would be refused for: an operator's or a
+	// failed attestation's, a hedge market that is not live, an uncovered
+	// shortfall (from LevelShortfallHaltsMints).
+	if ref := s.mintHaltRefusal(e); ref != nil {
+		reason, _ := ref.Extra["reason"].(string)
+		v.MintsHalted, v.MintsHaltedReason = true, &reason
 	}
 	if s.Attested != nil {
 		a := NewAttestationView(*s.Attested)
