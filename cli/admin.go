@@ -101,10 +101,14 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func adminStatusCmd(f *adminFlags) *cobra.Command {
+// adminShowCmd is an admin command that reads one view from the node and
+// prints it: as JSON, or through human with --human. check, when set, may
+// fail the command after printing (a non-zero exit for scripts).
+func adminShowCmd[V any](f *adminFlags, use, short string, fetch func(*cluster.AdminClient, context.Context) (V, error),
+	human func(io.Writer, V) error, check func(V) error) *cobra.Command {
 	return &cobra.Command{
-		Use:   "status",
-		Short: "Show a node's view of the cluster: leader, members, indexes, state hash",
+		Use:   use,
+		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := f.client()
@@ -113,16 +117,26 @@ func adminStatusCmd(f *adminFlags) *cobra.Command {
 			}
 			ctx, cancel := f.ctx()
 			defer cancel()
-			st, err := c.Status(ctx)
+			v, err := fetch(c, ctx)
 			if err != nil {
 				return err
 			}
 			if f.humanOutput() {
-				return printStatusTable(cmd.OutOrStdout(), st)
+				err = human(cmd.OutOrStdout(), v)
+			} else {
+				err = printJSON(cmd.OutOrStdout(), v)
 			}
-			return printJSON(cmd.OutOrStdout(), st)
+			if err == nil && check != nil {
+				err = check(v)
+			}
+			return err
 		},
 	}
+}
+
+func adminStatusCmd(f *adminFlags) *cobra.Command {
+	return adminShowCmd(f, "status", "Show a node's view of the cluster: leader, members, indexes, state hash",
+		(*cluster.AdminClient).Status, printStatusTable, nil)
 }
 
 func printStatusTable(w io.Writer, st *node.Status) error {
@@ -140,64 +154,31 @@ func printStatusTable(w io.Writer, st *node.Status) error {
 }
 
 func adminStateCmd(f *adminFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "state",
-		Short: "Print the node's applied index and state hash, for comparing replicas",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := f.ctx()
-			defer cancel()
-			st, err := c.State(ctx)
-			if err != nil {
-				return err
-			}
-			if f.humanOutput() {
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "applied %s  hash %s\n", st.AppliedIndex, st.StateHash)
-				return err
-			}
-			return printJSON(cmd.OutOrStdout(), st)
-		},
-	}
+	return adminShowCmd(f, "state", "Print the node's applied index and state hash, for comparing replicas",
+		(*cluster.AdminClient).State, func(w io.Writer, st *cluster.StateView) error {
+			_, err := fmt.Fprintf(w, "applied %s  hash %s\n", st.AppliedIndex, st.StateHash)
+			return err
+		}, nil)
 }
 
 // errReplicasDiffer makes `admin replicas` exit non-zero, for scripts.
 var errReplicasDiffer = errors.New("the replicas do not agree (or a member did not answer): see docs/decisions.md, \"No heartbeat fast path\", for how to replace one")
 
 func adminReplicasCmd(f *adminFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "replicas",
-		Short: "Compare every member's state hash at the lowest applied index among them; exit 1 unless they agree",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := f.ctx()
-			defer cancel()
-			v, err := c.Replicas(ctx)
-			if err != nil {
-				return err
-			}
-			if f.humanOutput() {
-				for _, m := range v.Members {
-					if _, err := fmt.Fprintf(cmd.OutOrStdout(), "%-8s applied %-8s hash at %s: %s%s\n", m.ID, m.AppliedIndex, v.Index, m.StateHash, m.Error); err != nil {
-						return err
-					}
+	return adminShowCmd(f, "replicas", "Compare every member's state hash at the lowest applied index among them; exit 1 unless they agree",
+		(*cluster.AdminClient).Replicas, func(w io.Writer, v *cluster.ReplicasView) error {
+			for _, m := range v.Members {
+				if _, err := fmt.Fprintf(w, "%-8s applied %-8s hash at %s: %s%s\n", m.ID, m.AppliedIndex, v.Index, m.StateHash, m.Error); err != nil {
+					return err
 				}
-			} else if err := printJSON(cmd.OutOrStdout(), v); err != nil {
-				return err
 			}
+			return nil
+		}, func(v *cluster.ReplicasView) error {
 			if !v.Agree {
 				return errReplicasDiffer
 			}
 			return nil
-		},
-	}
+		})
 }
 
 func adminJoinCmd(f *adminFlags) *cobra.Command {
