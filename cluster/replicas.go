@@ -95,8 +95,19 @@ func (s *AdminServer) replicas(ctx context.Context) (ReplicasView, error) {
 	if err != nil {
 		return ReplicasView{}, err
 	}
+	return compareReplicas(ctx, members, s.askStateAt), nil
+}
+
+// stateAsker asks one member GET StateAtPath, with ?index= when index is
+// not empty.
+type stateAsker func(ctx context.Context, m memberAddr, index string) (StateAtView, error)
+
+// compareReplicas asks every member for its applied index, then for its
+// state hash at the lowest of them, each round to all members at once. A
+// member that fails to answer is not asked again; its error is its answer.
+func compareReplicas(ctx context.Context, members []memberAddr, ask stateAsker) ReplicasView {
 	out := make([]ReplicaMember, len(members))
-	ask := func(query string, each func(i int, v StateAtView)) {
+	round := func(query string, each func(i int, v StateAtView)) {
 		var wg sync.WaitGroup
 		for i, m := range members {
 			if out[i].Error != "" {
@@ -105,7 +116,7 @@ func (s *AdminServer) replicas(ctx context.Context) (ReplicasView, error) {
 			wg.Add(1)
 			go func(i int, m memberAddr) {
 				defer wg.Done()
-				v, err := s.askStateAt(ctx, m, query)
+				v, err := ask(ctx, m, query)
 				if err != nil {
 					out[i].Error = err.Error()
 					return
@@ -118,14 +129,14 @@ func (s *AdminServer) replicas(ctx context.Context) (ReplicasView, error) {
 	for i, m := range members {
 		out[i].ID = m.id
 	}
-	ask("", func(i int, v StateAtView) { out[i].AppliedIndex = v.AppliedIndex })
+	round("", func(i int, v StateAtView) { out[i].AppliedIndex = v.AppliedIndex })
 	index := lowestApplied(out)
 	if index == 0 {
-		return ReplicasView{Members: out}, nil
+		return ReplicasView{Members: out}
 	}
 	at := strconv.FormatUint(index, 10)
-	ask(at, func(i int, v StateAtView) { out[i].StateHash = v.StateHash })
-	return ReplicasView{Index: at, Agree: agree(out), Members: out}, nil
+	round(at, func(i int, v StateAtView) { out[i].StateHash = v.StateHash })
+	return ReplicasView{Index: at, Agree: agree(out), Members: out}
 }
 
 // askStateAt asks one member (this node answers for itself).
