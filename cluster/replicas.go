@@ -14,9 +14,10 @@ import (
 // made one apply an entry the others never saw, and nothing a client reads
 // shows that until balances differ. GET /admin/replicas asks every member
 // for its applied index, then for its state hash at the lowest of them,
-// and says whether they agree: the operator's check after an upgrade, an
-// incident, or on a schedule. A replica that disagrees is wiped and
-// re-joined from a snapshot (docs/decisions.md).
+// and says whether they agree: the operator's check after an upgrade or
+// an incident; the leader also runs it on a schedule (replicawatch.go). A
+// replica that disagrees is wiped and re-joined from a snapshot
+// (docs/decisions.md).
 
 // StateAtPath is where a member answers a peer with its applied index, and
 // its state hash at ?index=N (N at most its applied index).
@@ -142,8 +143,7 @@ func compareReplicas(ctx context.Context, members []memberAddr, ask stateAsker) 
 // askStateAt asks one member (this node answers for itself).
 func (s *AdminServer) askStateAt(ctx context.Context, m memberAddr, index string) (StateAtView, error) {
 	if m.self {
-		v, _, err := s.stateAt(index)
-		return v, err
+		return s.stateAtWithin(ctx, index)
 	}
 	path := StateAtPath
 	if index != "" {
@@ -160,6 +160,28 @@ func (s *AdminServer) askStateAt(ctx context.Context, m memberAddr, index string
 		return v, fmt.Errorf("%s answered %d: %s", m.admin, status, e.Error)
 	}
 	return v, json.Unmarshal(b, &v)
+}
+
+// stateAtWithin is this node's own answer, given up on when ctx ends: its
+// hash waits for the snapshot shadow, which may be busy encoding a
+// snapshot, and a caller's bound holds for every member, this one too.
+// The computation finishes in the background and its answer is dropped.
+func (s *AdminServer) stateAtWithin(ctx context.Context, index string) (StateAtView, error) {
+	type answer struct {
+		v   StateAtView
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		v, _, err := s.stateAt(index)
+		done <- answer{v, err}
+	}()
+	select {
+	case a := <-done:
+		return a.v, a.err
+	case <-ctx.Done():
+		return StateAtView{}, ctx.Err()
+	}
 }
 
 // lowestApplied is the lowest applied index among the members that
