@@ -9,8 +9,8 @@
 // raft state read from raft.Stats, leader changes seen by an observer,
 // apply latency and batch sizes, group commit, HTTP requests by route and
 // status, WebSocket connections and dropped frames, oracle staleness per
-// feed, the latest ledger conservation check and the rate-limit bucket
-// table. Series are named perpd_* (raft's are perpd_raft_* as go-metrics
+// feed, the latest ledger conservation check, the leader's scheduled
+// replica comparison and the rate-limit bucket table. Series are named perpd_* (raft's are perpd_raft_* as go-metrics
 // names them, camelCase after the prefix).
 package metrics
 
@@ -183,6 +183,56 @@ func (r *Registry) Gauge(name, help string, f func() float64) {
 // Counter registers a counter read at scrape time from a monotonic source.
 func (r *Registry) Counter(name, help string, f func() float64) {
 	r.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, f))
+}
+
+// ReplicaCheck is the outcome of one scheduled comparison of the
+// replicas' state hashes (cluster.ReplicaWatch), as exported.
+type ReplicaCheck struct {
+	At    time.Time
+	Index uint64 // the log index compared; 0 when no member answered
+	// Agree is 1 when every member answered with one hash, 0 when two
+	// answered different hashes, -1 when a member could not be asked.
+	Agree int
+}
+
+// WatchReplicas exports the leader's scheduled replica comparison. last
+// returns the latest comparison this node ran as the current leader: on a
+// follower, and on a leader before its first run, it returns false and the
+// three gauges are absent, so only the leader's count in an alert.
+// disagreements is a count of runs that found two hashes differing.
+func (r *Registry) WatchReplicas(last func() (ReplicaCheck, bool), disagreements func() uint64) {
+	r.reg.MustRegister(&replicaCollector{last: last})
+	r.Counter("replicas_check_disagreements_total",
+		"Scheduled replica comparisons this node ran as leader that found two members' state hashes differing at one index.",
+		func() float64 { return float64(disagreements()) })
+}
+
+var (
+	descReplicasAgree = desc("replicas_check_agree",
+		"The leader's latest replica comparison: 1 every member has one state hash at one index, 0 two differ, -1 a member could not be asked.")
+	descReplicasTime  = desc("replicas_check_timestamp_seconds", "Unix time the leader's latest replica comparison ended.")
+	descReplicasIndex = desc("replicas_check_index", "Log index the leader's latest replica comparison compared the members at (0: none answered).")
+)
+
+// replicaCollector reads the latest comparison at scrape time.
+type replicaCollector struct {
+	last func() (ReplicaCheck, bool)
+}
+
+func (c *replicaCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descReplicasAgree
+	ch <- descReplicasTime
+	ch <- descReplicasIndex
+}
+
+func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
+	chk, ok := c.last()
+	if !ok {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(descReplicasAgree, prometheus.GaugeValue, float64(chk.Agree))
+	ch <- prometheus.MustNewConstMetric(descReplicasTime, prometheus.GaugeValue, float64(chk.At.UnixMilli())/1000)
+	ch <- prometheus.MustNewConstMetric(descReplicasIndex, prometheus.GaugeValue, float64(chk.Index))
 }
 
 // Handler serves the node's series and the process-wide ones, in the
