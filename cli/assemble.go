@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -33,12 +34,18 @@ type Assembly struct {
 	Admin *cluster.AdminServer
 	API   *httpapi.Server
 	Hub   *wsapi.Hub
+	// replicas is the scheduled replica comparison (nil: switched off).
+	replicas *cluster.ReplicaWatch
 }
 
-// Run starts the API's and hub's background loops until ctx ends.
+// Run starts the API's and hub's background loops, and the replica watch,
+// until ctx ends.
 func (a *Assembly) Run(ctx context.Context) {
 	go a.API.RunTouches(ctx)
 	go a.Hub.Run(ctx)
+	if a.replicas != nil {
+		go a.replicas.Run(ctx)
+	}
 }
 
 // Assemble is Build for harnesses that serve the admin and API handlers
@@ -92,7 +99,23 @@ func Build(n *node.Node, log hclog.Logger, opts ...httpapi.Option) (*Assembly, e
 	api := httpapi.New(n, log.Named("http"), p.HTTPOptions...)
 	watchParts(reg, api, hub)
 	p.Admin.ServeMetrics(reg.Handler())
-	return &Assembly{Admin: p.Admin, API: api, Hub: hub}, nil
+	return &Assembly{Admin: p.Admin, API: api, Hub: hub, replicas: watchReplicas(reg, p.Admin, log)}, nil
+}
+
+// watchReplicas builds the leader's scheduled replica comparison and
+// exports it, when the node's configuration asks for one.
+func watchReplicas(reg *metrics.Registry, admin *cluster.AdminServer, log hclog.Logger) *cluster.ReplicaWatch {
+	every := admin.Node().Config().ReplicaCheckInterval
+	if every <= 0 {
+		return nil
+	}
+	w := cluster.NewReplicaWatch(admin, every, log.Named("replicas"))
+	reg.WatchReplicas(func() (metrics.ReplicaCheck, bool) {
+		c, ok := w.Last()
+		index, _ := strconv.ParseUint(c.View.Index, 10, 64)
+		return metrics.ReplicaCheck{At: c.At, Index: index, Agree: int(c.Verdict)}, ok
+	}, w.Disagreements)
+	return w
 }
 
 // watchParts adds the series of the parts the node does not own.

@@ -78,14 +78,15 @@ next:
 // cluster wired as `perpd serve` wires it: the bearer tokens it accepts,
 // raft's series (ours and go-metrics'), the HTTP counter of a write made
 // through a follower, apply and group-commit histograms, oracle staleness
-// per feed, the conservation check a snapshot runs, the rate-limit table.
+// per feed, the conservation check a snapshot runs, the rate-limit table,
+// the leader's scheduled replica comparison.
 func TestMetricsOnTheAdminListener(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three-node cluster; skipped with -short")
 	}
 	const metricsToken = "metrics-read-only-token-0123456789"
 	c := clustertest.Start(t, 3, clustertest.Assemble(cli.Assemble), clustertest.MetricsToken(metricsToken),
-		clustertest.TickInterval(50*time.Millisecond))
+		clustertest.TickInterval(50*time.Millisecond), clustertest.ReplicaCheckInterval(300*time.Millisecond))
 	railMinIndex = 0
 	leader := c.Leader()
 	f := c.Followers()[0]
@@ -162,6 +163,32 @@ func TestMetricsOnTheAdminListener(t *testing.T) {
 	mustAtLeast(fm, "follower", 0, "perpd_ws_dropped_frames_total")
 	if v, _ := sample(fm, "perpd_halted"); v != 0 {
 		t.Errorf("perpd_halted = %v", v)
+	}
+	// The leader compares the replicas on its schedule and finds them
+	// agreeing; a follower runs no comparison, so it reports none.
+	if !clustertest.Poll(15*time.Second, func() bool {
+		_, lm = scrape(t, leader.AdminAddr, c.Token)
+		v, ok := sample(lm, "perpd_replicas_check_agree")
+		return ok && v == 1
+	}) {
+		v, ok := sample(lm, "perpd_replicas_check_agree")
+		t.Fatalf("leader: perpd_replicas_check_agree %v (present %v), want 1", v, ok)
+	}
+	mustAtLeast(lm, "leader", 1, "perpd_replicas_check_index")
+	mustAtLeast(lm, "leader", float64(time.Now().Add(-time.Minute).Unix()), "perpd_replicas_check_timestamp_seconds")
+	if v, ok := sample(lm, "perpd_replicas_check_disagreements_total"); !ok || v != 0 {
+		t.Errorf("leader: perpd_replicas_check_disagreements_total %v (present %v), want 0", v, ok)
+	}
+	for _, m := range c.Followers() {
+		_, fams := scrape(t, m.AdminAddr, metricsToken)
+		for _, name := range []string{"perpd_replicas_check_agree", "perpd_replicas_check_timestamp_seconds", "perpd_replicas_check_index"} {
+			if _, ok := sample(fams, name); ok {
+				t.Errorf("follower %s exports %s", m.ID, name)
+			}
+		}
+		if v, ok := sample(fams, "perpd_replicas_check_disagreements_total"); !ok || v != 0 {
+			t.Errorf("follower %s: perpd_replicas_check_disagreements_total %v (present %v), want 0", m.ID, v, ok)
+		}
 	}
 	// raft's own instrumentation, through go-metrics' Prometheus sink.
 	mustAtLeast(lm, "leader", 1, "perpd_raft_commitTime")

@@ -128,7 +128,7 @@ func runServe(parent context.Context, f serveFlags) error {
 	n, err := node.New(node.Config{
 		ID: f.id, DataDir: f.data, RaftAddr: f.raftAddr, HTTPAddr: f.httpAddr, AdminAddr: f.adminAddr,
 		Bootstrap: f.bootstrap, Deployment: f.deployment, AdminToken: token, ClusterSecret: secret, TLS: peerTLS,
-		MetricsToken:      metricsToken,
+		MetricsToken: metricsToken, ReplicaCheckInterval: f.ops.replicaCheck,
 		SnapshotThreshold: f.snapThreshold, TrailingLogs: f.trailingLogs, GroupLinger: f.groupLinger,
 		CheckInvariants: f.checkInvariants, ApplyArchive: f.applyArchive, Logger: log,
 		FaucetGrantsPerHour: f.faucetGrants, FaucetGrantMsat: f.faucetGrantSats * 1000,

@@ -14,7 +14,7 @@ import (
 )
 
 // opsFlags are serve's operations flags (issue 16): log format, the
-// read-only metrics token, scheduled backups.
+// read-only metrics token, scheduled backups, the scheduled replica check.
 type opsFlags struct {
 	logFormat        string
 	metricsTokenFile string
@@ -23,6 +23,7 @@ type opsFlags struct {
 	backupKeep       int
 	gcPercent        int
 	memoryLimitMB    int64
+	replicaCheck     time.Duration
 }
 
 func addOpsFlags(fl *pflag.FlagSet, f *opsFlags) {
@@ -32,6 +33,7 @@ func addOpsFlags(fl *pflag.FlagSet, f *opsFlags) {
 	fl.DurationVar(&f.backupEvery, "backup-every", time.Hour, "interval between scheduled backups (with --backup-dir; at least 1m)")
 	fl.IntVar(&f.backupKeep, "backup-keep", 24, "backups of this node kept in --backup-dir; older ones are deleted")
 	fl.IntVar(&f.gcPercent, "gc-percent", DefaultGCPercent, "garbage collector pace (Go's GOGC; the GOGC environment variable wins): heap growth in percent of the live heap before a collection")
+	fl.DurationVar(&f.replicaCheck, "replica-check-interval", cluster.DefaultReplicaCheckInterval, "while this node leads, compare every member's state hash at one index this often and export the outcome as perpd_replicas_check_* metrics (at least 10s; 0: off)")
 	fl.Int64Var(&f.memoryLimitMB, "memory-limit-mb", -1, "soft memory limit in MiB (Go's GOMEMLIMIT, which wins): the collector works harder near it; -1 is three quarters of the machine's memory, 0 none")
 }
 
@@ -47,6 +49,9 @@ func (f *opsFlags) validate() error {
 	}
 	if f.memoryLimitMB < -1 {
 		return fmt.Errorf("--memory-limit-mb %d: -1 (three quarters of the machine), 0 (none) or a size", f.memoryLimitMB)
+	}
+	if f.replicaCheck != 0 && f.replicaCheck < cluster.MinReplicaCheckInterval {
+		return fmt.Errorf("--replica-check-interval %v: at least %v, or 0 to switch the check off", f.replicaCheck, cluster.MinReplicaCheckInterval)
 	}
 	if f.backupDir != "" {
 		if f.backupEvery < time.Minute {

@@ -19,6 +19,8 @@ func TestServeChecksItsOperationsFlags(t *testing.T) {
 		{"no backup kept", []string{"--backup-dir", t.TempDir(), "--backup-keep", "0"}, "--backup-keep"},
 		{"a collector pace below 10", []string{"--gc-percent", "5"}, "--gc-percent"},
 		{"a negative memory limit", []string{"--memory-limit-mb", "-2"}, "--memory-limit-mb"},
+		{"a replica check more often than every 10s", []string{"--replica-check-interval", "9s"}, "--replica-check-interval 9s: at least 10s"},
+		{"a negative replica check interval", []string{"--replica-check-interval", "-1m"}, "--replica-check-interval -1m0s: at least 10s"},
 		{"a missing metrics token file", []string{"--metrics-token-file", filepath.Join(t.TempDir(), "none")}, "--metrics-token-file"},
 	}
 	world := filepath.Join(t.TempDir(), "world-readable")
@@ -40,8 +42,11 @@ func TestServeChecksItsOperationsFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := serveWith(t, "--log-format", "json", "--metrics-token-file", tok, "--backup-dir", t.TempDir(),
-		"--backup-every", "1m", "--backup-keep", "3"); err != nil {
+		"--backup-every", "1m", "--backup-keep", "3", "--replica-check-interval", "10s"); err != nil {
 		t.Fatalf("valid operations flags: %v", err)
+	}
+	if err := serveWith(t, "--replica-check-interval", "0"); err != nil {
+		t.Fatalf("the replica check switched off: %v", err)
 	}
 }
 

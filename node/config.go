@@ -27,6 +27,10 @@ type Config struct {
 	// MetricsToken, when set, is a second bearer token accepted only by
 	// GET /metrics on the admin listener (a read-only scrape credential).
 	MetricsToken string
+	// ReplicaCheckInterval, when positive, is how often the leader
+	// compares every member's state hash at one index (cluster.ReplicaWatch)
+	// and reports the outcome as metrics; zero never does.
+	ReplicaCheckInterval time.Duration
 	// ClusterSecret is shared by every member and never reaches operators.
 	// The peer credential of node-to-node calls, the simulated rail's node
 	// key and the confirm-token MAC key are derived from it (HKDF, one

@@ -235,6 +235,8 @@ func (c *Cluster) tryStart(m *Member, fresh bool) error {
 		ProposeTimeout:     c.cfg.proposeTimeout,
 		CheckInvariants:    c.cfg.checkInvariants,
 		Logger:             log,
+
+		ReplicaCheckInterval: c.cfg.replicaCheck,
 	})
 	if err != nil {
 		closeAll()

@@ -30,6 +30,7 @@ type config struct {
 	assemble          Assembler
 	tls               bool
 	metricsToken      string
+	replicaCheck      time.Duration
 	logJSON           bool
 }
 
@@ -107,6 +108,11 @@ func TLS() Option { return func(c *config) { c.tls = true } }
 
 // MetricsToken gives every member a read-only metrics token.
 func MetricsToken(tok string) Option { return func(c *config) { c.metricsToken = tok } }
+
+// ReplicaCheckInterval makes the leader compare the replicas this often
+// (node.Config.ReplicaCheckInterval); only assemblers that wire the watch
+// (cli.Assemble) run it.
+func ReplicaCheckInterval(d time.Duration) Option { return func(c *config) { c.replicaCheck = d } }
 
 // LogJSON makes every member log in hclog's JSON format (serve --log-format json).
 func LogJSON() Option { return func(c *config) { c.logJSON = true } }
