@@ -32,7 +32,8 @@ const maxForwardBytes = 8 << 20
 // payout results, oracle prints, genesis, ticks) is proposed by the
 // leader's own drivers and is refused from a forward, so that a node, or
 // whoever holds its credentials, cannot credit an account by forwarding a
-// settlement. A new client-write command type must be added here.
+// settlement. A new client-write command type must be added here
+// (httpapi's TestEveryClientCommandIsForwardable fails until it is).
 var forwardable = map[fsm.CmdType]bool{
 	fsm.CmdNoop:                true,
 	fsm.CmdNodeMeta:            true,
@@ -62,6 +63,14 @@ var forwardable = map[fsm.CmdType]bool{
 	fsm.CmdUSDxAttest:   true,
 	fsm.CmdUSDxHalt:     true,
 	fsm.CmdUSDxParams:   true,
+	// Growth programmes: referral, leaderboard and promoter writes.
+	fsm.CmdReferralCode:        true,
+	fsm.CmdReferralBind:        true,
+	fsm.CmdReferralClaim:       true,
+	fsm.CmdLeaderboardSettings: true,
+	fsm.CmdPromoterApply:       true,
+	fsm.CmdPromoterCode:        true,
+	fsm.CmdPromoterClaim:       true,
 }
 
 // Forwardable reports whether a follower may forward commands of type t.
