@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/perpd/perpd/fsm"
 	"net"
 	"net/http"
 	"os"
@@ -94,6 +95,9 @@ func runServe(parent context.Context, f serveFlags) error {
 	}
 	if f.groupLinger > node.MaxGroupLinger {
 		return fmt.Errorf("--group-linger %v: at most %v (a write would wait that long for company)", f.groupLinger, node.MaxGroupLinger)
+	}
+	if f.faucetGrantSats < 0 || f.faucetGrantSats > fsm.MaxFaucetGrantMsat/1000 {
+		return fmt.Errorf("--faucet-grant-sats %d: between 0 (the default grant) and %d", f.faucetGrantSats, fsm.MaxFaucetGrantMsat/1000)
 	}
 	proxies := splitList(f.trustedProxies)
 	if err := httpapi.ValidateTrustedProxies(proxies); err != nil {

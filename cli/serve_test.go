@@ -53,6 +53,8 @@ func TestServeChecksItsFlagsBeforeStarting(t *testing.T) {
 		{"half the TLS flags", []string{"--tls-cert", "x.pem"}, "go together"},
 		{"a group linger past its bound", []string{"--group-linger", "1s"}, "--group-linger"},
 		{"an apply archive on prod", []string{"--deployment", "prod", "--apply-archive", "a.jsonl"}, "--apply-archive"},
+		{"a faucet grant past a bitcoin", []string{"--faucet-grant-sats", "100000001"}, "--faucet-grant-sats"},
+		{"a negative faucet grant", []string{"--faucet-grant-sats", "-1"}, "--faucet-grant-sats"},
 	}
 	for _, tc := range cases {
 		if err := serveWith(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {

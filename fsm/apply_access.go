@@ -6,6 +6,7 @@ import (
 
 	"github.com/perpd/perpd/fsm/access"
 	"github.com/perpd/perpd/fsm/funds"
+	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/wire"
 )
 
@@ -126,6 +127,18 @@ type FaucetResult struct {
 	GrantsRemainingThisHour int      `json:"grantsRemainingThisHour"`
 }
 
+// LevelFaucetBounded is the feature level (fsm.FeatureLevel) from which a
+// genesis refuses a faucet grant above MaxFaucetGrantMsat, and a faucet
+// call whose grant the ledger could not credit is refused before the
+// grant is taken. Below it an oversized grant (an operator's typo in
+// --faucet-grant-sats) made the first faucet call halt every replica
+// (found by a review on 2026-11-27).
+const LevelFaucetBounded uint32 = 6
+
+// MaxFaucetGrantMsat bounds one faucet grant from LevelFaucetBounded:
+// one bitcoin of test money.
+const MaxFaucetGrantMsat int64 = 100_000_000_000
+
 // applyFaucet grants test sats through the same settlement as a paid
 // invoice, so the grant is an ordinary deposit record.
 func applyFaucet(c *Ctx) (int, any, *wire.Refusal) {
@@ -137,6 +150,13 @@ func applyFaucet(c *Ctx) (int, any, *wire.Refusal) {
 		return 0, nil, wire.Refuse(http.StatusForbidden, wire.CodeFeatureUnavailable, "the faucet is testnet only")
 	}
 	acct := c.Cmd.Account
+	if c.St.FeatureLevel >= LevelFaucetBounded {
+		amount := c.St.Access.Faucet.GrantMsat
+		if err := c.St.Ledger.CanCredit(ledger.Free(acct), amount); err != nil || amount > funds.MaxMoneyMsat {
+			return 0, nil, wire.Refuse(http.StatusServiceUnavailable, wire.CodeFeatureUnavailable,
+				"the faucet cannot grant %d msat now", amount)
+		}
+	}
 	if ref := c.St.Access.TakeFaucetGrant(acct, c.Now()); ref != nil {
 		return 0, nil, ref
 	}

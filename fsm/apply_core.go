@@ -84,6 +84,9 @@ func applyGenesis(c *Ctx) (int, any, *wire.Refusal) {
 	if p.FeatureLevel > FeatureLevel {
 		return 0, nil, wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "genesis at feature level %d; this build implements %d", p.FeatureLevel, FeatureLevel)
 	}
+	if p.FeatureLevel >= LevelFaucetBounded && (p.FaucetGrantMsat < 0 || p.FaucetGrantMsat > MaxFaucetGrantMsat) {
+		return 0, nil, wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "faucet grant %d msat outside [0, %d]", p.FaucetGrantMsat, MaxFaucetGrantMsat)
+	}
 	c.St.Genesis = &Genesis{TsMs: c.Now(), Seed: p.Seed, Deployment: p.Deployment}
 	c.St.FeatureLevel = max(c.St.FeatureLevel, p.FeatureLevel)
 	enableDomains(c.St)

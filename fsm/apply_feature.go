@@ -59,7 +59,13 @@ import (
 //	   part at the mark, a release takes its part in kind
 //	   (usdx.LevelEscrowInPrice); an uncovered shortfall halts mints and
 //	   stakes until it is repaid (usdx.LevelShortfallHaltsMints).
-const FeatureLevel uint32 = 5
+//	6: a bracket leg arms even when its market's price index is full
+//	   (trade.LevelLegsArmPast); a USDx withdrawal's token-rail transfer id
+//	   carries its seq, so a trimmed withdrawal's id is never paid again
+//	   (usdx.LevelFreshRailIDs); the faucet grant is bounded at genesis and
+//	   a faucet call the ledger could not credit is refused
+//	   (LevelFaucetBounded).
+const FeatureLevel uint32 = 6
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
 // and leaderboard programmes (issue 15) and Proof of Reserves (issue 14):

@@ -50,8 +50,8 @@ func TokenRailDriver(r tokenrail.Rail) func(*Node) {
 
 func (n *Node) tokenPass(r tokenrail.Rail) {
 	type wd struct {
-		id, addr string
-		usdx     int64
+		id, railID, addr string
+		usdx             int64
 	}
 	var wds []wd
 	var frz []struct {
@@ -67,7 +67,7 @@ func (n *Node) tokenPass(r tokenrail.Rail) {
 			if len(wds) == MaxTokenOpsPerPass {
 				break
 			}
-			wds = append(wds, wd{w.ID, w.SparkAddress, w.Usdx})
+			wds = append(wds, wd{w.ID, w.TransferID(), w.SparkAddress, w.Usdx})
 		}
 		for _, f := range st.USDx.PendingFreezes() {
 			if len(frz) == MaxTokenOpsPerPass {
@@ -86,7 +86,7 @@ func (n *Node) tokenPass(r tokenrail.Rail) {
 		if !n.IsLeader() {
 			return
 		}
-		ref, err := r.Transfer(ctx, w.id, w.usdx, w.addr)
+		ref, err := r.Transfer(ctx, w.railID, w.usdx, w.addr)
 		if err != nil {
 			return // the next pass asks again
 		}

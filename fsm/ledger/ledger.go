@@ -80,15 +80,23 @@ func (l *Ledger) Transfer(from, to string, msat int64) error {
 
 // Credit brings msat into the venue (a settled deposit) into account to.
 func (l *Ledger) Credit(to string, msat int64) error {
+	if err := l.CanCredit(to, msat); err != nil {
+		return err
+	}
+	l.set(to, l.Balances[to]+msat)
+	l.CreditedMsat += msat
+	return nil
+}
+
+// CanCredit reports whether Credit(to, msat) would succeed, changing
+// nothing.
+func (l *Ledger) CanCredit(to string, msat int64) error {
 	if msat <= 0 {
 		return ErrNonPositive
 	}
-	tb := l.Balances[to]
-	if tb > math.MaxInt64-msat || l.CreditedMsat > math.MaxInt64-msat {
+	if l.Balances[to] > math.MaxInt64-msat || l.CreditedMsat > math.MaxInt64-msat {
 		return ErrOverflow
 	}
-	l.set(to, tb+msat)
-	l.CreditedMsat += msat
 	return nil
 }
 

@@ -336,12 +336,20 @@ func (s *State) newTrigger(o *Order) *Account {
 }
 
 // arm puts a trigger in its market's price index.
-func (s *State) arm(o *Order, midQ8 int64) {
+func (s *State) arm(o *Order, midQ8 int64) { s.armIn(o, midQ8, false) }
+
+// armIn is arm; past lets the entry in beyond the index's bound (a leg
+// whose room was taken when its bracket was placed).
+func (s *State) armIn(o *Order, midQ8 int64, past bool) {
 	book := s.book(o.MarketID)
 	if book.LastMidQ8 == 0 {
 		book.LastMidQ8 = midQ8
 	}
-	if err := book.Index.Insert(indexID(o.No), o.TriggerQ8, o.Dir); err != nil {
+	insert := book.Index.Insert
+	if past {
+		insert = book.Index.InsertPast
+	}
+	if err := insert(indexID(o.No), o.TriggerQ8, o.Dir); err != nil {
 		panic("trade: index trigger " + o.OrderID + ": " + err.Error())
 	}
 	o.TrigState, o.LevelQ8 = TrigArmed, o.TriggerQ8
@@ -356,9 +364,22 @@ func (s *State) armLeg(env *Env, o *Order) {
 		s.execTrigger(env, m, pr, o)
 		return
 	}
-	s.arm(o, pr.MidQ8)
+	s.armIn(o, pr.MidQ8, env.Level >= LevelLegsArmPast)
 	s.changed(env, o)
 }
+
+// LevelLegsArmPast is the feature level (fsm.FeatureLevel) from which a
+// bracket leg arms even when its market's price index is full. A bracket
+// with a trigger entry takes room for its entry and legs when it is
+// placed, but only the entry enters the index then; the legs go in when
+// it fires. Below this level, reduce-only triggers (which need no
+// position) could fill the index meanwhile, the second leg's insert
+// failed and every replica halted on that print (found by a review on
+// 2026-11-27). The index may then pass its bound by at most one entry
+// per such bracket that fired (its entry leaves, two legs come in), and
+// every one of those brackets held a slot: it never holds more than twice
+// PriceIndexEntriesMax, and nothing new is placed while it is past it.
+const LevelLegsArmPast uint32 = 6
 
 // execTrigger executes a trigger that fired (already out of the index) as
 // a market order against pr, or blocks it: market_halted, reduce_only (a

@@ -3,6 +3,7 @@ package usdx
 import (
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/perpd/perpd/fsm/wire"
@@ -80,8 +81,21 @@ func (s *State) Withdraw(e *Env, accountID, id string, q int64, addr string) (Wi
 	}
 	s.activity(e, accountID, Activity{Event: "withdrawal", Ref: id, Usdx: q, State: w.State})
 	w.Seq = hh.Activity[len(hh.Activity)-1].Seq
+	if e.T.Level >= LevelFreshRailIDs {
+		w.RailID = id + "." + strconv.FormatUint(w.Seq, 10)
+	}
 	return NewWithdrawalView(w), nil
 }
+
+// LevelFreshRailIDs is the feature level (fsm.FeatureLevel) from which a
+// withdrawal's transfer id on the token rail carries its seq (RailID).
+// The id alone comes from the account and the client's idempotency key;
+// once the withdrawal was trimmed (WithdrawalsKept) and the idempotency
+// store had forgotten the key, the same key made a new withdrawal under
+// the same id, the rail (idempotent by id) answered the first transfer's
+// ref and moved nothing, and the holder's USDx was marked paid and lost
+// (found by a review on 2026-11-27).
+const LevelFreshRailIDs uint32 = 6
 
 // Paid records the custody transfer of a requested withdrawal: the USDx
 // is outside custody from now on. Unknown or already paid: not_found /

@@ -189,6 +189,19 @@ type Withdrawal struct {
 	RequestedTsMs int64  `cbor:"7,keyasint"`
 	PaidTsMs      int64  `cbor:"8,keyasint,omitempty"`
 	Seq           uint64 `cbor:"9,keyasint"`
+	// RailID names the custody transfer to the token rail, from
+	// LevelFreshRailIDs: ID, which the client's idempotency key derives,
+	// and this entry's seq, so it is never reused (TransferID).
+	RailID string `cbor:"10,keyasint,omitempty"`
+}
+
+// TransferID is the id the token rail's transfer carries: RailID, or ID
+// for a withdrawal requested below LevelFreshRailIDs.
+func (w *Withdrawal) TransferID() string {
+	if w.RailID != "" {
+		return w.RailID
+	}
+	return w.ID
 }
 
 // Withdrawal states.
