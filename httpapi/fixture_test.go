@@ -53,6 +53,13 @@ func newTestAPI(t *testing.T, mut ...func(*node.Config)) *testAPI {
 // newTestAPIWith is newTestAPI with server options.
 func newTestAPIWith(t *testing.T, opts []Option, mut ...func(*node.Config)) *testAPI {
 	t.Helper()
+	return newDrivenTestAPI(t, opts, nil, mut...)
+}
+
+// newDrivenTestAPI is newTestAPIWith with leader drivers (a rail's),
+// registered before the node starts, as `perpd serve` does.
+func newDrivenTestAPI(t *testing.T, opts []Option, drivers []func(*node.Node), mut ...func(*node.Config)) *testAPI {
+	t.Helper()
 	cfg := node.Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: freeAddr(t), HTTPAddr: "127.0.0.1:1",
 		AdminAddr: "127.0.0.1:2", Bootstrap: true, AdminToken: "test-token", CheckInvariants: true,
 		TickInterval: 50 * time.Millisecond, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: io.Discard})}
@@ -62,6 +69,9 @@ func newTestAPIWith(t *testing.T, opts []Option, mut ...func(*node.Config)) *tes
 	n, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, d := range drivers {
+		n.AddLeaderDriver(d)
 	}
 	n.Start()
 	a := &testAPI{t: t, node: n, srv: New(n, cfg.Logger, opts...)}

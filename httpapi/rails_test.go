@@ -4,15 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/fsm/funds"
@@ -31,36 +27,29 @@ type railAPI struct {
 
 func newRailAPI(t *testing.T) *railAPI {
 	t.Helper()
-	cfg := node.Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: freeAddr(t), HTTPAddr: "127.0.0.1:1",
-		AdminAddr: "127.0.0.1:2", Bootstrap: true, AdminToken: "test-token", CheckInvariants: true,
-		TickInterval: 50 * time.Millisecond, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: io.Discard})}
-	key, err := rail.NodeKeyFromSecret(cfg.AdminToken)
+	return newRailAPIWith(t, nil)
+}
+
+// newRailAPIWith is newRailAPI with the payout driver and the API on
+// wrap(sim) instead of the simulated rail itself (nil wrap: the simulated
+// rail). The simulation keeps its own payout book, so Book().Executed()
+// counts this test's payouts only.
+func newRailAPIWith(t *testing.T, wrap func(*rail.SimRail) rail.Rail) *railAPI {
+	t.Helper()
+	key, err := rail.NodeKeyFromSecret("test-token") // the fixture's AdminToken
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := rail.NewSimRail(rail.SimConfig{Network: rail.Testnet, NodeKey: key})
+	sim, err := rail.NewSimRail(rail.SimConfig{Network: rail.Testnet, NodeKey: key, Book: rail.NewSimBook()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.New(cfg)
-	if err != nil {
-		t.Fatal(err)
+	var r rail.Rail = sim
+	if wrap != nil {
+		r = wrap(sim)
 	}
-	n.AddLeaderDriver(node.RailDriver(r))
-	n.Start()
-	a := &testAPI{t: t, node: n, srv: New(n, cfg.Logger, WithRail(r), WithBudgets(withdrawHeavyBudgets()))}
-	a.http = httptest.NewServer(a.srv)
-	t.Cleanup(func() {
-		validateExchanges(t, a)
-		a.http.Close()
-		_ = n.Shutdown()
-	})
-	waitFor(t, "genesis", func() bool {
-		ready := false
-		n.Machine().Read(func(st *fsm.State, _ uint64) { ready = st.Genesis != nil })
-		return ready
-	})
-	return &railAPI{testAPI: a, rail: r}
+	a := newDrivenTestAPI(t, []Option{WithRail(r), WithBudgets(withdrawHeavyBudgets())}, []func(*node.Node){node.RailDriver(r)})
+	return &railAPI{testAPI: a, rail: sim}
 }
 
 // withdrawHeavyBudgets lifts the withdraw budget, so that one test can

@@ -17,9 +17,15 @@ import (
 const MaxPayoutsPerPass = 64
 
 // RailDriver returns the leader driver of the payment rail: on every tick,
-// and at once when a withdrawal is requested, the leader sends the open
+// and at once when a withdrawal is requested, the leader sends open
 // withdrawals (requested or queued) to r.Pay and proposes each answer as
 // CmdWithdrawalResult, which is where money moves.
+//
+// A pass sends first the withdrawals this leader has not sent yet,
+// requested ones before queued ones, oldest first, then asks again about
+// payouts the rail answered "pending" once each one's back-off is over (a
+// retrySchedule), so payouts held in flight by the rail never keep a newer
+// withdrawal from it.
 //
 // Passes run one at a time on their own goroutine, so a slow rail never
 // delays the tick. Pay is idempotent by RailRef across nodes (the Rail
@@ -46,6 +52,7 @@ func (n *Node) runPayouts(r rail.Rail, kick chan struct{}) {
 	defer n.wg.Done()
 	sub := n.Events.Subscribe()
 	defer n.Events.Unsubscribe(sub)
+	var sched retrySchedule
 	for {
 		select {
 		case <-n.stop:
@@ -60,7 +67,7 @@ func (n *Node) runPayouts(r rail.Rail, kick chan struct{}) {
 		case <-kick:
 		}
 		if n.IsLeader() {
-			n.payoutPass(r)
+			n.payoutPass(r, &sched)
 		}
 	}
 }
@@ -82,21 +89,28 @@ type payoutJob struct {
 	reason string
 }
 
-// payoutPass sends up to MaxPayoutsPerPass open withdrawals, oldest first.
-func (n *Node) payoutPass(r rail.Rail) {
-	var jobs []payoutJob
+// payoutPass sends up to MaxPayoutsPerPass open withdrawals, in the order
+// sched picks them.
+func (n *Node) payoutPass(r rail.Rail, sched *retrySchedule) {
+	sched.inTerm(n.Raft.CurrentTerm())
+	var open []payoutJob
 	n.machine.Read(func(st *fsm.State, _ uint64) {
-		for _, seq := range st.Funds.Open {
-			if len(jobs) == MaxPayoutsPerPass {
-				break
+		open = make([]payoutJob, 0, len(st.Funds.Open))
+		// Requested before queued: a requested withdrawal was promised to
+		// the rail at once (its create answer said queued: false), while a
+		// queued one waits behind the rail already.
+		for _, state := range [...]string{funds.StateRequested, funds.StateQueued} {
+			for _, seq := range st.Funds.Open {
+				if w := st.Funds.Withdrawals[seq]; w.State == state {
+					open = append(open, payoutJob{
+						payout: rail.Payout{RailRef: w.RailRef, Path: w.Path, Destination: w.Destination, AmountMsat: w.AmountMsat},
+						state:  w.State, reason: w.Reason})
+				}
 			}
-			w := st.Funds.Withdrawals[seq]
-			jobs = append(jobs, payoutJob{
-				payout: rail.Payout{RailRef: w.RailRef, Path: w.Path, Destination: w.Destination, AmountMsat: w.AmountMsat},
-				state:  w.State, reason: w.Reason})
 		}
 	})
-	for _, j := range jobs {
+	picked := sched.pick(len(open), func(i int) string { return open[i].payout.RailRef }, time.Now(), MaxPayoutsPerPass)
+	for _, i := range picked {
 		select {
 		case <-n.stop:
 			return
@@ -105,13 +119,22 @@ func (n *Node) payoutPass(r rail.Rail) {
 		if !n.IsLeader() {
 			return
 		}
+		j := open[i]
 		res := r.Pay(j.payout)
 		if res.Status == rail.PayoutPending && j.state == funds.StateQueued && funds.CleanReason(res.Reason) == j.reason {
-			continue // nothing new to record
+			sched.wait(j.payout.RailRef, time.Now()) // nothing new to record
+			continue
 		}
 		_, err := n.proposeInternal(fsm.CmdWithdrawalResult, funds.PayoutResult{RailRef: j.payout.RailRef, Status: res.Status, Reason: res.Reason})
 		if err != nil {
-			return // no quorum now; the next pass asks again, and Pay answers the same
+			// No quorum now: the payout keeps its place in sched, the
+			// next pass asks again, and Pay answers the same.
+			return
+		}
+		if res.Status == rail.PayoutPending {
+			sched.wait(j.payout.RailRef, time.Now())
+		} else {
+			sched.forget(j.payout.RailRef)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -13,10 +14,21 @@ import (
 // the token rail driver sends; the rest wait for the next tick.
 const MaxTokenOpsPerPass = 64
 
+// tokenCallTimeout bounds one call to the token rail, so that a call that
+// hangs costs its own item a retry, not the rest of the pass.
+const tokenCallTimeout = 10 * time.Second
+
 // TokenRailDriver returns the leader driver of the USDx token rail: on
 // every tick the leader sends the requested USDx withdrawals to
 // r.Transfer and the requested freeze log entries to r.Freeze, and
 // proposes each answer (CmdUSDxWithdrawalPaid, CmdUSDxFreezeApplied).
+//
+// A call that fails is logged and the pass goes on with the next item;
+// the failed item is tried again on a later pass after a back-off, and
+// the items not tried yet go first (a retrySchedule each for withdrawals
+// and freezes), so one transfer the issuer keeps refusing never holds up
+// the others.
+//
 // Transfer is idempotent by withdrawal id, and the state machine records
 // each withdrawal's payment and each freeze once (a repeat is refused), so
 // a pass repeated by a new leader never pays twice. Passes run one at a
@@ -29,6 +41,7 @@ func TokenRailDriver(r tokenrail.Rail) func(*Node) {
 			n.wg.Add(1)
 			go func() {
 				defer n.wg.Done()
+				var wdSched, frzSched retrySchedule
 				for {
 					select {
 					case <-n.stop:
@@ -36,7 +49,7 @@ func TokenRailDriver(r tokenrail.Rail) func(*Node) {
 					case <-kick:
 					}
 					if n.IsLeader() {
-						n.tokenPass(r)
+						n.tokenPass(r, &wdSched, &frzSched)
 					}
 				}
 			}()
@@ -48,62 +61,81 @@ func TokenRailDriver(r tokenrail.Rail) func(*Node) {
 	}
 }
 
-func (n *Node) tokenPass(r tokenrail.Rail) {
-	type wd struct {
-		id, railID, addr string
-		usdx             int64
-	}
-	var wds []wd
-	var frz []struct {
-		seq    uint64
-		addr   string
-		freeze bool
-	}
+type tokenWithdrawal struct {
+	id, railID, addr string
+	usdx             int64
+}
+
+type tokenFreeze struct {
+	seq    uint64
+	addr   string
+	freeze bool
+}
+
+// tokenPass sends up to MaxTokenOpsPerPass requested USDx withdrawals and
+// as many requested freezes, in the order their schedules pick them.
+func (n *Node) tokenPass(r tokenrail.Rail, wdSched, frzSched *retrySchedule) {
+	term := n.Raft.CurrentTerm()
+	wdSched.inTerm(term)
+	frzSched.inTerm(term)
+	var wds []tokenWithdrawal
+	var frz []tokenFreeze
 	n.machine.Read(func(st *fsm.State, _ uint64) {
 		if st.USDx == nil {
 			return // below fsm.LevelDomains
 		}
 		for _, w := range st.USDx.PendingWithdrawals() {
-			if len(wds) == MaxTokenOpsPerPass {
-				break
-			}
-			wds = append(wds, wd{w.ID, w.TransferID(), w.SparkAddress, w.Usdx})
+			wds = append(wds, tokenWithdrawal{w.ID, w.TransferID(), w.SparkAddress, w.Usdx})
 		}
 		for _, f := range st.USDx.PendingFreezes() {
-			if len(frz) == MaxTokenOpsPerPass {
-				break
-			}
-			frz = append(frz, struct {
-				seq    uint64
-				addr   string
-				freeze bool
-			}{f.Seq, f.SparkAddress, f.Action == "freeze"})
+			frz = append(frz, tokenFreeze{f.Seq, f.SparkAddress, f.Action == "freeze"})
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for _, w := range wds {
-		if !n.IsLeader() {
+	go func() { // shutdown waits for the drivers: it must not wait for the rail
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	now := time.Now()
+	for _, i := range wdSched.pick(len(wds), func(i int) string { return wds[i].id }, now, MaxTokenOpsPerPass) {
+		if ctx.Err() != nil || !n.IsLeader() {
 			return
 		}
-		ref, err := r.Transfer(ctx, w.railID, w.usdx, w.addr)
+		w := wds[i]
+		callCtx, cancelCall := context.WithTimeout(ctx, tokenCallTimeout)
+		ref, err := r.Transfer(callCtx, w.railID, w.usdx, w.addr)
+		cancelCall()
 		if err != nil {
-			return // the next pass asks again
+			delay := wdSched.wait(w.id, time.Now())
+			n.cfg.Logger.Warn("usdx transfer failed; the pass goes on", "withdrawal", w.id, "err", err, "retry_in", delay)
+			continue
 		}
 		if _, err := n.proposeInternal(fsm.CmdUSDxWithdrawalPaid, fsm.USDxWithdrawalPaidPayload{WithdrawalID: w.id, IssuerRef: ref}); err != nil {
-			return
+			return // no quorum now; the next pass asks again, and Transfer answers the same
 		}
+		wdSched.forget(w.id)
 	}
-	for _, f := range frz {
-		if !n.IsLeader() {
+	freezeKey := func(i int) string { return strconv.FormatUint(frz[i].seq, 10) }
+	for _, i := range frzSched.pick(len(frz), freezeKey, now, MaxTokenOpsPerPass) {
+		if ctx.Err() != nil || !n.IsLeader() {
 			return
 		}
-		ref, impacted, err := r.Freeze(ctx, f.addr, f.freeze)
+		f := frz[i]
+		callCtx, cancelCall := context.WithTimeout(ctx, tokenCallTimeout)
+		ref, impacted, err := r.Freeze(callCtx, f.addr, f.freeze)
+		cancelCall()
 		if err != nil {
-			return
+			delay := frzSched.wait(freezeKey(i), time.Now())
+			n.cfg.Logger.Warn("usdx freeze failed; the pass goes on", "seq", f.seq, "address", f.addr, "err", err, "retry_in", delay)
+			continue
 		}
 		if _, err := n.proposeInternal(fsm.CmdUSDxFreezeApplied, fsm.USDxFreezeAppliedPayload{Seq: f.seq, IssuerRef: ref, ImpactedMicro: impacted}); err != nil {
 			return
 		}
+		frzSched.forget(freezeKey(i))
 	}
 }

@@ -1,0 +1,127 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/fsm/usdx"
+	"github.com/perpd/perpd/node"
+	"github.com/perpd/perpd/node/rail"
+	"github.com/perpd/perpd/node/tokenrail"
+)
+
+// inFlightRail is the simulated rail, except that a Lightning payout stays
+// in flight: Pay answers "pending" (the Rail contract's "ask again later"),
+// as a real Lightning rail does while an HTLC is unresolved.
+type inFlightRail struct{ *rail.SimRail }
+
+func (r inFlightRail) Pay(p rail.Payout) rail.PayoutResult {
+	if p.Path == rail.PathLightning {
+		return rail.PayoutResult{Status: rail.PayoutPending, Reason: "HTLC in flight"}
+	}
+	return r.SimRail.Pay(p)
+}
+
+// A withdrawal created with queued:false is handed to the rail at once,
+// however many older payouts the rail holds in flight: a full pass of
+// pending Lightning payouts (MaxPayoutsPerPass of them) does not keep a
+// later Spark withdrawal from the rail. Found by a review: the driver
+// took the oldest MaxPayoutsPerPass open withdrawals on every pass, so the
+// Spark payout was never sent.
+func TestPayoutDriverSendsNewWithdrawalsPastPendingPayouts(t *testing.T) {
+	a := newRailAPIWith(t, func(s *rail.SimRail) rail.Rail { return inFlightRail{s} })
+	key, _ := a.funded()
+	inv := payoutInvoice(t, 1_000)
+	for i := 0; i < node.MaxPayoutsPerPass; i++ {
+		r := a.withdraw(key, map[string]any{"invoice": inv, "amountMsat": "1000"})
+		if r.status != 201 {
+			t.Fatalf("lightning withdrawal %d: %d %s", i, r.status, r.body)
+		}
+	}
+	r := a.withdraw(key, map[string]any{"toAddress": a.sparkAddr("starved"), "amountMsat": "1000000"})
+	if r.status != 201 || r.json(t)["queued"] != false {
+		t.Fatalf("spark withdrawal: %d %s", r.status, r.body)
+	}
+	ref := r.json(t)["railRef"].(string)
+	// The simulated rail pays a Spark payout at once; give the driver
+	// plenty of passes (a tick is 50 ms).
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if a.rail.Book().Executed() > 0 {
+			a.waitState(key, ref, "paid")
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var state string
+	a.node.Machine().Read(func(st *fsm.State, _ uint64) {
+		state = st.Funds.Withdrawals[st.Funds.WithdrawalByRailRef[ref]].State
+	})
+	t.Fatalf("spark withdrawal %s never reached the rail (state %s): it waits behind %d pending Lightning payouts",
+		ref, state, node.MaxPayoutsPerPass)
+}
+
+// refusingTokenRail is the simulated token rail, except that the issuer
+// refuses every transfer to one address: a USDx withdrawal that keeps
+// failing.
+type refusingTokenRail struct {
+	*tokenrail.Sim
+	refused  string
+	attempts atomic.Int64 // transfers to refused
+}
+
+func (r *refusingTokenRail) Transfer(ctx context.Context, id string, usdx int64, addr string) (string, error) {
+	if addr == r.refused {
+		r.attempts.Add(1)
+		return "", errors.New("the issuer refuses this address")
+	}
+	return r.Sim.Transfer(ctx, id, usdx, addr)
+}
+
+// A USDx withdrawal whose transfer keeps failing does not block the token
+// rail: a later withdrawal is paid and a later freeze applied, while the
+// failing one stays requested and is tried again on a later pass. Before,
+// one failing Transfer ended every pass, so nothing after it was sent.
+func TestTokenRailDriverPassesAFailingTransfer(t *testing.T) {
+	tr := &refusingTokenRail{Sim: tokenrail.NewSim(), refused: "sprt1refused"}
+	a := newDrivenTestAPI(t, []Option{WithTokenRail(tr)}, []func(*node.Node){node.TokenRailDriver(tr)})
+	a.listMarkets()
+	a.freshPrices()
+	key, _ := a.tradingAccount()
+	q := a.do(req{method: "POST", path: "/v1/usdx/quotes", key: key, body: map[string]any{"side": "mint", "usdx": "10"}}).json(t)
+	qid := q["quoteId"].(string)
+	if r := a.do(req{method: "POST", path: "/v1/usdx/mints", key: key, idem: qid, body: map[string]any{"quoteId": qid}}); r.status != 201 {
+		t.Fatalf("mint %d %s", r.status, r.body)
+	}
+	withdraw := func(addr, amount string) string {
+		r := a.do(req{method: "POST", path: "/v1/usdx/withdrawals", key: key, idem: nextIdem(),
+			body: map[string]any{"usdx": amount, "sparkAddress": addr}})
+		if r.status != 201 {
+			t.Fatalf("withdraw to %s: %d %s", addr, r.status, r.body)
+		}
+		return r.json(t)["withdrawalId"].(string)
+	}
+	stuck := withdraw(tr.refused, "2")
+	waitFor(t, "the failing transfer to be tried", func() bool { return tr.attempts.Load() > 0 })
+	later := withdraw("sprt1receiver", "3")
+	a.usdxOp(fsm.CmdUSDxFreeze, fsm.USDxFreezePayload{SparkAddress: "sprt1badactor", Action: "freeze", Reason: "sanctions"})
+	state := func(id string) (s string) {
+		a.node.Machine().Read(func(st *fsm.State, _ uint64) { s = st.USDx.Withdrawals[id].State })
+		return s
+	}
+	waitFor(t, "the later withdrawal paid and the freeze applied", func() bool {
+		applied := false
+		a.node.Machine().Read(func(st *fsm.State, _ uint64) {
+			applied = len(st.USDx.Freezes) == 1 && st.USDx.Freezes[0].State == usdx.FreezeApplied
+		})
+		return applied && state(later) == usdx.WithdrawalPaid
+	})
+	if s := state(stuck); s != usdx.WithdrawalRequested {
+		t.Fatalf("the refused withdrawal is %s, want still requested", s)
+	}
+	waitFor(t, "the failing transfer to be tried again", func() bool { return tr.attempts.Load() > 1 })
+}
