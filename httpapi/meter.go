@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"golang.org/x/time/rate"
 
+	"github.com/perpd/perpd/clientaddr"
 	"github.com/perpd/perpd/fsm/wire"
 	"github.com/perpd/perpd/node"
 )
@@ -232,13 +233,15 @@ func meterGuard(s *Server, r *Route) gin.HandlerFunc {
 }
 
 // subjectOf names whose buckets a request draws: its key and account on a
-// keyed route, else its client address.
+// keyed route, else its client address as the WebSocket cap counts it too
+// (an IPv6 client's whole /64 is one client: otherwise each of its
+// addresses would get a fresh public budget, the signup guard included).
 func subjectOf(c *gin.Context, r *Route) (subject, account string) {
 	if r.Auth == Keyed {
 		cl := callerOf(c)
 		return "key:" + cl.KeyID, cl.AccountID
 	}
-	return "ip:" + c.ClientIP(), ""
+	return "ip:" + clientaddr.Key(c.ClientIP()), ""
 }
 
 // draw takes one token of b for the caller of r on this node's meter, sets
