@@ -233,16 +233,20 @@ func meterGuard(s *Server, r *Route) gin.HandlerFunc {
 }
 
 // subjectOf names whose buckets a request draws: its key and account on a
-// keyed route, else its client address as the WebSocket cap counts it too
-// (an IPv6 client's whole /64 is one client: otherwise each of its
-// addresses would get a fresh public budget, the signup guard included).
+// keyed route, else its client address.
 func subjectOf(c *gin.Context, r *Route) (subject, account string) {
 	if r.Auth == Keyed {
 		cl := callerOf(c)
 		return "key:" + cl.KeyID, cl.AccountID
 	}
-	return "ip:" + clientaddr.Key(c.ClientIP()), ""
+	return addressSubject(c), ""
 }
+
+// addressSubject names the buckets of the request's client address, as
+// the WebSocket cap counts it too (an IPv6 client's whole /64 is one
+// client: otherwise each of its addresses would get a fresh public budget,
+// the signup guard included).
+func addressSubject(c *gin.Context) string { return "ip:" + clientaddr.Key(c.ClientIP()) }
 
 // draw takes one token of b for the caller of r on this node's meter, sets
 // the X-RateLimit headers, and answers 429 itself when the budget is empty.
