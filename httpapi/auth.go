@@ -134,8 +134,17 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 		}
 		h := HashKey(key)
 		cl, ok := s.lookupKey(h)
-		if !ok && s.catchUp(c) {
-			cl, ok = s.lookupKey(h)
+		if !ok && s.behind() {
+			// Waiting for the log comes before any key's budget can
+			// apply, so the wait is drawn from the client address's
+			// public read budget: made-up keys cannot hold a lagging
+			// node's goroutines beyond what one address may read.
+			if !s.rateAnswer(c, "read", s.meter.take(s.budgets["read"], addressSubject(c), "", time.Now())) {
+				return
+			}
+			if s.catchUp(c) {
+				cl, ok = s.lookupKey(h)
+			}
 		}
 		if !ok {
 			if s.behind() {
@@ -172,13 +181,10 @@ func (s *Server) lookupKey(h string) (caller, bool) {
 // apply what it already knows is committed.
 const keyCatchUpWait = time.Second
 
-// catchUp waits, when this node has applied less than the commit index it
-// knows of, until it has applied it (bounded). A key minted moments ago on
-// another node is then found instead of being refused as unknown.
+// catchUp waits, on a node that is behind, until it has applied the commit
+// index it knows of (bounded). A key minted moments ago on another node is
+// then found instead of being refused as unknown.
 func (s *Server) catchUp(c *gin.Context) bool {
-	if !s.behind() {
-		return false
-	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), keyCatchUpWait)
 	defer cancel()
 	return s.Node.WaitApplied(ctx, s.Node.Raft.CommitIndex()) == nil

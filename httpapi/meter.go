@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"golang.org/x/time/rate"
 
+	"github.com/perpd/perpd/clientaddr"
 	"github.com/perpd/perpd/fsm/wire"
 	"github.com/perpd/perpd/node"
 )
@@ -238,8 +239,14 @@ func subjectOf(c *gin.Context, r *Route) (subject, account string) {
 		cl := callerOf(c)
 		return "key:" + cl.KeyID, cl.AccountID
 	}
-	return "ip:" + c.ClientIP(), ""
+	return addressSubject(c), ""
 }
+
+// addressSubject names the buckets of the request's client address, as
+// the WebSocket cap counts it too (an IPv6 client's whole /64 is one
+// client: otherwise each of its addresses would get a fresh public budget,
+// the signup guard included).
+func addressSubject(c *gin.Context) string { return "ip:" + clientaddr.Key(c.ClientIP()) }
 
 // draw takes one token of b for the caller of r on this node's meter, sets
 // the X-RateLimit headers, and answers 429 itself when the budget is empty.

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +117,37 @@ func TestCancelIdempotencyCoversTheOrderID(t *testing.T) {
 	if o := a.do(req{method: "GET", path: "/v1/orders/b", key: key}).json(t); o["status"] != "accepted" {
 		t.Fatalf("b: %v", o)
 	}
+}
+
+// Any printable ASCII is a valid idempotency key and so a valid order id,
+// "/" and "+" included; SPEC: GET /v1/orders/{id} shows an order and
+// DELETE /v1/orders/{id} cancels it. A client sends the id as one escaped
+// path segment (url.PathEscape: "/" as %2F, "%" as %25, "?" as %3F, "#" as
+// %23, "+" as it is) and the server reads it back exactly.
+func TestOrderIDWithReservedCharactersCanBeReadAndCancelled(t *testing.T) {
+	a := newTestAPI(t)
+	a.listMarkets()
+	a.freshPrices()
+	key, _ := a.tradingAccount()
+	for _, id := range []string{"grid/1", "grid/2+x", "a+b", "a%2Fb", "50%", "q?x#y", "/+/"} {
+		r := a.do(req{method: "POST", path: "/v1/orders", key: key, idem: id,
+			body: orderBody("ETH-PERP", "buy", "limit", "10", map[string]any{"limitPriceQ8": "300000000000"})})
+		if r.status != 201 || r.json(t)["orderId"] != id || r.json(t)["status"] != "resting" {
+			t.Fatalf("limit order %q: %d %s", id, r.status, r.body)
+		}
+		path := "/v1/orders/" + url.PathEscape(id)
+		if g := a.do(req{method: "GET", path: path, key: key}); g.status != 200 || g.json(t)["orderId"] != id {
+			t.Errorf("GET %s: %d %s", path, g.status, g.body)
+		}
+		if d := a.do(req{method: "DELETE", path: path, key: key, idem: "cancel-" + id}); d.status != 200 {
+			t.Errorf("DELETE %s: %d %s", path, d.status, d.body)
+		}
+		if g := a.do(req{method: "GET", path: path, key: key}); g.status != 200 || g.json(t)["status"] != "canceled" {
+			t.Errorf("GET %s after the cancel: %d %s", path, g.status, g.body)
+		}
+	}
+	// Unescaped, the "/" separates segments: no route has that shape.
+	wantCode(t, a.do(req{method: "GET", path: "/v1/orders/grid/1", key: key}), 404, "not_found")
 }
 
 func TestOrderRefusalsOverHTTP(t *testing.T) {

@@ -150,7 +150,7 @@ func (s *Server) railFailure(c *gin.Context, err error) {
 
 // target resolves a withdrawal's destination and amount, answering 400
 // itself when they do not make a withdrawal. bodyAmount is nil when the
-// body has none.
+// body has none. It leaves an invoice's expiry to the caller.
 func (s *Server) target(c *gin.Context, invoice, toAddress *string, bodyAmount *int64) (rail.Destination, int64, bool) {
 	fail := func(format string, args ...any) (rail.Destination, int64, bool) {
 		invalid(c, fmt.Sprintf(format, args...))
@@ -178,8 +178,6 @@ func (s *Server) target(c *gin.Context, invoice, toAddress *string, bodyAmount *
 		return fail("field invoice: this is a %s address; send it as toAddress", d.Path)
 	case toAddress != nil && d.Path == rail.PathLightning:
 		return fail("field toAddress: this is a Lightning payment request; send it as invoice")
-	case d.Expired(s.nowMs()):
-		return fail("field invoice: the invoice expired at %d ms; ask the payee for a new one", d.ExpiresAtMs)
 	}
 	amount := d.AmountMsat
 	switch {
@@ -213,6 +211,12 @@ func (s *Server) quoteWithdrawal(c *gin.Context) {
 	if !ok {
 		return
 	}
+	// A quote is only a preview, so the wall clock may refuse it. A
+	// withdrawal may not: see createWithdrawal.
+	if d.Expired(s.nowMs()) {
+		invalid(c, fmt.Sprintf("field invoice: the invoice expired at %d ms; ask the payee for a new one", d.ExpiresAtMs))
+		return
+	}
 	acct := callerOf(c).AccountID
 	key := funds.DestinationKey(d.Normalized)
 	var known bool
@@ -240,6 +244,11 @@ func (s *Server) createWithdrawal(c *gin.Context) {
 	if !ok {
 		return
 	}
+	// An expired invoice is not refused here but by the state machine, in
+	// log time and after its idempotency replay: a client retrying a
+	// withdrawal it created before the invoice expired must get the stored
+	// 201, or it believes the withdrawal failed (it exists, and may be
+	// paid) and may withdraw again.
 	acct := callerOf(c).AccountID
 	clientKey, _ := c.Get(idemKeyCtx)
 	p := funds.WithdrawalRequest{IdempotencyKey: clientKey.(string), AmountMsat: amount,

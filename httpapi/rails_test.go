@@ -100,6 +100,13 @@ func (a *railAPI) sparkAddr(label string) string {
 // withdrawals.
 func payoutInvoice(t testing.TB, amountMsat int64) string {
 	t.Helper()
+	return payeeInvoice(t, rail.InvoiceRequest{AmountMsat: amountMsat, NowMs: time.Now().UnixMilli()}).PaymentRequest
+}
+
+// payeeInvoice is the payee's invoice for ir (its amount, issue time and
+// expiry).
+func payeeInvoice(t testing.TB, ir rail.InvoiceRequest) rail.Invoice {
+	t.Helper()
 	key, err := rail.NodeKeyFromSecret("some payee")
 	if err != nil {
 		t.Fatal(err)
@@ -108,11 +115,11 @@ func payoutInvoice(t testing.TB, amountMsat int64) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := payee.CreateInvoice(rail.InvoiceRequest{AmountMsat: amountMsat, NowMs: time.Now().UnixMilli()})
+	inv, err := payee.CreateInvoice(ir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return inv.PaymentRequest
+	return inv
 }
 
 func (a *railAPI) withdraw(key string, body map[string]any) resp {

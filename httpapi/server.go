@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -60,6 +61,11 @@ func New(n *node.Node, log hclog.Logger, opts ...Option) *Server {
 	e.HandleMethodNotAllowed = true
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
+	// Route on the escaped path, so that an escaped "/" (%2F) stays inside
+	// its segment: any printable ASCII is a valid order id, "/" included.
+	// gin's unescaping of the values is off (unescapeParams does it).
+	e.UseEscapedPath = true
+	e.UnescapePathValues = false
 	s := &Server{Node: n, Engine: e, log: log, meter: newMeter(), touch: newTouches(), budgets: Budgets, routine: map[routeKey]bool{}}
 	for _, o := range opts {
 		o(s)
@@ -76,7 +82,7 @@ func New(n *node.Node, log hclog.Logger, opts ...Option) *Server {
 	// The order and withdraw budgets are drawn by the leader from its
 	// server's buckets (see leaderBudgets).
 	n.SetMeter(leaderMeter{s})
-	e.Use(s.requestLog, gin.CustomRecoveryWithWriter(log.StandardWriter(&hclog.StandardLoggerOptions{}), recovery), s.refuseKeyInPath, s.bodyLimit, s.stampIndex)
+	e.Use(s.requestLog, gin.CustomRecoveryWithWriter(log.StandardWriter(&hclog.StandardLoggerOptions{}), recovery), s.refuseKeyInPath, unescapeParams, s.bodyLimit, s.stampIndex)
 	e.NoRoute(func(c *gin.Context) { notFound(c, "route "+c.Request.URL.Path) })
 	e.NoMethod(func(c *gin.Context) {
 		fail(c, http.StatusMethodNotAllowed, "validation", "method "+c.Request.Method+" not allowed on "+c.Request.URL.Path)
@@ -85,6 +91,22 @@ func New(n *node.Node, log hclog.Logger, opts ...Option) *Server {
 		s.add(r)
 	}
 	return s
+}
+
+// unescapeParams gives the route's parameters their unescaped values (the
+// engine routes on the escaped path). It uses path unescaping, not gin's
+// own, which is query unescaping and would read a "+" as a space: an order
+// id "grid/2+x" arrives as grid%2F2+x and must not become "grid/2 x".
+func unescapeParams(c *gin.Context) {
+	for i, p := range c.Params {
+		v, err := url.PathUnescape(p.Value)
+		if err != nil {
+			// Not reached: the escaped path is always well formed.
+			invalid(c, "path segment "+p.Key+" is not escaped correctly")
+			return
+		}
+		c.Params[i].Value = v
+	}
 }
 
 // Option configures a Server.

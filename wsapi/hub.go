@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/olahol/melody"
 
+	"github.com/perpd/perpd/clientaddr"
 	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/fsm/access"
 	"github.com/perpd/perpd/fsm/wire"
@@ -170,7 +170,7 @@ func (h *Hub) ServeClient(w http.ResponseWriter, r *http.Request, clientIP strin
 		refuse(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "too many WebSocket connections on this node; try another")
 		return
 	}
-	addr := addressKey(clientIP)
+	addr := clientaddr.Key(clientIP)
 	if !h.hold(addr) {
 		w.Header().Set("Retry-After", "1")
 		refuse(w, http.StatusTooManyRequests, wire.CodeRateLimited,
@@ -202,22 +202,6 @@ func (h *Hub) release(addr string) {
 	if h.byAddr[addr]--; h.byAddr[addr] <= 0 {
 		delete(h.byAddr, addr)
 	}
-}
-
-// addressKey is the unit a connection cap counts: an IPv4 address, or an
-// IPv6 address's /64 (one subscriber's usual allocation, which a single
-// client can draw addresses from at will).
-func addressKey(ip string) string {
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return ip
-	}
-	a = a.Unmap()
-	if a.Is4() {
-		return a.String()
-	}
-	p, _ := a.Prefix(64)
-	return p.String()
 }
 
 func refuse(w http.ResponseWriter, status int, code, msg string) {

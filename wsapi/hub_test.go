@@ -268,21 +268,6 @@ func TestRefusedUpgradeAnswersJSON(t *testing.T) {
 	}
 }
 
-func TestAddressKeyGroupsAnIPv6Slash64(t *testing.T) {
-	for in, want := range map[string]string{
-		"203.0.113.7":           "203.0.113.7",
-		"::ffff:203.0.113.7":    "203.0.113.7",
-		"2001:db8:1:2:3:4:5:6":  "2001:db8:1:2::/64",
-		"2001:db8:1:2:ffff::9":  "2001:db8:1:2::/64",
-		"2001:db8:1:3::1":       "2001:db8:1:3::/64",
-		"not an address at all": "not an address at all",
-	} {
-		if got := addressKey(in); got != want {
-			t.Errorf("addressKey(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestAccountChannelConnectionsAreBounded: one account's channel has at
 // most PerAccount subscribers on a node, since each of its events is
 // written once per subscriber. More get rate_limited; a repeated
