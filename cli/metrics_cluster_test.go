@@ -160,6 +160,10 @@ func TestMetricsOnTheAdminListener(t *testing.T) {
 	mustAtLeast(fm, "follower", float64(time.Now().Add(-time.Minute).Unix()), "perpd_conservation_check_timestamp_seconds")
 	mustAtLeast(fm, "follower", 1, "perpd_ratelimit_buckets")
 	mustAtLeast(fm, "follower", 0, "perpd_ws_connections")
+	mustAtLeast(fm, "follower", 0, "perpd_withdrawals_open", "state", "requested")
+	mustAtLeast(fm, "follower", 0, "perpd_withdrawals_open", "state", "queued")
+	mustAtLeast(fm, "follower", 0, "perpd_withdrawals_oldest_open_age_seconds")
+	mustAtLeast(fm, "follower", 0, "perpd_usdx_withdrawals_in_flight")
 	mustAtLeast(fm, "follower", 0, "perpd_ws_dropped_frames_total")
 	if v, _ := sample(fm, "perpd_halted"); v != 0 {
 		t.Errorf("perpd_halted = %v", v)

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/fsm/funds"
 	"github.com/perpd/perpd/node"
 )
 
@@ -282,6 +283,13 @@ var (
 	descCheckIndex  = desc("conservation_check_index", "Applied index of the state the latest conservation check covered.")
 	descCheckOK     = desc("conservation_check_ok", "1 when the latest conservation check passed, 0 when it failed (the replica halts).")
 	descLogTime     = desc("log_time_seconds", "The node's estimate of the log's clock now, as Unix seconds.")
+	// Payouts waiting on a rail, from the replicated state (every member
+	// shows the same figures for its applied index).
+	descPayoutsOpen    = desc("withdrawals_open", "Sats withdrawals not yet paid or returned, by state (requested: not yet answered by the rail; queued: the rail holds them).", "state")
+	descPayoutsOpenAmt = desc("withdrawals_open_msat", "What the open sats withdrawals pay out, by state, in msat.", "state")
+	descPayoutsOldest  = desc("withdrawals_oldest_open_age_seconds", "Log time since the oldest open sats withdrawal was requested (0 when none is open).")
+	descTokenOpen      = desc("usdx_withdrawals_in_flight", "USDx withdrawals requested and not yet transferred by the token rail.")
+	descTokenOldest    = desc("usdx_withdrawals_oldest_in_flight_age_seconds", "Log time since the oldest USDx withdrawal in flight was requested (0 when none is).")
 )
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -291,7 +299,8 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descIsLeader, descTerm, descCommitIdx, descAppliedIdx,
 		descLastLogIdx, descFSMPending, descLastContact, descPeers, descHalted, descStaleness, descCheckTime,
-		descCheckIndex, descCheckOK, descLogTime} {
+		descCheckIndex, descCheckOK, descLogTime, descPayoutsOpen, descPayoutsOpenAmt, descPayoutsOldest,
+		descTokenOpen, descTokenOldest} {
 		ch <- d
 	}
 }
@@ -324,21 +333,58 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	nowMs := n.LogNowMs()
 	gauge(descLogTime, float64(nowMs)/1000)
 	n.Machine().Read(func(st *fsm.State, _ uint64) {
-		if st.Market == nil {
-			return
-		}
-		for _, id := range st.Market.FeedIDs() {
-			last, ok := st.Market.FeedLast(id)
-			if !ok {
-				continue
+		if st.Market != nil {
+			for _, id := range st.Market.FeedIDs() {
+				last, ok := st.Market.FeedLast(id)
+				if !ok {
+					continue
+				}
+				gauge(descStaleness, float64(nowMs-last.TsMs)/1000, id)
 			}
-			gauge(descStaleness, float64(nowMs-last.TsMs)/1000, id)
 		}
+		collectPayouts(st, nowMs, gauge)
 	})
 	if chk, ok := n.LastConservationCheck(); ok {
 		gauge(descCheckTime, float64(chk.At.UnixMilli())/1000)
 		gauge(descCheckIndex, float64(chk.Index))
 		gauge(descCheckOK, b2f(chk.OK))
+	}
+}
+
+// collectPayouts reports the withdrawals waiting on the rails: what an
+// operator alerts on when a rail stops paying (deploy/alerts.yml).
+func collectPayouts(st *fsm.State, nowMs int64, gauge func(*prometheus.Desc, float64, ...string)) {
+	ageSec := func(tsMs int64) float64 { return float64(max(0, nowMs-tsMs)) / 1000 }
+	if st.Funds != nil {
+		count := map[string]float64{funds.StateRequested: 0, funds.StateQueued: 0}
+		amount := map[string]float64{funds.StateRequested: 0, funds.StateQueued: 0}
+		oldest, seen := 0.0, false
+		for _, seq := range st.Funds.Open { // ascending seq: the first is the oldest
+			w := st.Funds.Withdrawals[seq]
+			if w == nil {
+				continue
+			}
+			if !seen {
+				oldest, seen = ageSec(w.RequestedTsMs), true
+			}
+			count[w.State]++
+			amount[w.State] += float64(w.AmountMsat)
+		}
+		for _, state := range []string{funds.StateRequested, funds.StateQueued} {
+			gauge(descPayoutsOpen, count[state], state)
+			gauge(descPayoutsOpenAmt, amount[state], state)
+		}
+		gauge(descPayoutsOldest, oldest)
+	}
+	if st.USDx != nil { // below fsm.LevelDomains there is no USDx
+		oldest := 0.0
+		if len(st.USDx.InFlight) > 0 { // request order: the first is the oldest
+			if w := st.USDx.Withdrawals[st.USDx.InFlight[0]]; w != nil {
+				oldest = ageSec(w.RequestedTsMs)
+			}
+		}
+		gauge(descTokenOpen, float64(len(st.USDx.InFlight)))
+		gauge(descTokenOldest, oldest)
 	}
 }
 
