@@ -65,7 +65,10 @@ import (
 //	   (usdx.LevelFreshRailIDs); the faucet grant is bounded at genesis and
 //	   a faucet call the ledger could not credit is refused
 //	   (LevelFaucetBounded).
-const FeatureLevel uint32 = 6
+//	7: a standalone reduce-only trigger takes room in the reducing reserve
+//	   of a market's price index only while its account holds a position
+//	   it would reduce (trade.LevelReserveProtects).
+const FeatureLevel uint32 = 7
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
 // and leaderboard programmes (issue 15) and Proof of Reserves (issue 14):

@@ -178,6 +178,28 @@ const LevelIndexReserve uint32 = 4
 // reduce-only entries from LevelIndexReserve: a tenth.
 const IndexReservedForReducing = market.PriceIndexEntriesMax / 10
 
+// LevelReserveProtects is the feature level (fsm.FeatureLevel) from which
+// a standalone reduce-only trigger may use the reducing reserve of a
+// market's price index only while its account holds a position it would
+// reduce. Found by a review on 2026-11-27: a reduce-only trigger needs no
+// position and no money, so accounts without positions could fill the
+// reserve too, and then no trader could place a stop-loss.
+const LevelReserveProtects uint32 = 7
+
+// protects reports whether a standalone trigger counts as reducing for the
+// index reserve: reduce-only, and from LevelReserveProtects also against
+// a position on the other side in its market.
+func (s *State) protects(env *Env, accountID string, r PlaceRequest, side Side) bool {
+	if !r.ReduceOnly {
+		return false
+	}
+	if env.Level < LevelReserveProtects {
+		return true
+	}
+	pos := s.Accounts[accountID].position(r.MarketID)
+	return pos.Contracts > 0 && pos.Side != side
+}
+
 // indexRoom refuses n more entries in marketID's price index when it would
 // pass PriceIndexEntriesMax, or, for entries that can open exposure, from
 // LevelIndexReserve, PriceIndexEntriesMax - IndexReservedForReducing.
@@ -206,7 +228,7 @@ func (s *State) placeTrigger(env *Env, pr market.Print, accountID string, r Plac
 	if ref != nil {
 		return Created{}, ref
 	}
-	if ref := s.roomFor(env, accountID, r.MarketID, 1, r.ReduceOnly); ref != nil {
+	if ref := s.roomFor(env, accountID, r.MarketID, 1, s.protects(env, accountID, r, side)); ref != nil {
 		return Created{}, ref
 	}
 	o := &Order{OrderID: r.OrderID, AccountID: accountID, MarketID: r.MarketID, Side: side, Type: typeOfKind(kind),
