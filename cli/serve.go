@@ -184,7 +184,12 @@ func runServe(parent context.Context, f serveFlags) error {
 	// only on the first start: a join that failed (leader down, say) is
 	// retried on the next start instead of leaving the node outside for good.
 	// A refusal (another cluster secret) stops the node: it can never join.
-	refused := make(chan error, 1)
+	refused := make(chan error, 2)
+	go func() {
+		if err := awaitGenesisDeployment(ctx, n, f.deployment); err != nil {
+			refused <- err
+		}
+	}()
 	if f.join != "" && !n.InConfiguration() {
 		go func() {
 			jctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -204,7 +209,7 @@ func runServe(parent context.Context, f serveFlags) error {
 	select {
 	case <-ctx.Done():
 	case runErr = <-refused:
-		log.Error("join refused", "via", f.join, "err", runErr)
+		log.Error("refused to serve", "err", runErr)
 	}
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -216,6 +221,41 @@ func runServe(parent context.Context, f serveFlags) error {
 		runErr = err
 	}
 	return runErr
+}
+
+// awaitGenesisDeployment waits until the node knows its cluster's genesis
+// and returns an error when the genesis records another deployment than
+// this node's --deployment. The profile sizes the rate budgets, and the
+// leader's budgets meter the whole cluster (followers forward their draws),
+// so one member on another profile (bench on a testnet cluster) changes
+// every client's limits whenever it leads.
+func awaitGenesisDeployment(ctx context.Context, n *node.Node, deployment string) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		var genesis string
+		var known bool
+		n.Machine().Read(func(st *fsm.State, _ uint64) {
+			if st.Genesis != nil {
+				genesis, known = st.Genesis.Deployment, true
+			}
+		})
+		if known {
+			if genesis != deployment {
+				return fmt.Errorf("this cluster's genesis is deployment %q and this node was started as %q: "+
+					"the leader's profile sizes every client's rate budgets, so every member runs the genesis one (--deployment %s)",
+					genesis, deployment, genesis)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-n.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }
 
 func splitList(s string) []string {

@@ -220,3 +220,38 @@ func TestWebSocketOutlivesTheServerTimeouts(t *testing.T) {
 		}
 	}
 }
+
+// TestServeRefusesADeploymentOtherThanTheClustersGenesis: the rate budgets
+// are the leader's (a follower forwards its draws there), sized by the
+// leader's own --deployment profile. A member of a testnet cluster started
+// with --deployment bench (an environment file left from a load test)
+// served 1000x budgets to the whole cluster whenever it led. A node whose
+// profile is not the one its cluster's genesis records stops, naming both.
+func TestServeRefusesADeploymentOtherThanTheClustersGenesis(t *testing.T) {
+	data := t.TempDir()
+	run := func(d time.Duration, deployment string) error {
+		cmd := serveCmd()
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		cmd.SetArgs([]string{"--data", data, "--bootstrap", "--http", clustertest.FreeAddr(t), "--raft", clustertest.FreeAddr(t),
+			"--admin", clustertest.FreeAddr(t), "--log-level", "error", "--deployment", deployment})
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		return cmd.ExecuteContext(ctx)
+	}
+	// Long enough for the first tick to propose genesis.
+	if err := run(3*time.Second, "testnet"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err := run(10*time.Second, "bench")
+	if err == nil || !strings.Contains(err.Error(), `"testnet"`) || !strings.Contains(err.Error(), `"bench"`) {
+		t.Fatalf("a testnet cluster's node started as bench: %v", err)
+	}
+	if took := time.Since(start); took > 8*time.Second {
+		t.Fatalf("the refusal took %v", took)
+	}
+	if err := run(2*time.Second, "testnet"); err != nil {
+		t.Fatalf("its own deployment again: %v", err)
+	}
+}

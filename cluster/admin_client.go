@@ -227,10 +227,13 @@ var ErrJoinRefused = errors.New("join refused")
 // JoinNode asks an existing member (any: it relays to the leader) to add n
 // as a voter, with the cluster's peer credential over the node's own TLS,
 // retrying until the cluster answers or ctx ends. A node whose cluster
-// secret differs gets ErrJoinRefused, with the reason, at once.
+// secret differs, or whose id is a member at another raft address, gets
+// ErrJoinRefused, with the reason, at once: moving that member here would
+// evict a live voter in favour of this node (an operator moves one on
+// purpose with `perpd admin join --replace`).
 func JoinNode(ctx context.Context, n *node.Node, via string) error {
 	cfg := n.Config()
-	body, err := json.Marshal(JoinRequest{ID: cfg.ID, Raft: n.RaftAddr(), Replace: true})
+	body, err := json.Marshal(JoinRequest{ID: cfg.ID, Raft: n.RaftAddr()})
 	if err != nil {
 		return err
 	}
@@ -268,9 +271,12 @@ func joinOnce(ctx context.Context, n *node.Node, via string, body []byte) error 
 		return nil
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		return fmt.Errorf("%w by %s: %s", ErrJoinRefused, via, strings.TrimSpace(string(b)))
-	default:
-		return fmt.Errorf("join via %s: %d: %s", via, resp.StatusCode, strings.TrimSpace(string(b)))
 	}
+	var e struct{ Code, Error string }
+	if resp.StatusCode == http.StatusConflict && json.Unmarshal(b, &e) == nil && e.Code == CodeMemberElsewhere {
+		return fmt.Errorf("%w by %s: %s", ErrJoinRefused, via, e.Error)
+	}
+	return fmt.Errorf("join via %s: %d: %s", via, resp.StatusCode, strings.TrimSpace(string(b)))
 }
 
 // CheckSameCluster asks the member at via (an admin listener), with this

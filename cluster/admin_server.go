@@ -193,8 +193,8 @@ type JoinRequest struct {
 	// Replace allows moving a member that is already in the configuration
 	// to another raft address. Without it such a join is refused: a typo
 	// in --raft would otherwise silently point a live voter at a dead
-	// address. A starting node's own join (JoinNode) sets it: the node is
-	// at the address it names.
+	// address. A starting node's own join (JoinNode) never sets it: a new
+	// node under a live member's id would evict that member.
 	Replace bool `json:"replace,omitempty"`
 }
 
@@ -215,8 +215,9 @@ func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, m := range members {
 			if m.ID == req.ID && m.Raft != req.Raft {
-				writeJSON(w, http.StatusConflict, errBody(fmt.Sprintf("member %q is at %s; joining it at %s would move it there: "+
-					"remove it first, or pass --replace to move it", req.ID, m.Raft, req.Raft)))
+				writeJSON(w, http.StatusConflict, map[string]string{"code": CodeMemberElsewhere,
+					"error": fmt.Sprintf("member %q is at %s; joining it at %s would move it there: "+
+						"remove it first, or pass --replace to move it", req.ID, m.Raft, req.Raft)})
 				return
 			}
 		}
@@ -227,6 +228,10 @@ func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
 	}
 	s.members(w)
 }
+
+// CodeMemberElsewhere is the code of a join refused because its id is a
+// member at another raft address: final for a starting node (JoinNode).
+const CodeMemberElsewhere = "member_at_another_address"
 
 // RemoveRequest asks the leader to remove a member.
 type RemoveRequest struct {

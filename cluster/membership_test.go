@@ -1,6 +1,8 @@
 package cluster_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -152,5 +154,36 @@ func TestRemovedLeaderRejoinsWithoutARestart(t *testing.T) {
 	}
 	if !hasKey(victim.Node, "acct:after-rejoin") {
 		t.Fatal("the rejoined node misses the write made after its rejoin")
+	}
+}
+
+// TestStartingNodeDoesNotEvictALiveMemberOfItsID: a new node started with
+// the id of a live member (a copied command line, `--id node2` twice)
+// joined with replace and silently moved the live voter to its own
+// address: the real member fell out of the configuration without being
+// told, and an empty node voted in its place. The join is refused, for
+// good (ErrJoinRefused stops `serve`), and the member stays where it is.
+func TestStartingNodeDoesNotEvictALiveMemberOfItsID(t *testing.T) {
+	c := clustertest.Start(t, 2)
+	f := c.Followers()[0]
+	n, err := node.New(node.Config{ID: f.ID, DataDir: t.TempDir(), RaftAddr: clustertest.FreeAddr(t),
+		AdminToken: c.Token, ClusterSecret: c.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Shutdown()
+	jctx, cancel := context.WithTimeout(ctx(t), 10*time.Second)
+	defer cancel()
+	err = cluster.JoinNode(jctx, n, c.Leader().AdminAddr)
+	if !errors.Is(err, cluster.ErrJoinRefused) || !strings.Contains(err.Error(), "remove it first") {
+		t.Fatalf("a second %s joined: %v", f.ID, err)
+	}
+	if v := voters(t, c.Leader().Node); v[f.ID] != f.RaftAddr || len(v) != 2 {
+		t.Fatalf("voters after the refused join: %v (want %s at %s)", v, f.ID, f.RaftAddr)
+	}
+	// The member's own address stays a no-op join (a node whose join
+	// answer was lost, joining again).
+	if _, err := cluster.NewAdminClient(c.Leader().AdminAddr, c.Token).Join(ctx(t), f.ID, f.RaftAddr, false); err != nil {
+		t.Fatal(err)
 	}
 }

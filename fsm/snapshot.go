@@ -67,6 +67,9 @@ func (m *Machine) install(st *State, index uint64) error {
 	if h := m.halt.Load(); h != nil {
 		return h
 	}
+	if err := checkBuildLevel(st); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.st = st
@@ -81,8 +84,22 @@ func (m *Machine) install(st *State, index uint64) error {
 // installing it. Raft panics when a user restore fails inside the state
 // machine, so an operator's file is checked before raft sees it.
 func ValidateSnapshot(data []byte) error {
-	_, _, err := decodeSnapshot(data)
-	return err
+	st, _, err := decodeSnapshot(data)
+	if err != nil {
+		return err
+	}
+	return checkBuildLevel(st)
+}
+
+// checkBuildLevel refuses a state raised past this build's feature level:
+// the entries after it would be applied by older rules. A replayed raise
+// halts such a replica (applySetFeatureLevel); its snapshot is refused
+// the same way, before anything is installed.
+func checkBuildLevel(st *State) error {
+	if st.FeatureLevel > FeatureLevel {
+		return fmt.Errorf("snapshot at feature level %d; this build implements %d at most: run a newer build", st.FeatureLevel, FeatureLevel)
+	}
+	return nil
 }
 
 func decodeSnapshot(data []byte) (*State, uint64, error) {

@@ -79,6 +79,10 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
 	}
+	marked, err := checkNodeIDFile(cfg.DataDir, cfg.ID)
+	if err != nil {
+		return nil, err
+	}
 	n := &Node{cfg: cfg, keys: ks, Events: NewBus(), stop: make(chan struct{}), clock: newLogClock(cfg.Clock)}
 	n.machine = fsm.NewMachine(fsm.Options{CheckInvariants: cfg.CheckInvariants})
 	n.fsm = newRaftFSM(n.machine, n.Events.Publish)
@@ -140,6 +144,18 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	n.Raft = r
+	// Checked before the transport hands raft any request: a refused
+	// node takes no part in the cluster, not even for a moment.
+	if !marked {
+		if has {
+			if err := checkStoredConfiguration(r, cfg.DataDir, cfg.ID, trans.LocalAddr()); err != nil {
+				return nil, err
+			}
+		}
+		if err := writeNodeIDFile(cfg.DataDir, cfg.ID); err != nil {
+			return nil, fmt.Errorf("mark the data directory: %w", err)
+		}
+	}
 	trans.start(follower{r: r, logs: logs, snaps: snaps})
 	if cfg.Bootstrap && !has {
 		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{

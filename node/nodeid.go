@@ -1,0 +1,57 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hashicorp/raft"
+)
+
+// nodeIDFile names, inside the data directory, the member whose raft log,
+// term and vote the directory holds. Raft itself records no id: a
+// directory started under another --id (swapped volumes, a copied
+// directory) would run as that member, casting a second vote in a term
+// under another name and counting entries the real member acknowledged as
+// its own. New refuses such a start.
+const nodeIDFile = "node-id"
+
+// checkNodeIDFile reads the id the data directory was marked with, and
+// refuses another. It reports whether the mark was there.
+func checkNodeIDFile(dataDir, id string) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, nodeIDFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if got := strings.TrimSpace(string(b)); got != id {
+		return true, fmt.Errorf("data directory %s belongs to node %q, not %q: start it as %q, or give %q an empty data directory "+
+			"(remove the old member first if it is still one)", dataDir, got, id, got, id)
+	}
+	return true, nil
+}
+
+// checkStoredConfiguration covers a directory from a build that wrote no
+// mark: its stored configuration must not name another member at this
+// node's raft address (the one the directory was serving).
+func checkStoredConfiguration(r *raft.Raft, dataDir, id string, addr raft.ServerAddress) error {
+	f := r.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Address == addr && string(s.ID) != id {
+			return fmt.Errorf("data directory %s holds the raft state of node %q (at %s in its configuration), not %q: "+
+				"start it as %q, or give %q an empty data directory", dataDir, s.ID, addr, id, s.ID, id)
+		}
+	}
+	return nil
+}
+
+func writeNodeIDFile(dataDir, id string) error {
+	return writePrivate(filepath.Join(dataDir, nodeIDFile), []byte(id+"\n"))
+}
