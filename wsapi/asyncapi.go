@@ -245,7 +245,11 @@ func (d *describer) serverMessages() {
 	d.message("control", "authAck", "auth acknowledgement", "The key is valid: the connection acts for accountId under protocol version v.", s)
 	for _, op := range []string{"subscribed", "unsubscribed"} {
 		s, _ := d.frame(subAck{}, false, op)
-		d.message("control", op, op, "Acknowledges an "+map[string]string{"subscribed": "subscribe", "unsubscribed": "unsubscribe"}[op]+", echoing channel and feedId or marketId.", s)
+		desc := "Acknowledges an " + map[string]string{"subscribed": "subscribe", "unsubscribed": "unsubscribe"}[op] + ", echoing channel and feedId or marketId."
+		if op == "unsubscribed" {
+			desc += " Also sent unasked, with channel account, when an auth frame ends the account subscription (a key of another account, or one without the read scope); a key of the same account with read keeps it."
+		}
+		d.message("control", op, op, desc, s)
 	}
 	s, props = d.frame(errorFrame{}, false, "error")
 	setKey(props, "code", "enum", []any{wire.CodeUnauthorized, wire.CodeValidation, wire.CodeNotFound, wire.CodeInsufficientScope})
