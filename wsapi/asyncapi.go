@@ -252,9 +252,9 @@ func (d *describer) serverMessages() {
 		d.message("control", op, op, desc, s)
 	}
 	s, props = d.frame(errorFrame{}, false, "error")
-	setKey(props, "code", "enum", []any{wire.CodeUnauthorized, wire.CodeValidation, wire.CodeNotFound, wire.CodeInsufficientScope})
+	setKey(props, "code", "enum", []any{wire.CodeUnauthorized, wire.CodeValidation, wire.CodeNotFound, wire.CodeInsufficientScope, wire.CodeRateLimited})
 	d.message("control", "error", "error", "A client frame was refused (badOp names its op), or the key was revoked and the account channel closed (no badOp). "+
-		"Codes: unauthorized (bad or revoked key, account before auth), validation (unknown op or channel, too many subscriptions), not_found (unknown feedId or marketId), insufficient_scope (account without the read scope).", s)
+		"Codes: unauthorized (bad or revoked key, account before auth), validation (unknown op or channel, too many subscriptions), not_found (unknown feedId or marketId), insufficient_scope (account without the read scope), rate_limited (more frames than the connection's budget, or more connections on the account channel than a node allows).", s)
 	s, _ = d.frame(pingFrame{}, false, "ping")
 	d.message("control", "ping", "ping", "Sent every "+strconv.FormatInt(PingEvery.Milliseconds()/1000, 10)+" s to every connection; no reply needed.", s)
 	d.operations["sendError"] = d.op("send", "control", "Refusals, and the end of the account channel when the key is revoked.", nil, "error")

@@ -23,6 +23,11 @@ func (h *Hub) onMessage(s *melody.Session, msg []byte) {
 	if c == nil {
 		return
 	}
+	if f.Op != "pong" && !c.frames.Allow() {
+		h.send(s, errorFrame{Op: "error", Code: wire.CodeRateLimited, BadOp: f.Op,
+			Error: fmt.Sprintf("too many frames: at most %d a second on a connection (burst %d); this one was not processed", FramesPerSecond, FrameBurst)})
+		return
+	}
 	switch f.Op {
 	case "auth":
 		h.auth(s, c, f)
