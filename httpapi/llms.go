@@ -75,6 +75,8 @@ Client frames: {op:"auth", apiKey}, {op:"subscribe"|"unsubscribe", channel, feed
 Server frames: {op:"auth", ok, v, accountId}; {op:"subscribed"|"unsubscribed", channel, feedId|marketId}; {op:"event", channel, kind, seq?, tsMs, data}; {op:"error", code, error, badOp?}; {op:"ping", tsMs} every 15 s (no reply needed).
 Reconnect recipe: take a REST snapshot, resubscribe, de-duplicate events on seq. The stream never backfills.
 Close code 4000 (resync): the node closes a connection that would lose frames, because the client reads too slowly (its send queue is full) or the node's event stream lost events. Every frame before the close was delivered in order; after it, follow the reconnect recipe.
+Limits: opening a connection draws one read token of the client address (429 rate_limited with Retry-After when empty); on a connection, auth, subscribe and unsubscribe frames draw a bucket of 10 a second (burst 128), past which a frame is refused with {op:"error", code:"rate_limited", badOp} and does nothing.
+Authenticating again on an open connection: a key of the same account with scope read keeps the account subscription (key rotation); any other key ends it with {op:"unsubscribed", channel:"account"} before its auth acknowledgement.
 A revoked key loses the account channel when the revocation applies: an error frame with code unauthorized, then no more account events on that connection (public channels stay).
 `
 

@@ -87,9 +87,11 @@ func (s *Server) routes() []*Route {
 	var all []*Route
 	all = append(all, s.systemRoutes()...)
 	if s.ws != nil {
+		// An upgrade draws the client address's read budget like a
+		// public read: reconnecting is not a way around the meter.
 		all = append(all, &Route{Method: http.MethodGet, Path: "/v1/ws",
 			Summary: "WebSocket: prices, stats and account channels (protocol v1; see llms-full.txt)",
-			Content: "none", Responses: map[int]any{101: nil, 429: wire.ErrorBody{}},
+			Budget:  "read", Content: "none", Responses: map[int]any{101: nil, 429: wire.ErrorBody{}},
 			Handler: func(c *gin.Context) { s.ws.ServeClient(c.Writer, c.Request, c.ClientIP()) }})
 	}
 	for _, f := range routeSets {

@@ -245,12 +245,16 @@ func (d *describer) serverMessages() {
 	d.message("control", "authAck", "auth acknowledgement", "The key is valid: the connection acts for accountId under protocol version v.", s)
 	for _, op := range []string{"subscribed", "unsubscribed"} {
 		s, _ := d.frame(subAck{}, false, op)
-		d.message("control", op, op, "Acknowledges an "+map[string]string{"subscribed": "subscribe", "unsubscribed": "unsubscribe"}[op]+", echoing channel and feedId or marketId.", s)
+		desc := "Acknowledges an " + map[string]string{"subscribed": "subscribe", "unsubscribed": "unsubscribe"}[op] + ", echoing channel and feedId or marketId."
+		if op == "unsubscribed" {
+			desc += " Also sent unasked, with channel account, when an auth frame ends the account subscription (a key of another account, or one without the read scope); a key of the same account with read keeps it."
+		}
+		d.message("control", op, op, desc, s)
 	}
 	s, props = d.frame(errorFrame{}, false, "error")
-	setKey(props, "code", "enum", []any{wire.CodeUnauthorized, wire.CodeValidation, wire.CodeNotFound, wire.CodeInsufficientScope})
+	setKey(props, "code", "enum", []any{wire.CodeUnauthorized, wire.CodeValidation, wire.CodeNotFound, wire.CodeInsufficientScope, wire.CodeRateLimited})
 	d.message("control", "error", "error", "A client frame was refused (badOp names its op), or the key was revoked and the account channel closed (no badOp). "+
-		"Codes: unauthorized (bad or revoked key, account before auth), validation (unknown op or channel, too many subscriptions), not_found (unknown feedId or marketId), insufficient_scope (account without the read scope).", s)
+		"Codes: unauthorized (bad or revoked key, account before auth), validation (unknown op or channel, too many subscriptions), not_found (unknown feedId or marketId), insufficient_scope (account without the read scope), rate_limited (more frames than the connection's budget, or more connections on the account channel than a node allows).", s)
 	s, _ = d.frame(pingFrame{}, false, "ping")
 	d.message("control", "ping", "ping", "Sent every "+strconv.FormatInt(PingEvery.Milliseconds()/1000, 10)+" s to every connection; no reply needed.", s)
 	d.operations["sendError"] = d.op("send", "control", "Refusals, and the end of the account channel when the key is revoked.", nil, "error")

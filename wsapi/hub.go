@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/go-hclog"
 	"github.com/olahol/melody"
+	"golang.org/x/time/rate"
 
 	"github.com/perpd/perpd/clientaddr"
 	"github.com/perpd/perpd/fsm"
@@ -37,6 +38,17 @@ const (
 	// closeReserve keeps room in melody's queue for the close frame after
 	// a connection's SessionBufferMsgs are queued.
 	closeReserve = 2
+)
+
+// Client frames that do work (auth, subscribe, unsubscribe, an unknown
+// op's refusal) draw a per-connection token bucket: FrameBurst covers a
+// client that authenticates and takes all MaxSubscriptions at once,
+// FramesPerSecond far exceeds what a client that is not flooding sends.
+// Past it a frame is refused with an error frame, rate_limited, and does
+// nothing. pong is free.
+const (
+	FramesPerSecond = 10
+	FrameBurst      = 2 * MaxSubscriptions
 )
 
 // MaxConnectionsPerAddress bounds one client address's open connections on
@@ -110,6 +122,8 @@ type conn struct {
 	queued atomic.Int64
 	// closing is set once the close frame is queued; nothing follows it.
 	closing atomic.Bool
+	// frames meters the client's frames (FramesPerSecond, FrameBurst).
+	frames *rate.Limiter
 }
 
 // New builds the hub; Run must be called to feed it.
@@ -124,7 +138,9 @@ func New(n *node.Node, log hclog.Logger) *Hub {
 		refuse(w, status, wire.CodeValidation, "websocket upgrade refused: "+reason.Error())
 	}
 	h.setSendBuffer(SessionBufferMsgs)
-	m.HandleConnect(func(s *melody.Session) { s.Set(sessionConnKey, &conn{subjects: map[string]bool{}}) })
+	m.HandleConnect(func(s *melody.Session) {
+		s.Set(sessionConnKey, &conn{subjects: map[string]bool{}, frames: rate.NewLimiter(FramesPerSecond, FrameBurst)})
+	})
 	m.HandleDisconnect(h.drop)
 	m.HandleMessage(h.onMessage)
 	m.HandleSentMessage(func(s *melody.Session, _ []byte) {

@@ -28,6 +28,11 @@ type wsEnv struct {
 }
 
 func newEnv(t *testing.T, opts ...func(*Hub)) *wsEnv {
+	return newEnvWith(t, nil, opts...)
+}
+
+// newEnvWith is newEnv with options for the HTTP server.
+func newEnvWith(t *testing.T, apiOpts []httpapi.Option, opts ...func(*Hub)) *wsEnv {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
 	l.Close()
@@ -45,7 +50,7 @@ func newEnv(t *testing.T, opts ...func(*Hub)) *wsEnv {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go hub.Run(ctx)
-	api := httpapi.New(n, log, httpapi.WithWebSocket(hub))
+	api := httpapi.New(n, log, append([]httpapi.Option{httpapi.WithWebSocket(hub)}, apiOpts...)...)
 	srv := httptest.NewServer(api)
 	t.Cleanup(func() { cancel(); srv.Close(); _ = n.Shutdown() })
 	for deadline := time.Now().Add(10 * time.Second); ; {

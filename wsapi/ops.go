@@ -23,6 +23,11 @@ func (h *Hub) onMessage(s *melody.Session, msg []byte) {
 	if c == nil {
 		return
 	}
+	if f.Op != "pong" && !c.frames.Allow() {
+		h.send(s, errorFrame{Op: "error", Code: wire.CodeRateLimited, BadOp: f.Op,
+			Error: fmt.Sprintf("too many frames: at most %d a second on a connection (burst %d); this one was not processed", FramesPerSecond, FrameBurst)})
+		return
+	}
 	switch f.Op {
 	case "auth":
 		h.auth(s, c, f)
@@ -43,10 +48,36 @@ func (h *Hub) auth(s *melody.Session, c *conn, f clientFrame) {
 		h.send(s, errorFrame{Op: "error", Code: wire.CodeUnauthorized, Error: "API key is not valid", BadOp: "auth"})
 		return
 	}
-	h.deauth(s, c)
+	// A key rotated on an open connection (another key of the same
+	// account, holding read) keeps the account subscription; any other
+	// re-auth ends it, and says so: the client must never believe itself
+	// subscribed to a channel that no longer reaches it. Both locks, the
+	// hub's first, as in join.
+	keep := k.Scopes.Has(access.ScopeRead)
+	h.mu.Lock()
 	c.mu.Lock()
+	old := c.accountID
+	subject := subjectAccountPref + old
+	ended := old != "" && c.subjects[subject] && (old != k.AccountID || !keep)
+	if ended {
+		delete(c.subjects, subject)
+		delete(h.subs[subject], s)
+		if len(h.subs[subject]) == 0 {
+			delete(h.subs, subject)
+		}
+	}
 	c.accountID, c.keyHash = k.AccountID, k.HashHex
 	c.mu.Unlock()
+	h.mu.Unlock()
+	if ended {
+		h.send(s, subAck{Op: "unsubscribed", Channel: channelAccount})
+	}
+	// A revocation of the new key applied between keyOf above and the
+	// swap found the connection still holding the old hash; look again.
+	if h.keyOf(k.HashHex) == nil {
+		h.endRevoked(s, c)
+		return
+	}
 	h.send(s, authAck{Op: "auth", OK: true, V: ProtocolVersion, AccountID: k.AccountID})
 }
 
