@@ -207,3 +207,39 @@ func mustNodeKey(t *testing.T, secret string) []byte {
 	}
 	return k
 }
+
+// TestKeyedWritesOnTheReadBudgetHoldAcrossTheCluster: keyed writes that
+// draw the read budget (here leaderboard settings) sent round-robin over
+// the three members are drawn at the leader too, so they get one key's
+// budget of log entries, not one per member. Each member's local read
+// bucket alone would admit three bursts.
+func TestKeyedWritesOnTheReadBudgetHoldAcrossTheCluster(t *testing.T) {
+	budgets := smallBudgets()
+	rb := httpapi.Budget{Name: "read", PerKeyPerMin: 1, KeyBurst: 4, PerAccountPerMin: 1, AccountBurst: 4}
+	budgets["read"] = rb
+	c := budgetCluster(t, budgets)
+	ms := c.Members()
+	key := signupVia(t, c, ms[0], "read-writes-signup")
+
+	sent, admitted := 3*rb.KeyBurst+3, 0
+	start := time.Now()
+	for i := 0; i < sent; i++ {
+		m := ms[i%3]
+		st, h, body := call(t, c.HTTP(m.ID), "POST", "/v1/leaderboard/settings", key, fmt.Sprintf("rw-%d", i), `{"optedOut":true}`)
+		switch {
+		case st == 429:
+			var e struct{ Code string }
+			_ = json.Unmarshal(body, &e)
+			if e.Code != "rate_limited" || h.Get("Retry-After") == "" {
+				t.Fatalf("write %d via %s: %d %s", i, m.ID, st, body)
+			}
+		case st == 200:
+			admitted++
+		default:
+			t.Fatalf("write %d via %s: %d %s", i, m.ID, st, body)
+		}
+	}
+	if most := admittedAtMost(rb, time.Since(start)); admitted > most || admitted < rb.KeyBurst {
+		t.Fatalf("%d of %d read-budget writes over three nodes admitted, want between the burst %d and %d", admitted, sent, rb.KeyBurst, most)
+	}
+}

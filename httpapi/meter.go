@@ -229,8 +229,26 @@ func meterGuard(s *Server, r *Route) gin.HandlerFunc {
 			c.Set(drawCtx, &node.Draw{ID: randomID(16), Budget: r.Budget, Subject: subject, Account: account})
 		}
 	}
+	if r.Auth == Keyed && r.Method != http.MethodGet && (r.Idem || r.IdemOptional) {
+		// A keyed write on a local budget (revoke, deposit invoices, the
+		// growth writes, the faucet): drawn here, so a request that never
+		// proposes is metered too, and again at the leader in buckets of
+		// their own, so that spreading the writes over N nodes does not
+		// give a key N budgets of log entries.
+		return func(c *gin.Context) {
+			if !s.draw(c, r, s.budgets[r.Budget]) {
+				return
+			}
+			subject, account := subjectOf(c, r)
+			c.Set(drawCtx, &node.Draw{ID: randomID(16), Budget: r.Budget, Subject: clusterWrites + subject, Account: clusterWrites + account})
+		}
+	}
 	return func(c *gin.Context) { s.draw(c, r, s.budgets[r.Budget]) }
 }
+
+// clusterWrites prefixes the leader's buckets for keyed writes on a local
+// budget, apart from the leader's own clients' reads of that budget.
+const clusterWrites = "w:"
 
 // subjectOf names whose buckets a request draws: its key and account on a
 // keyed route, else its client address.
