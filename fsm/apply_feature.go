@@ -65,7 +65,9 @@ import (
 //	   (usdx.LevelFreshRailIDs); the faucet grant is bounded at genesis and
 //	   a faucet call the ledger could not credit is refused
 //	   (LevelFaucetBounded).
-const FeatureLevel uint32 = 6
+//	7: every Proof of Reserves tree has at least two leaf slots, so its
+//	   root hash commits to the total (LevelPoRRootIsParent).
+const FeatureLevel uint32 = 7
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
 // and leaderboard programmes (issue 15) and Proof of Reserves (issue 14):
