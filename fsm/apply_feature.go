@@ -66,7 +66,9 @@ import (
 //	   a faucet call the ledger could not credit is refused
 //	   (LevelFaucetBounded).
 //	7: every Proof of Reserves tree has at least two leaf slots, so its
-//	   root hash commits to the total (LevelPoRRootIsParent).
+//	   root hash commits to the total (LevelPoRRootIsParent); the PoR
+//	   ledger sum is checked for overflow on its exact value, not on a
+//	   map walk's running sum (LevelPoRSumExact).
 const FeatureLevel uint32 = 7
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -3,8 +3,10 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/por"
 )
 
@@ -58,6 +60,50 @@ func TestPoROneAccountRootCommitsToItsBalance(t *testing.T) {
 			}
 			if snap.Usdx.Width() != por.MinWidth || snap.Usdx.RootHash == (por.Hash{}) {
 				t.Fatalf("the empty USDx tree: width %d root %x", snap.Usdx.Width(), snap.Usdx.RootHash)
+			}
+		})
+	}
+}
+
+// TestPoRLedgerSumDoesNotDependOnMapOrder: the consolidation checked the
+// ledger's sum for overflow step by step while walking the balance map,
+// so with the house book far negative and traders far positive the check
+// fired in some walk orders and not in others: replicas recorded
+// different problems, statuses and state hashes for the same tree. From
+// the level the exact sum decides. The balances are set by hand (reaching
+// them by trading would take tens of millions of bitcoin).
+func TestPoRLedgerSumDoesNotDependOnMapOrder(t *testing.T) {
+	for _, level := range []uint32{LevelPoRSumExact - 1, LevelPoRSumExact} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := newTradeWorldAt(t, level)
+			a, _ := w.account(0)
+			b, _ := w.account(0)
+			const big = 8_000_000_000_000_000_000 // 80M BTC in msat
+			seen := map[string]int{}
+			w.m.Read(func(st *State, _ uint64) {
+				for k := range st.Ledger.Balances {
+					st.Ledger.Balances[k] = 0
+				}
+				st.Ledger.Balances[ledger.House] = -big
+				st.Ledger.Balances[ledger.Free(a)] = big
+				st.Ledger.Balances[ledger.Free(b)] = big
+				st.Ledger.CreditedMsat, st.Ledger.PaidMsat = big, 0
+				for range 200 {
+					snap := BuildPoR(st)
+					seen[fmt.Sprintf("%s %q", snap.Status, snap.Problems)]++
+				}
+			})
+			if level < LevelPoRSumExact {
+				t.Logf("below the level: %d outcome(s) in 200 builds: %v", len(seen), seen)
+				return
+			}
+			if len(seen) != 1 {
+				t.Fatalf("the same state gave %d outcomes: %v", len(seen), seen)
+			}
+			for k := range seen {
+				if strings.Contains(k, "ledger:") {
+					t.Fatalf("a sum that fits 64 bits was reported: %s", k)
+				}
 			}
 		})
 	}

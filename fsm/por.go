@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	mbig "math/big"
+	"math/bits"
 	"sort"
 	"strings"
 
@@ -36,6 +37,14 @@ func init() {
 // account's leaf alone, whose hash commits to neither the balance nor the
 // total: a proof with any balance verified against its published root.
 const LevelPoRRootIsParent uint32 = 7
+
+// LevelPoRSumExact is the feature level from which the consolidation's
+// ledger sum is checked for overflow on its exact (128-bit) value. Below
+// it a running int64 sum was checked at each step of a map walk, so
+// balances whose partial sums overflowed in one order and not in another
+// (the house book far negative, traders far positive) gave replicas
+// different problems, statuses and state hashes.
+const LevelPoRSumExact uint32 = 7
 
 // BuildPoR builds the Proof of Reserves snapshot of st at st.NowMs. It
 // reads st only. What a leaf holds (docs/decisions.md, Proof of Reserves):
@@ -69,11 +78,20 @@ func BuildPoR(st *State) *por.Snapshot {
 	perAccount := make(map[string]int64, len(st.Access.Accounts))
 	var hedgeBacking, venueOwn, ledgerSum, payables int64
 	overflow := false
+	// The exact sum in 128 bits (hi:lo), so whether it fits 64 does not
+	// depend on the order of the map walk (from LevelPoRSumExact).
+	exact := st.FeatureLevel >= LevelPoRSumExact
+	var sumHi int64
+	var sumLo uint64
 	for k, v := range st.Ledger.Balances {
 		if v < 0 && k != ledger.House {
 			problem("ledger account %s is negative (%d)", publicName(k), v)
 		}
-		if (v > 0 && ledgerSum > math.MaxInt64-v) || (v < 0 && ledgerSum < math.MinInt64-v) {
+		if exact {
+			var carry uint64
+			sumLo, carry = bits.Add64(sumLo, uint64(v), 0)
+			sumHi += int64(carry) + v>>63
+		} else if (v > 0 && ledgerSum > math.MaxInt64-v) || (v < 0 && ledgerSum < math.MinInt64-v) {
 			overflow = true
 		}
 		ledgerSum += v
@@ -99,6 +117,9 @@ func BuildPoR(st *State) *por.Snapshot {
 		default:
 			venueOwn += v
 		}
+	}
+	if exact {
+		overflow = sumHi != int64(sumLo)>>63 // the sum does not fit 64 bits
 	}
 	var owedSum int64
 	if st.Growth != nil {
