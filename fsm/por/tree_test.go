@@ -348,3 +348,35 @@ func TestOneLeafProofBindsItsBalance(t *testing.T) {
 		t.Fatal("padding changed a tree of three leaves")
 	}
 }
+
+// TestCheckTagBindsTheLeafToItsAccount: a proof's path says nothing about
+// whose leaf it is. A venue could hand two accounts with equal balances
+// the same leaf (one liability instead of two) and every path would
+// verify; only the tag, which the key's holder can recompute, tells.
+func TestCheckTagBindsTheLeafToItsAccount(t *testing.T) {
+	const ts = 180_000
+	keyA, keyB := sha256.Sum256([]byte("key-A")), sha256.Sum256([]byte("key-B"))
+	salt := RootSalt(AssetMsat, ts, 3)
+	ls := []Leaf{{Tag: AccountTag(keyA[:], AssetMsat, "acc_A", ts), Amount: 5_000}, {Tag: AccountTag(keyB[:], AssetMsat, "acc_B", ts), Amount: 5_000}}
+	tr, _ := Build(salt, ls)
+	d, err := NewProofDoc(AssetMsat, tr, salt, ls[0].Tag, 0, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CheckTag("key-A", "acc_A"); err != nil {
+		t.Fatalf("own leaf: %v", err)
+	}
+	for _, c := range [][2]string{{"key-B", "acc_B"}, {"key-A", "acc_B"}, {"key-B", "acc_A"}} {
+		if err := d.CheckTag(c[0], c[1]); err == nil {
+			t.Fatalf("A's leaf passed as %v's", c)
+		}
+	}
+	d.TreeTsMs = "180001" // another tree's time: another tag
+	if err := d.CheckTag("key-A", "acc_A"); err == nil {
+		t.Fatal("the tag of another tree time passed")
+	}
+	d.TreeTsMs = "x"
+	if err := d.CheckTag("key-A", "acc_A"); err == nil {
+		t.Fatal("a bad treeTsMs passed")
+	}
+}
