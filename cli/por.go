@@ -22,7 +22,7 @@ func porCmd() *cobra.Command {
 }
 
 func porVerifyCmd() *cobra.Command {
-	var proofPath, root string
+	var proofPath, root, account, keyEnv string
 	cmd := &cobra.Command{
 		Use:   "verify --proof FILE [--root HASH]",
 		Short: "Verify a Proof of Reserves inclusion proof offline",
@@ -31,7 +31,11 @@ SHA-256(rootSalt || accountTag), then each parent SHA-256(L.hash || L.sum || R.h
 8-byte big-endian sums, checking that every sum is a non-negative integer, that the sides agree with
 the leaf index, and that the path ends at the proof's rootHash and total. With --root it also checks
 that root is the one you expect (the rootHash GET /por publishes, liability or liabilityUsdx).
---proof - reads the proof from standard input. Exit status 0 means the proof is valid.`,
+--proof - reads the proof from standard input. With --account it also checks that the leaf is
+that account's: its accountTag must be HMAC-SHA256(SHA-256(key), "perpd/por/tag/v1" 0 asset 0
+account 0 treeTsMs), with the account's oldest API key still on record (its signup key) read from
+the environment variable --key-env names (never from the command line). Without it the path
+proves a balance is in the tree, not whose. Exit status 0 means the proof is valid.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if proofPath == "" {
@@ -46,11 +50,20 @@ that root is the one you expect (the rootHash GET /por publishes, liability or l
 				defer f.Close()
 				r = f
 			}
+			var apiKey string
+			if account != "" {
+				if apiKey = os.Getenv(keyEnv); apiKey == "" {
+					return fmt.Errorf("--account needs the account's API key in the environment variable %s", keyEnv)
+				}
+			}
 			out := cmd.OutOrStdout()
 			d, err := por.DecodeProof(io.LimitReader(r, 1<<20))
 			if err == nil {
 				var v por.Verdict
-				if v, err = d.Verify(root); err == nil {
+				if v, err = d.Verify(root); err == nil && account != "" {
+					err = d.CheckTag(apiKey, account)
+				}
+				if err == nil {
 					unit := "msat"
 					if v.Asset == por.AssetUsdx {
 						unit = "micro-USDx"
@@ -62,6 +75,11 @@ that root is the one you expect (the rootHash GET /por publishes, liability or l
 					} else {
 						fmt.Fprintln(out, "  the root is the expected one")
 					}
+					if account == "" {
+						fmt.Fprintln(out, "  the leaf's owner is not checked; pass --account (key in $"+keyEnv+") to check it is yours")
+					} else {
+						fmt.Fprintf(out, "  the leaf is account %s's (its tag matches the key)\n", account)
+					}
 					return nil
 				}
 			}
@@ -71,5 +89,7 @@ that root is the one you expect (the rootHash GET /por publishes, liability or l
 	}
 	cmd.Flags().StringVar(&proofPath, "proof", "", "proof file (JSON from GET /v1/por/proof), or - for standard input")
 	cmd.Flags().StringVar(&root, "root", "", "expected root hash (hex)")
+	cmd.Flags().StringVar(&account, "account", "", "check that the leaf is this account's (needs its API key in --key-env)")
+	cmd.Flags().StringVar(&keyEnv, "key-env", "PERPD_API_KEY", "environment variable holding the account's API key (used with --account)")
 	return cmd
 }

@@ -18,7 +18,7 @@ func TestPorVerifyExitStatus(t *testing.T) {
 	bin := perpdBinary(t)
 	salt := por.RootSalt(por.AssetUsdx, 60_000, 1)
 	leaves := []por.Leaf{{Tag: por.AccountTag([]byte("k"), por.AssetUsdx, "a", 60_000), Amount: 3_000_000}}
-	tr, err := por.Build(salt, leaves)
+	tr, err := por.BuildWidth(salt, leaves, por.MinWidth) // one account, as built from level 7
 	if err != nil {
 		t.Fatal(err)
 	}

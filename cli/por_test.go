@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -86,5 +87,36 @@ func TestPorVerify(t *testing.T) {
 	}
 	if _, err = runPor(t, nil, "verify"); err == nil {
 		t.Fatal("no --proof accepted")
+	}
+}
+
+// TestPorVerifyChecksTheLeafOwner: with --account the verifier recomputes
+// the leaf's tag from the key (read from the environment) and refuses a
+// leaf of another account, which a path alone cannot tell apart.
+func TestPorVerifyChecksTheLeafOwner(t *testing.T) {
+	const ts = 240_000
+	keyA, keyB := sha256.Sum256([]byte("key-A")), sha256.Sum256([]byte("key-B"))
+	salt := por.RootSalt(por.AssetMsat, ts, 9)
+	leaves := []por.Leaf{{Tag: por.AccountTag(keyA[:], por.AssetMsat, "acc_A", ts), Amount: 7_000},
+		{Tag: por.AccountTag(keyB[:], por.AssetMsat, "acc_B", ts), Amount: 7_000}}
+	tr, _ := por.Build(salt, leaves)
+	d, _ := por.NewProofDoc(por.AssetMsat, tr, salt, leaves[0].Tag, 0, ts)
+	proof, _ := json.Marshal(d)
+
+	t.Setenv("PERPD_API_KEY", "key-A")
+	out, err := runPor(t, proof, "verify", "--proof", "-", "--account", "acc_A")
+	if err != nil || !strings.Contains(out, "the leaf is account acc_A's") {
+		t.Fatalf("own leaf: %v\n%s", err, out)
+	}
+	t.Setenv("PERPD_API_KEY", "key-B")
+	if out, err = runPor(t, proof, "verify", "--proof", "-", "--account", "acc_B"); !errors.Is(err, errProofInvalid) || !strings.Contains(out, "accountTag") {
+		t.Fatalf("A's leaf shown to B: %v\n%s", err, out)
+	}
+	if out, err = runPor(t, proof, "verify", "--proof", "-"); err != nil || !strings.Contains(out, "not checked") {
+		t.Fatalf("without --account: %v\n%s", err, out)
+	}
+	t.Setenv("PERPD_API_KEY", "")
+	if _, err = runPor(t, proof, "verify", "--proof", "-", "--account", "acc_A"); err == nil || errors.Is(err, errProofInvalid) {
+		t.Fatalf("--account without a key: %v", err)
 	}
 }

@@ -67,7 +67,11 @@ import (
 //	   (LevelFaucetBounded).
 //	7: a standalone reduce-only trigger takes room in the reducing reserve
 //	   of a market's price index only while its account holds a position
-//	   it would reduce (trade.LevelReserveProtects).
+//	   it would reduce (trade.LevelReserveProtects); every Proof of
+//	   Reserves tree has at least two leaf slots, so its root hash commits
+//	   to the total (LevelPoRRootIsParent); the PoR ledger sum is checked
+//	   for overflow on its exact value, not on a map walk's running sum
+//	   (LevelPoRSumExact).
 const FeatureLevel uint32 = 7
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	mbig "math/big"
+	"math/bits"
 	"sort"
 	"strings"
 
@@ -31,6 +32,20 @@ func init() {
 	})
 }
 
+// LevelPoRRootIsParent is the feature level from which every tree has at
+// least por.MinWidth leaf slots. Below it a tree of one account was that
+// account's leaf alone, whose hash commits to neither the balance nor the
+// total: a proof with any balance verified against its published root.
+const LevelPoRRootIsParent uint32 = 7
+
+// LevelPoRSumExact is the feature level from which the consolidation's
+// ledger sum is checked for overflow on its exact (128-bit) value. Below
+// it a running int64 sum was checked at each step of a map walk, so
+// balances whose partial sums overflowed in one order and not in another
+// (the house book far negative, traders far positive) gave replicas
+// different problems, statuses and state hashes.
+const LevelPoRSumExact uint32 = 7
+
 // BuildPoR builds the Proof of Reserves snapshot of st at st.NowMs. It
 // reads st only. What a leaf holds (docs/decisions.md, Proof of Reserves):
 //
@@ -49,6 +64,10 @@ func BuildPoR(st *State) *por.Snapshot {
 		seed = st.Genesis.Seed
 	}
 	snap := &por.Snapshot{TsMs: now}
+	minWidth := 1
+	if st.FeatureLevel >= LevelPoRRootIsParent {
+		minWidth = por.MinWidth
+	}
 	var problems []string
 	problem := func(format string, args ...any) {
 		problems = append(problems, fmt.Sprintf(format, args...))
@@ -59,11 +78,20 @@ func BuildPoR(st *State) *por.Snapshot {
 	perAccount := make(map[string]int64, len(st.Access.Accounts))
 	var hedgeBacking, venueOwn, ledgerSum, payables int64
 	overflow := false
+	// The exact sum in 128 bits (hi:lo), so whether it fits 64 does not
+	// depend on the order of the map walk (from LevelPoRSumExact).
+	exact := st.FeatureLevel >= LevelPoRSumExact
+	var sumHi int64
+	var sumLo uint64
 	for k, v := range st.Ledger.Balances {
 		if v < 0 && k != ledger.House {
 			problem("ledger account %s is negative (%d)", publicName(k), v)
 		}
-		if (v > 0 && ledgerSum > math.MaxInt64-v) || (v < 0 && ledgerSum < math.MinInt64-v) {
+		if exact {
+			var carry uint64
+			sumLo, carry = bits.Add64(sumLo, uint64(v), 0)
+			sumHi += int64(carry) + v>>63
+		} else if (v > 0 && ledgerSum > math.MaxInt64-v) || (v < 0 && ledgerSum < math.MinInt64-v) {
 			overflow = true
 		}
 		ledgerSum += v
@@ -89,6 +117,9 @@ func BuildPoR(st *State) *por.Snapshot {
 		default:
 			venueOwn += v
 		}
+	}
+	if exact {
+		overflow = sumHi != int64(sumLo)>>63 // the sum does not fit 64 bits
 	}
 	var owedSum int64
 	if st.Growth != nil {
@@ -131,17 +162,17 @@ func BuildPoR(st *State) *por.Snapshot {
 		entries = append(entries, por.Entry{Account: id, Tag: por.AccountTag(tagSecret(st, a.ID, a.KeyIDs, seed, &secret), por.AssetMsat, id, now), Amount: amt})
 	}
 	msatSalt := por.RootSalt(por.AssetMsat, now, seed)
-	t, err := por.NewTreeState(now, msatSalt, entries)
+	t, err := por.NewTreeState(now, msatSalt, entries, minWidth)
 	if err != nil {
 		problem("sats tree: %v", err)
-		t, _ = por.NewTreeState(now, msatSalt, nil)
+		t, _ = por.NewTreeState(now, msatSalt, nil, minWidth)
 	}
 	snap.Msat = t
 	if t.Total != leafSum {
 		problem("sats tree total %d != the accounts' %d", t.Total, leafSum)
 	}
 
-	snap.Usdx = buildUsdxTree(st, now, seed, problem)
+	snap.Usdx = buildUsdxTree(st, now, seed, minWidth, problem)
 
 	snap.ReservesMsat = st.Ledger.CreditedMsat - st.Ledger.PaidMsat
 	snap.HedgeBackingMsat = hedgeBacking
@@ -189,11 +220,11 @@ func tagSecret(st *State, id string, keyIDs []string, seed uint64, buf *[32]byte
 	return buf[:]
 }
 
-func buildUsdxTree(st *State, now int64, seed uint64, problem func(string, ...any)) *por.TreeState {
+func buildUsdxTree(st *State, now int64, seed uint64, minWidth int, problem func(string, ...any)) *por.TreeState {
 	u := st.USDx
 	salt := por.RootSalt(por.AssetUsdx, now, seed)
 	if u == nil {
-		t, _ := por.NewTreeState(now, salt, nil)
+		t, _ := por.NewTreeState(now, salt, nil, minWidth)
 		return t
 	}
 	entries := make([]por.Entry, 0, len(u.Holders))
@@ -236,10 +267,10 @@ func buildUsdxTree(st *State, now int64, seed uint64, problem func(string, ...an
 	if sum.Cmp(&wantMax) > 0 || sum.Cmp(&low) < 0 {
 		problem("USDx tree holds %s micro, custody %s", sum.String(), wantMax.String())
 	}
-	t, err := por.NewTreeState(now, salt, entries)
+	t, err := por.NewTreeState(now, salt, entries, minWidth)
 	if err != nil {
 		problem("USDx tree: %v", err)
-		t, _ = por.NewTreeState(now, salt, nil)
+		t, _ = por.NewTreeState(now, salt, nil, minWidth)
 	}
 	return t
 }

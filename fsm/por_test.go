@@ -110,7 +110,7 @@ func TestPoRTreesCoverEveryAccountAndReplicasAgree(t *testing.T) {
 	}
 	// Every leaf's proof verifies against the stored root.
 	for _, tr := range []*por.TreeState{snap.Msat, snap.Usdx} {
-		full, err := por.Build(tr.Salt, tr.Leaves())
+		full, err := por.BuildWidth(tr.Salt, tr.Leaves(), tr.Width())
 		if err != nil || full.Root().Hash != tr.RootHash || int64(full.Root().Sum) != tr.Total {
 			t.Fatalf("rebuilt tree differs: %v", err)
 		}

@@ -171,14 +171,14 @@ var porTrees = struct {
 
 // porTree returns the levels of the tree whose leaves are ls and whose
 // root is root, from the cache or built now.
-func porTree(asset string, salt, root por.Hash, ls func() []por.Leaf) (*por.Tree, error) {
+func porTree(asset string, salt, root por.Hash, width int, ls func() []por.Leaf) (*por.Tree, error) {
 	porTrees.Lock()
 	t := porTrees.byAsset[asset]
 	porTrees.Unlock()
 	if t != nil && t.Root().Hash == root && t.Salt == salt {
 		return t, nil
 	}
-	t, err := por.Build(salt, ls())
+	t, err := por.BuildWidth(salt, ls(), width)
 	if err != nil {
 		return nil, err
 	}
@@ -207,6 +207,7 @@ func (s *Server) porProof(c *gin.Context) {
 		idx        int
 		tag, salt  por.Hash
 		root       por.Hash
+		width      int
 		tsMs       int64
 		leaves     []por.Leaf
 		treeExists bool
@@ -223,7 +224,7 @@ func (s *Server) porProof(c *gin.Context) {
 		if idx = tr.Index(acct); idx < 0 {
 			return
 		}
-		found, tag, salt, root, tsMs = true, tr.Tags[idx], tr.Salt, tr.RootHash, tr.TsMs
+		found, tag, salt, root, tsMs, width = true, tr.Tags[idx], tr.Salt, tr.RootHash, tr.TsMs, tr.Width()
 		porTrees.Lock()
 		cached := porTrees.byAsset[asset]
 		porTrees.Unlock()
@@ -239,7 +240,7 @@ func (s *Server) porProof(c *gin.Context) {
 		notFound(c, "account in the latest "+asset+" tree (it is in the next tree built after it was created or first held "+asset+")")
 		return
 	}
-	t, err := porTree(asset, salt, root, func() []por.Leaf { return leaves })
+	t, err := porTree(asset, salt, root, width, func() []por.Leaf { return leaves })
 	if err == nil && t.Count <= idx {
 		err = errTreeMismatch
 	}

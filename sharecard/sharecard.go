@@ -134,14 +134,99 @@ func fit(s string, bold bool, size, width int) string {
 	return "…"
 }
 
-// fill draws the path built by build in col.
-func (c canvas) fill(col color.Color, build func(z *vector.Rasterizer)) {
-	z := vector.NewRasterizer(Width, Height)
-	build(z)
-	z.Draw(c.img, c.img.Bounds(), image.NewUniform(col), image.Point{})
+// pather is what the shape helpers draw into: a path recorder.
+type pather interface {
+	MoveTo(x, y float32)
+	LineTo(x, y float32)
+	QuadTo(bx, by, cx, cy float32)
+	ClosePath()
 }
 
-func roundRect(z *vector.Rasterizer, x0, y0, x1, y1, r float32) {
+// pathOp is one recorded path operation (n points used).
+type pathOp struct {
+	kind byte // 'M', 'L', 'Q', 'Z'
+	pts  [2][2]float32
+}
+
+// path records a shape and its bounding box (control points included: a
+// quadratic segment stays inside the hull of its points).
+type path struct {
+	ops                    []pathOp
+	minX, minY, maxX, maxY float32
+	seen                   bool
+}
+
+// floatMathMinWidth is the narrowest rasterizer that uses floating point
+// math (golang.org/x/image/vector's threshold is 512).
+const floatMathMinWidth = 513
+
+func (p *path) see(x, y float32) {
+	if !p.seen {
+		p.minX, p.maxX, p.minY, p.maxY, p.seen = x, x, y, y, true
+	}
+	p.minX, p.maxX = min(p.minX, x), max(p.maxX, x)
+	p.minY, p.maxY = min(p.minY, y), max(p.maxY, y)
+}
+
+func (p *path) MoveTo(x, y float32) {
+	p.see(x, y)
+	p.ops = append(p.ops, pathOp{kind: 'M', pts: [2][2]float32{{x, y}}})
+}
+
+func (p *path) LineTo(x, y float32) {
+	p.see(x, y)
+	p.ops = append(p.ops, pathOp{kind: 'L', pts: [2][2]float32{{x, y}}})
+}
+
+func (p *path) QuadTo(bx, by, cx, cy float32) {
+	p.see(bx, by)
+	p.see(cx, cy)
+	p.ops = append(p.ops, pathOp{kind: 'Q', pts: [2][2]float32{{bx, by}, {cx, cy}}})
+}
+
+func (p *path) ClosePath() { p.ops = append(p.ops, pathOp{kind: 'Z'}) }
+
+// fill draws the path built by build in col. The rasterizer covers only
+// the path's bounding box (a whole-card rasterizer per shape made one card
+// cost about 890 MB and a second of CPU). The box is whole pixels, so the
+// shift by its corner changes coverage only by float32 rounding: at most
+// one level of a channel on an anti-aliased edge.
+func (c canvas) fill(col color.Color, build func(z pather)) {
+	var p path
+	build(&p)
+	if len(p.ops) == 0 {
+		return
+	}
+	box := image.Rect(int(math.Floor(float64(p.minX)))-1, int(math.Floor(float64(p.minY)))-1,
+		int(math.Ceil(float64(p.maxX)))+1, int(math.Ceil(float64(p.maxY)))+1).Intersect(c.img.Bounds())
+	if box.Empty() {
+		return
+	}
+	// At most 512 pixels wide and high the rasterizer switches to fixed
+	// point math, which rounds edges differently: keep it on floating
+	// point, as the whole-card rasterizer was.
+	if w := floatMathMinWidth; box.Dx() < w {
+		box.Min.X = min(box.Min.X, Width-w)
+		box.Max.X = box.Min.X + w
+	}
+	ox, oy := float32(box.Min.X), float32(box.Min.Y)
+	z := vector.NewRasterizer(box.Dx(), box.Dy())
+	for _, op := range p.ops {
+		switch op.kind {
+		case 'M':
+			z.MoveTo(op.pts[0][0]-ox, op.pts[0][1]-oy)
+		case 'L':
+			z.LineTo(op.pts[0][0]-ox, op.pts[0][1]-oy)
+		case 'Q':
+			z.QuadTo(op.pts[0][0]-ox, op.pts[0][1]-oy, op.pts[1][0]-ox, op.pts[1][1]-oy)
+		case 'Z':
+			z.ClosePath()
+		}
+	}
+	z.Draw(c.img, box, image.NewUniform(col), image.Point{})
+}
+
+func roundRect(z pather, x0, y0, x1, y1, r float32) {
 	z.MoveTo(x0+r, y0)
 	z.LineTo(x1-r, y0)
 	z.QuadTo(x1, y0, x1, y0+r)
@@ -154,7 +239,7 @@ func roundRect(z *vector.Rasterizer, x0, y0, x1, y1, r float32) {
 	z.ClosePath()
 }
 
-func circle(z *vector.Rasterizer, cx, cy, r float32) {
+func circle(z pather, cx, cy, r float32) {
 	const n = 24
 	for i := 0; i <= n; i++ {
 		a := float64(i) * 2 * math.Pi / n
@@ -170,7 +255,7 @@ func circle(z *vector.Rasterizer, cx, cy, r float32) {
 
 // stroke draws a polyline of width w with round joins.
 func (c canvas) stroke(pts [][2]float32, w float32, col color.Color) {
-	c.fill(col, func(z *vector.Rasterizer) {
+	c.fill(col, func(z pather) {
 		for i := 1; i < len(pts); i++ {
 			a, b := pts[i-1], pts[i]
 			dx, dy := b[0]-a[0], b[1]-a[1]
@@ -187,7 +272,7 @@ func (c canvas) stroke(pts [][2]float32, w float32, col color.Color) {
 		}
 	})
 	for _, p := range pts {
-		c.fill(col, func(z *vector.Rasterizer) { circle(z, p[0], p[1], w/2) })
+		c.fill(col, func(z pather) { circle(z, p[0], p[1], w/2) })
 	}
 }
 
@@ -214,7 +299,7 @@ func Render(card Card) ([]byte, error) {
 		const label = "TESTNET"
 		w := measure(label, true, 22)
 		x0 := float32(Width - 60 - w - 36)
-		c.fill(amber, func(z *vector.Rasterizer) { roundRect(z, x0, 44, float32(Width-60), 86, 21) })
+		c.fill(amber, func(z pather) { roundRect(z, x0, 44, float32(Width-60), 86, 21) })
 		c.text(label, true, 22, int(x0)+18, 73, bg0)
 	}
 
@@ -290,7 +375,7 @@ func (c canvas) placements(ps []Placement, x, y int) {
 		rank := "#" + strconv.FormatInt(p.Rank, 10)
 		label := strings.ToUpper(p.Board) + " · " + p.Window
 		w := measure(rank, true, 24) + 10 + measure(label, false, 20) + 32
-		c.fill(chipBg, func(z *vector.Rasterizer) { roundRect(z, float32(x), float32(y), float32(x+w), float32(y+48), 12) })
+		c.fill(chipBg, func(z pather) { roundRect(z, float32(x), float32(y), float32(x+w), float32(y+48), 12) })
 		col := white
 		if p.Rank <= 3 {
 			col = gold
@@ -303,10 +388,10 @@ func (c canvas) placements(ps []Placement, x, y int) {
 
 // chart draws the equity index panel.
 func (c canvas) chart(curve []int64, x0, y0, x1, y1 int) {
-	c.fill(border, func(z *vector.Rasterizer) {
+	c.fill(border, func(z pather) {
 		roundRect(z, float32(x0), float32(y0), float32(x1), float32(y1), 18)
 	})
-	c.fill(panel, func(z *vector.Rasterizer) {
+	c.fill(panel, func(z pather) {
 		roundRect(z, float32(x0+2), float32(y0+2), float32(x1-2), float32(y1-2), 16)
 	})
 	c.text("EQUITY INDEX", true, 18, x0+24, y0+38, dim)
@@ -354,7 +439,7 @@ func (c canvas) chart(curve []int64, x0, y0, x1, y1 int) {
 	}
 	// Premultiplied: each channel at most the alpha (0x33).
 	area := color.RGBA{lineCol.R / 5, lineCol.G / 5, lineCol.B / 5, 0x33}
-	c.fill(area, func(z *vector.Rasterizer) {
+	c.fill(area, func(z pather) {
 		z.MoveTo(line[0][0], py1)
 		for _, p := range line {
 			z.LineTo(p[0], p[1])
@@ -364,8 +449,8 @@ func (c canvas) chart(curve []int64, x0, y0, x1, y1 int) {
 	})
 	c.stroke(line, 4, lineCol)
 	end := line[len(line)-1]
-	c.fill(white, func(z *vector.Rasterizer) { circle(z, end[0], end[1], 7) })
-	c.fill(lineCol, func(z *vector.Rasterizer) { circle(z, end[0], end[1], 4.5) })
+	c.fill(white, func(z pather) { circle(z, end[0], end[1], 7) })
+	c.fill(lineCol, func(z pather) { circle(z, end[0], end[1], 4.5) })
 }
 
 // FormatPnl writes msat as signed sats with thousands separators, or as

@@ -7,6 +7,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -100,5 +101,32 @@ func TestFormats(t *testing.T) {
 		if got != want {
 			t.Errorf("got %q want %q", got, want)
 		}
+	}
+}
+
+// TestShareCardRenderIsCheap: a card is rendered on a public GET for
+// every opted-in handle after each recompute, so one rendering must stay
+// small. Each shape used to get a rasterizer (and a mask pass) the size of
+// the whole card: a full card allocated about 890 MB and took over a
+// second of CPU. The bound is on bytes allocated, which does not depend on
+// the machine.
+func TestShareCardRenderIsCheap(t *testing.T) {
+	card := sampleCard()
+	card.Curve = make([]int64, 30) // the longest curve a profile has
+	for i := range card.Curve {
+		card.Curve[i] = int64(1_000_000_000 + (i%7)*40_000_000)
+	}
+	if _, err := Render(card); err != nil { // fonts and faces cached
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := Render(card); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	const maxBytes = 32 << 20
+	if got := after.TotalAlloc - before.TotalAlloc; got > maxBytes {
+		t.Fatalf("one card allocated %d MB, want at most %d MB", got>>20, maxBytes>>20)
 	}
 }

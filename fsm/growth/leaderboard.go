@@ -569,10 +569,16 @@ func (b *Boards) unrank(accountID string) {
 	if t.Snap == nil {
 		return
 	}
-	ids := sortedKeys(b.Traders)
+	// Sorted only for a board the trader is on: a trader on none (most
+	// of them) opts out without a walk of every trader, and a toggle
+	// repeated until the next recompute finds its ranks already 0.
+	var ids []string
 	for k, rank := range t.Snap.Ranks {
 		if rank == 0 {
 			continue
+		}
+		if ids == nil {
+			ids = sortedKeys(b.Traders)
 		}
 		t.Snap.Ranks[k] = 0
 		key := boardKey(k/3, k%3)

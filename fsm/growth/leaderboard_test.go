@@ -1,6 +1,8 @@
 package growth
 
 import (
+	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/perpd/perpd/fsm/ledger"
@@ -283,5 +285,38 @@ func TestCheckDisplayNameImpersonation(t *testing.T) {
 		if CheckDisplayNameImpersonation(bad, "plucky-puma-9818") == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestOptOutOfNoBoardIsCheap: opting out walks the boards only where the
+// trader holds a rank. It used to sort every trader's id first whenever
+// the trader had a recompute snapshot, ranked or not, so one account
+// toggling optedOut (a cheap, read-budget call) made every replica sort
+// the whole trader map once per toggle inside apply. Measured in bytes
+// allocated, which do not depend on the machine.
+func TestOptOutOfNoBoardIsCheap(t *testing.T) {
+	w := newLBWorld(t)
+	const traders = 20_000
+	for i := range traders {
+		w.event(d0+int64(i), fmt.Sprintf("acc_%05d", i), 1_000, Event{Volume: 1, Trade: true}) // below every gate
+	}
+	w.s.OnClockBoards(w.env())
+	on, off := true, false
+	toggle := func(v *bool) {
+		if ref := w.s.Settings(w.env(), "acc_00007", SettingsRequest{OptedOut: v}); ref != nil {
+			t.Fatal(ref)
+		}
+	}
+	toggle(&on)
+	toggle(&off)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	toggle(&on)
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 16<<10 {
+		t.Fatalf("opting out of no board allocated %d bytes with %d traders", got, traders)
+	}
+	if err := w.s.Board.check(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,6 +1,7 @@
 package por
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -182,4 +183,29 @@ func parseAmount(what, s string) (uint64, error) {
 		return 0, fmt.Errorf("%s: %q out of range", what, s)
 	}
 	return uint64(v), nil
+}
+
+// CheckTag checks that the proof's leaf is accountID's: its accountTag
+// must be AccountTag(SHA-256(apiKey), asset, accountID, treeTsMs). A path
+// says nothing about whose leaf it is; without this check a venue could
+// hand two accounts of equal balance the same leaf and both proofs would
+// verify. The key is the account's oldest API key still on record (its
+// signup key while that is kept); treeTsMs is bound by the tag.
+func (d ProofDoc) CheckTag(apiKey, accountID string) error {
+	tag, err := parseHash("leaf.accountTag", d.Leaf.AccountTag)
+	if err != nil {
+		return err
+	}
+	if d.Asset != AssetMsat && d.Asset != AssetUsdx {
+		return fmt.Errorf("unknown asset %q", d.Asset)
+	}
+	ts, err := strconv.ParseInt(d.TreeTsMs, 10, 64)
+	if err != nil {
+		return fmt.Errorf("treeTsMs: %q is not a decimal integer", d.TreeTsMs)
+	}
+	secret := sha256.Sum256([]byte(apiKey))
+	if AccountTag(secret[:], d.Asset, accountID, ts) != tag {
+		return fmt.Errorf("the leaf's accountTag is not account %s's under this key (the tag uses the account's oldest API key still on record)", accountID)
+	}
+	return nil
 }

@@ -44,7 +44,13 @@ type TreeState struct {
 	Accounts []string `cbor:"5,keyasint"`
 	Tags     []Hash   `cbor:"6,keyasint"`
 	Amounts  []int64  `cbor:"7,keyasint"`
+	// MinWidth is the least number of leaf slots the tree was built with:
+	// MinWidth from feature level 7, 0 (meaning 1) before.
+	MinWidth int `cbor:"8,keyasint,omitempty"`
 }
+
+// Width is the least number of leaf slots of t's tree (Build's minWidth).
+func (t *TreeState) Width() int { return max(t.MinWidth, 1) }
 
 // LeafCount is the number of real leaves.
 func (t *TreeState) LeafCount() int { return len(t.Accounts) }
@@ -77,8 +83,9 @@ type Entry struct {
 }
 
 // NewTreeState orders entries by tag (then account, for equal tags, which
-// SHA-256 makes impossible in practice) and computes the root.
-func NewTreeState(tsMs int64, salt Hash, entries []Entry) (*TreeState, error) {
+// SHA-256 makes impossible in practice) and computes the root of a tree of
+// at least minWidth leaf slots (1, or MinWidth from feature level 7).
+func NewTreeState(tsMs int64, salt Hash, entries []Entry, minWidth int) (*TreeState, error) {
 	sort.Slice(entries, func(i, j int) bool {
 		if c := bytes.Compare(entries[i].Tag[:], entries[j].Tag[:]); c != 0 {
 			return c < 0
@@ -90,7 +97,10 @@ func NewTreeState(tsMs int64, salt Hash, entries []Entry) (*TreeState, error) {
 	for i, e := range entries {
 		t.Accounts[i], t.Tags[i], t.Amounts[i] = e.Account, e.Tag, e.Amount
 	}
-	root, err := Root(salt, t.Leaves())
+	if minWidth > 1 {
+		t.MinWidth = minWidth
+	}
+	root, err := RootWidth(salt, t.Leaves(), t.Width())
 	if err != nil {
 		return nil, err
 	}

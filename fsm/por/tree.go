@@ -11,8 +11,9 @@
 // with each sum written as 8 bytes big-endian (an unsigned 64-bit integer:
 // every sum is non-negative, so a negative balance cannot hide a liability,
 // the flaw of Maxwell's original scheme). The leaves are padded with zero
-// leaves (32 zero bytes, sum 0) to a power of two. The root is the pair
-// (rootHash, total): a verifier checks both.
+// leaves (32 zero bytes, sum 0) to a power of two, from feature level 7 at
+// least two (MinWidth). The root is the pair (rootHash, total): a
+// verifier checks both.
 package por
 
 import (
@@ -82,6 +83,16 @@ func Width(n int) int {
 	return 1 << bits.Len(uint(n-1))
 }
 
+// MinWidth is the least width of a tree built from feature level 7
+// (fsm.LevelPoRRootIsParent): two leaf slots, so the root is always a
+// parent and its hash commits to the sums under it. A tree of width 1 is
+// its one leaf, whose hash is SHA-256(rootSalt || accountTag) alone: it
+// commits to neither the balance nor the total.
+const MinWidth = 2
+
+// widthAtLeast is Width(n), at least minWidth (a power of two).
+func widthAtLeast(n, minWidth int) int { return max(Width(n), minWidth) }
+
 // Tree keeps every level, so it answers proofs. Levels[0] are the padded
 // leaves; the last level is the root alone.
 type Tree struct {
@@ -94,8 +105,11 @@ type Tree struct {
 
 // Build hashes leaves (in the given order) into a tree. An empty tree is
 // one zero leaf: root (zero hash, 0).
-func Build(salt Hash, leaves []Leaf) (*Tree, error) {
-	level, err := leafNodes(salt, leaves)
+func Build(salt Hash, leaves []Leaf) (*Tree, error) { return BuildWidth(salt, leaves, 1) }
+
+// BuildWidth is Build with at least minWidth leaf slots (1 or MinWidth).
+func BuildWidth(salt Hash, leaves []Leaf, minWidth int) (*Tree, error) {
+	level, err := leafNodes(salt, leaves, minWidth)
 	if err != nil {
 		return nil, err
 	}
@@ -114,8 +128,11 @@ func Build(salt Hash, leaves []Leaf) (*Tree, error) {
 // Root computes the root of leaves without keeping the levels (the state
 // machine's path: it keeps the leaves and the root, and proofs are built
 // on read). It reuses one buffer, so it allocates the leaf level once.
-func Root(salt Hash, leaves []Leaf) (Node, error) {
-	level, err := leafNodes(salt, leaves)
+func Root(salt Hash, leaves []Leaf) (Node, error) { return RootWidth(salt, leaves, 1) }
+
+// RootWidth is Root with at least minWidth leaf slots (1 or MinWidth).
+func RootWidth(salt Hash, leaves []Leaf, minWidth int) (Node, error) {
+	level, err := leafNodes(salt, leaves, minWidth)
 	if err != nil {
 		return Node{}, err
 	}
@@ -127,8 +144,8 @@ func Root(salt Hash, leaves []Leaf) (Node, error) {
 	return level[0], nil
 }
 
-func leafNodes(salt Hash, leaves []Leaf) ([]Node, error) {
-	level := make([]Node, Width(len(leaves)))
+func leafNodes(salt Hash, leaves []Leaf, minWidth int) ([]Node, error) {
+	level := make([]Node, widthAtLeast(len(leaves), minWidth))
 	var total uint64
 	for i, l := range leaves {
 		if l.Amount < 0 {
@@ -166,10 +183,18 @@ func (t *Tree) Proof(i int) ([]Step, error) {
 	return path, nil
 }
 
-// Climb recomputes the root from a leaf and its path. It refuses a path
-// whose sides disagree with index, one deeper than MaxDepth, and any sum
-// that leaves the non-negative signed 64-bit range.
+// ErrNoPath is a proof without a step: its root is the leaf, whose hash
+// does not commit to the balance, so the proof shows no amount.
+var ErrNoPath = errors.New("por: a proof without a step proves no balance (its root hash commits only to the account tag)")
+
+// Climb recomputes the root from a leaf and its path. It refuses an empty
+// path (ErrNoPath), a path whose sides disagree with index, one deeper
+// than MaxDepth, and any sum that leaves the non-negative signed 64-bit
+// range.
 func Climb(leaf Node, index uint64, path []Step) (Node, error) {
+	if len(path) == 0 {
+		return Node{}, ErrNoPath
+	}
 	if len(path) > MaxDepth {
 		return Node{}, fmt.Errorf("por: path of %d steps is longer than %d", len(path), MaxDepth)
 	}

@@ -78,6 +78,12 @@ func TestTreeSmall(t *testing.T) {
 				t.Fatal(err)
 			}
 			v, err := d.Verify(d.RootHash)
+			if n == 1 { // below MinWidth: no step, nothing proved
+				if !errors.Is(err, ErrNoPath) {
+					t.Fatalf("n=1: a proof without a step: %v", err)
+				}
+				continue
+			}
 			if err != nil {
 				t.Fatalf("n=%d leaf %d: %v", n, i, err)
 			}
@@ -291,4 +297,86 @@ func FuzzVerify(f *testing.F) {
 			t.Fatalf("verified with balance %d > total %d", v.Balance, v.Total)
 		}
 	})
+}
+
+// TestOneLeafProofBindsItsBalance: in a tree of one leaf the root is the
+// leaf, whose hash is SHA-256(rootSalt || accountTag) alone: it commits to
+// neither the balance nor the total. A proof of that tree with any balance
+// and the same total verified against the published root. Every sum is
+// bound by the hash of the parent above it, so a verifier refuses a proof
+// without a step, and from feature level 7 every tree has at least two
+// leaf slots (MinWidth), so its root is a parent.
+func TestOneLeafProofBindsItsBalance(t *testing.T) {
+	salt := RootSalt(AssetMsat, 1, 2)
+	ls := testLeaves(1)[:1]
+	old, _ := Build(salt, ls)
+	d, err := NewProofDoc(AssetMsat, old, salt, ls[0].Tag, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Leaf.BalanceMsat, d.TotalMsat = "1", "1" // understated
+	if _, err := d.Verify(d.RootHash); err == nil {
+		t.Fatal("a proof without a step verified a balance its root does not commit to")
+	}
+
+	tr, err := BuildWidth(salt, ls, MinWidth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := RootWidth(salt, ls, MinWidth); r != tr.Root() {
+		t.Fatal("RootWidth and BuildWidth disagree")
+	}
+	d, err = NewProofDoc(AssetMsat, tr, salt, ls[0].Tag, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Verify(d.RootHash); err != nil || len(d.Path) != 1 {
+		t.Fatalf("padded one-leaf proof: %d steps, %v", len(d.Path), err)
+	}
+	d.Leaf.BalanceMsat, d.TotalMsat = "1", "1"
+	if _, err := d.Verify(d.RootHash); err == nil {
+		t.Fatal("a padded one-leaf proof verified a doctored balance")
+	}
+	// An empty tree padded is two zero leaves; wider trees are unchanged.
+	if Width(0) != 1 || widthAtLeast(0, MinWidth) != 2 || widthAtLeast(5, MinWidth) != 8 {
+		t.Fatal("widths")
+	}
+	three := testLeaves(3)
+	a, _ := Root(salt, three)
+	b, _ := RootWidth(salt, three, MinWidth)
+	if a != b {
+		t.Fatal("padding changed a tree of three leaves")
+	}
+}
+
+// TestCheckTagBindsTheLeafToItsAccount: a proof's path says nothing about
+// whose leaf it is. A venue could hand two accounts with equal balances
+// the same leaf (one liability instead of two) and every path would
+// verify; only the tag, which the key's holder can recompute, tells.
+func TestCheckTagBindsTheLeafToItsAccount(t *testing.T) {
+	const ts = 180_000
+	keyA, keyB := sha256.Sum256([]byte("key-A")), sha256.Sum256([]byte("key-B"))
+	salt := RootSalt(AssetMsat, ts, 3)
+	ls := []Leaf{{Tag: AccountTag(keyA[:], AssetMsat, "acc_A", ts), Amount: 5_000}, {Tag: AccountTag(keyB[:], AssetMsat, "acc_B", ts), Amount: 5_000}}
+	tr, _ := Build(salt, ls)
+	d, err := NewProofDoc(AssetMsat, tr, salt, ls[0].Tag, 0, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CheckTag("key-A", "acc_A"); err != nil {
+		t.Fatalf("own leaf: %v", err)
+	}
+	for _, c := range [][2]string{{"key-B", "acc_B"}, {"key-A", "acc_B"}, {"key-B", "acc_A"}} {
+		if err := d.CheckTag(c[0], c[1]); err == nil {
+			t.Fatalf("A's leaf passed as %v's", c)
+		}
+	}
+	d.TreeTsMs = "180001" // another tree's time: another tag
+	if err := d.CheckTag("key-A", "acc_A"); err == nil {
+		t.Fatal("the tag of another tree time passed")
+	}
+	d.TreeTsMs = "x"
+	if err := d.CheckTag("key-A", "acc_A"); err == nil {
+		t.Fatal("a bad treeTsMs passed")
+	}
 }
