@@ -26,6 +26,7 @@ type serveFlags struct {
 	id, data, httpAddr, raftAddr, adminAddr, join, deployment, logLevel string
 	token, tokenFile, secretFile, trustedProxies, simRailDir            string
 	applyArchive                                                        string
+	clockOffset                                                         time.Duration
 	tlsFlags
 	bootstrap, checkInvariants   bool
 	snapThreshold, trailingLogs  uint64
@@ -69,8 +70,21 @@ func serveCmd() *cobra.Command {
 	fl.IntVar(&f.signupsPerHour, "signups-per-hour", 0, "signups across the cluster per rolling hour, fixed at genesis (0: default 3000; 30000 on bench)")
 	fl.BoolVar(&f.checkInvariants, "check-invariants", false, "check ledger conservation after every entry (slow; for tests)")
 	fl.StringVar(&f.applyArchive, "apply-archive", "", "file recording every applied entry and the state hash every 16 entries, for fault-injection tests to compare replicas (slow; refused on prod)")
+	fl.DurationVar(&f.clockOffset, "clock-offset", 0, "shift this node's calendar clock by this much (every member the same), so a short fault-injection run crosses a funding boundary (a test setting; refused on prod)")
 	addOpsFlags(fl, &f.ops)
 	return cmd
+}
+
+// maxClockOffset bounds --clock-offset: a day covers every daily and
+// hourly boundary a test wants to reach.
+const maxClockOffset = 24 * time.Hour
+
+// serveClock is the node's clock: the system's, shifted by --clock-offset.
+func serveClock(off time.Duration) node.Clock {
+	if off == 0 {
+		return nil // node.Config's default, the system clock
+	}
+	return node.NewOffsetClock(off)
 }
 
 // errProdRail is why `--deployment prod` does not start: the only rail in
@@ -81,6 +95,12 @@ var errProdRail = errors.New("--deployment prod needs a real payment rail, and t
 func runServe(parent context.Context, f serveFlags) error {
 	if f.applyArchive != "" && f.deployment == "prod" {
 		return errors.New("--apply-archive is a test setting: it keeps every entry and hashes the state on the apply path; refused on prod")
+	}
+	if f.clockOffset != 0 && f.deployment == "prod" {
+		return errors.New("--clock-offset is a test setting: log time would not be the calendar's; refused on prod")
+	}
+	if f.clockOffset < -maxClockOffset || f.clockOffset > maxClockOffset {
+		return fmt.Errorf("--clock-offset %v: within ±%v", f.clockOffset, maxClockOffset)
 	}
 	prof, err := deploymentProfile(f.deployment)
 	if err != nil {
@@ -136,7 +156,7 @@ func runServe(parent context.Context, f serveFlags) error {
 		SnapshotThreshold: f.snapThreshold, TrailingLogs: f.trailingLogs, GroupLinger: f.groupLinger,
 		CheckInvariants: f.checkInvariants, ApplyArchive: f.applyArchive, Logger: log,
 		FaucetGrantsPerHour: f.faucetGrants, FaucetGrantMsat: f.faucetGrantSats * 1000,
-		SignupsPerHour: f.signupsPerHour, SimRailDir: f.simRailDir,
+		SignupsPerHour: f.signupsPerHour, SimRailDir: f.simRailDir, Clock: serveClock(f.clockOffset),
 	})
 	if err != nil {
 		return err

@@ -55,6 +55,8 @@ func TestServeChecksItsFlagsBeforeStarting(t *testing.T) {
 		{"an apply archive on prod", []string{"--deployment", "prod", "--apply-archive", "a.jsonl"}, "--apply-archive"},
 		{"a faucet grant past a bitcoin", []string{"--faucet-grant-sats", "100000001"}, "--faucet-grant-sats"},
 		{"a negative faucet grant", []string{"--faucet-grant-sats", "-1"}, "--faucet-grant-sats"},
+		{"a shifted clock on prod", []string{"--deployment", "prod", "--clock-offset", "1m"}, "--clock-offset"},
+		{"a clock shifted past a day", []string{"--clock-offset", "25h"}, "--clock-offset"},
 	}
 	for _, tc := range cases {
 		if err := serveWith(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -63,6 +65,9 @@ func TestServeChecksItsFlagsBeforeStarting(t *testing.T) {
 	}
 	if err := serveWith(t, "--deployment", "bench"); err != nil {
 		t.Fatalf("the bench profile: %v", err)
+	}
+	if err := serveWith(t, "--clock-offset", "-30m"); err != nil {
+		t.Fatalf("a shifted clock: %v", err)
 	}
 	if err := serveWith(t, "--group-linger", "-1ms"); err != nil {
 		t.Fatalf("group linger off: %v", err)

@@ -28,6 +28,23 @@ func (c *SystemClock) WallMs() int64 { return time.Now().UnixMilli() }
 // monotonic reading, so a wall-clock step does not move it).
 func (c *SystemClock) Mono() time.Duration { return time.Since(c.start) }
 
+// OffsetClock is a SystemClock whose calendar reads off ahead (or behind)
+// by a fixed amount: a test setting (`serve --clock-offset`) that lets a
+// short fault-injection run cross an hourly funding boundary. Mono is the
+// system's, so log time advances at the rate of real time.
+type OffsetClock struct {
+	*SystemClock
+	offMs int64
+}
+
+// NewOffsetClock returns the system clock shifted by off.
+func NewOffsetClock(off time.Duration) *OffsetClock {
+	return &OffsetClock{SystemClock: NewSystemClock(), offMs: off.Milliseconds()}
+}
+
+// WallMs is the shifted calendar time in ms since the epoch.
+func (c *OffsetClock) WallMs() int64 { return c.SystemClock.WallMs() + c.offMs }
+
 // CatchUpDiv bounds how fast log time converges on a wall clock that is
 // ahead of it: at most one extra ms per CatchUpDiv ms of real time (10%
 // faster than real time). A wall clock stepped a day forward therefore

@@ -148,3 +148,18 @@ func TestLogClockFirstStampAfterAWhileStillStartsAtTheCalendar(t *testing.T) {
 		t.Fatalf("first stamp = %d, want the wall clock %d", got, src.wallMs)
 	}
 }
+
+// TestOffsetClockShiftsOnlyTheCalendar: the calendar reads the offset
+// ahead; the monotonic reading is the system's.
+func TestOffsetClockShiftsOnlyTheCalendar(t *testing.T) {
+	c := NewOffsetClock(time.Hour)
+	before := time.Now().UnixMilli()
+	got := c.WallMs()
+	after := time.Now().UnixMilli()
+	if got < before+3_600_000 || got > after+3_600_000 {
+		t.Fatalf("WallMs %d, want between %d and %d", got, before+3_600_000, after+3_600_000)
+	}
+	if m := c.Mono(); m < 0 || m > time.Minute {
+		t.Fatalf("Mono %v, want the time since the clock was made", m)
+	}
+}

@@ -41,6 +41,10 @@ type Options struct {
 	Bug string
 	// KeepData keeps the nodes' data directories after the run.
 	KeepData bool
+	// NoFundingBoundary runs the nodes on the calendar clock. By default
+	// every node's clock is shifted (`serve --clock-offset`) so that an
+	// hourly funding boundary falls halfway through the faults.
+	NoFundingBoundary bool
 	// Log receives progress (default stderr).
 	Log io.Writer
 }

@@ -177,6 +177,15 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	} else {
 		r.logf("WARNING: perpd has no --faucet-grants-per-hour; the faucet will refuse most grants")
 	}
+	switch {
+	case o.NoFundingBoundary:
+	case strings.Contains(flags, "--clock-offset"):
+		off := fundingOffset(time.Now(), o.Duration)
+		extra = append(extra, "--clock-offset", off.String())
+		r.logf("clocks shifted %v: a funding boundary falls about %v into the faults", off, o.Duration/2)
+	default:
+		r.logf("WARNING: perpd has no --clock-offset; the run crosses no funding boundary unless the hour turns")
+	}
 	if strings.Contains(flags, "--apply-archive") {
 		r.archives = filepath.Join(work, "archives")
 	}
@@ -747,4 +756,16 @@ func commonIndexes(samples map[string][]checker.LedgerSample, nodes int) int {
 		}
 	}
 	return n
+}
+
+// fundingSetup is about how long the harness takes from starting the
+// nodes to starting the clients (a few seconds on a 2-core machine).
+const fundingSetup = 5 * time.Second
+
+// fundingOffset is the clock shift that puts an hourly funding boundary
+// (log time follows the leader's calendar) halfway through the faults of
+// a run starting now: between 0 and an hour ahead.
+func fundingOffset(now time.Time, faults time.Duration) time.Duration {
+	mid := now.Add(fundingSetup + faults/2)
+	return mid.Truncate(time.Hour).Add(time.Hour).Sub(mid).Truncate(time.Millisecond)
 }

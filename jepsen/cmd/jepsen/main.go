@@ -35,6 +35,7 @@ func run() int {
 	flag.DurationVar(&o.LivenessBound, "liveness-bound", 0, "how soon after a heal writes must succeed (default 30s)")
 	flag.StringVar(&o.Bug, "bug", "", "plant a client bug (harness built with -tags jepsen_bug only)")
 	flag.BoolVar(&o.KeepData, "keep-data", false, "keep the nodes' data directories")
+	flag.BoolVar(&o.NoFundingBoundary, "no-funding-boundary", false, "run the nodes on the calendar clock (default: shift every node's clock so an hourly funding boundary falls halfway through the faults)")
 	flag.BoolVar(&cleanup, "cleanup", false, "only delete firewall chains a killed run left behind, then exit")
 	flag.Parse()
 
