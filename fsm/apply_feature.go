@@ -71,7 +71,8 @@ import (
 //	   Reserves tree has at least two leaf slots, so its root hash commits
 //	   to the total (LevelPoRRootIsParent); the PoR ledger sum is checked
 //	   for overflow on its exact value, not on a map walk's running sum
-//	   (LevelPoRSumExact).
+//	   (LevelPoRSumExact); a print already stale when it lands fills no
+//	   resting order and executes no trigger (trade.LevelStalePrintWaits).
 const FeatureLevel uint32 = 7
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

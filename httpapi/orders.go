@@ -52,7 +52,7 @@ type OrderRequest struct {
 // OrdersQuery is the query of GET /v1/orders. status may repeat.
 type OrdersQuery struct {
 	State     *string   `json:"state" enum:"resting,armed" doc:"answers the triggers page: live triggers in this state (resting: bracket legs waiting for their entry; armed: in the price index)"`
-	Status    *string   `json:"status" enum:"accepted,filled,canceled,rejected" doc:"repeatable; keeps only these statuses"`
+	Status    *string   `json:"status" enum:"accepted,filled,canceled,rejected" repeat:"true" doc:"repeatable; keeps only these statuses"`
 	Limit     *wire.Int `json:"limit" unit:"int" min:"1" max:"200"`
 	BeforeSeq *wire.Int `json:"beforeSeq" unit:"seq" min:"1"`
 }

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -36,6 +38,11 @@ func decodeQuery(c *gin.Context, dst any) error {
 		if len(vals) == 0 {
 			continue
 		}
+		if len(vals) > 1 && !repeatable(dst, name) {
+			// Keeping one value and dropping the others would answer a
+			// question the client did not ask.
+			return &decodeError{msg: "query " + strconv.Quote(name) + " is given more than once; only a repeatable parameter may be"}
+		}
 		b, _ := json.Marshal(vals[len(vals)-1])
 		obj[name] = b
 	}
@@ -46,6 +53,26 @@ func decodeQuery(c *gin.Context, dst any) error {
 		return &decodeError{msg: "query " + de.msg[len("field "):]}
 	}
 	return err
+}
+
+// repeatable reports whether the query struct dst (a pointer) declares
+// the parameter name with the tag repeat:"true". Its handler reads every
+// value itself (decodeQuery checks the last one like any other).
+func repeatable(dst any, name string) bool {
+	t := reflect.TypeOf(dst)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag == name {
+			return f.Tag.Get("repeat") == "true"
+		}
+	}
+	return false
 }
 
 // pageQuery reads limit and beforeSeq.

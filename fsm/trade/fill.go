@@ -97,6 +97,15 @@ func mustOI(err error) {
 	}
 }
 
+// LevelStalePrintWaits is the feature level (fsm.FeatureLevel) from which
+// a print that is already stale when it lands (its observation time older
+// than oracleStalenessMs at log time) fills no resting limit order and
+// executes no trigger. Found by a review on 2026-11-28: placement refused
+// such a market (oracle_stale) and no liquidation ran on it, but the book
+// filled and executed at that old price, which a feed lagging the market
+// hands to whoever knows the newer one.
+const LevelStalePrintWaits uint32 = 7
+
 // OnPrint liquidates what the newest print made due (liquidate.go), then
 // checks the market's resting limit orders and armed triggers against it: only the entries whose level the mid crossed
 // since the last check (the price index; no scan), in the order the price
@@ -115,6 +124,13 @@ func (s *State) OnPrint(env *Env, marketID string) {
 	}
 	book, ok := s.Books[marketID]
 	if !ok {
+		return
+	}
+	if env.Level >= LevelStalePrintWaits && env.Market.IsStale(marketID, env.NowMs) {
+		// A print already stale when it lands is one the venue refuses to
+		// trade at (placement) and liquidate at (sweep): the book is not
+		// checked against it either, and LastMidQ8 stays at the last fresh
+		// mid, so the next fresh print checks what was crossed since.
 		return
 	}
 	old := book.LastMidQ8
