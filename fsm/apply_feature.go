@@ -71,7 +71,10 @@ import (
 //	   Reserves tree has at least two leaf slots, so its root hash commits
 //	   to the total (LevelPoRRootIsParent); the PoR ledger sum is checked
 //	   for overflow on its exact value, not on a map walk's running sum
-//	   (LevelPoRSumExact).
+//	   (LevelPoRSumExact); a market that is not halted changes its oracle
+//	   feed only to one whose last print is within the jump guard of its
+//	   price, and never to one that could not value its open interest
+//	   (LevelFeedChangeGuard).
 const FeatureLevel uint32 = 7
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
