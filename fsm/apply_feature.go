@@ -74,7 +74,9 @@ import (
 //	   (LevelPoRSumExact); a market that is not halted changes its oracle
 //	   feed only to one whose last print is within the jump guard of its
 //	   price, and never to one that could not value its open interest
-//	   (LevelFeedChangeGuard).
+//	   (LevelFeedChangeGuard); a halted market's book does not act on
+//	   prints, and what the price passed meanwhile is acted on when the
+//	   market resumes or prints next (trade.LevelHaltResume).
 const FeatureLevel uint32 = 7
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

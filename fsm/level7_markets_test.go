@@ -61,3 +61,77 @@ func TestFeedChangeCannotMoveTheMarkPastTheJumpGuard(t *testing.T) {
 		})
 	}
 }
+
+// TestRestingLimitFillsWhenAHaltEnds: a resting limit order whose level a
+// print crossed while its market was halted waited one q8 unit past that
+// print's mid, so once the market was live again it was checked only when
+// a print crossed that new level: a buy limit at 99,000 passed by a print
+// of 95,000 during the halt stayed unfilled at a live mid of 95,500, far
+// below its limit. From the level it keeps its limit as its level while
+// the market is halted, and resuming the market runs the orders the mid
+// has reached.
+func TestRestingLimitFillsWhenAHaltEnds(t *testing.T) {
+	for _, level := range []uint32{trade.LevelHaltResume - 1, trade.LevelHaltResume} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := newTradeWorldAt(t, level)
+			acct, key := w.account(btcBTC)
+			limit := usdQ8(99_000)
+			created(t, w.order(acct, key, limitOrder("l1", "BTC-PERP", "buy", 1000, limit)), trade.StatusResting)
+			halted, live := market.StatusHalted, market.StatusLive
+			w.setMarket(MarketSetPayload{MarketID: "BTC-PERP", Status: &halted})
+			wantOK(t, w.print("BTCUSD", usdQ8(95_000)))
+			if o := w.orderOf(acct, "l1"); o.Status != trade.StatusAccepted {
+				t.Fatalf("filled in a halted market: %+v", o)
+			}
+			w.setMarket(MarketSetPayload{MarketID: "BTC-PERP", Status: &live})
+			wantOK(t, w.print("BTCUSD", usdQ8(95_500)))
+			o := w.orderOf(acct, "l1")
+			if level < trade.LevelHaltResume {
+				if o.Status != trade.StatusAccepted {
+					t.Fatalf("below the level the order was expected to stay unfilled: %+v", o)
+				}
+				return
+			}
+			if o.Status != trade.StatusFilled {
+				t.Fatalf("a buy limit at 99,000 is still unfilled at a live mid of 95,500: %+v", o)
+			}
+			if f := w.lastFill(acct); f.ExecQ8 > limit || f.OracleMidQ8 != usdQ8(95_000) {
+				t.Fatalf("fill %+v: want it at the resume, at the mid of 95,000", f)
+			}
+		})
+	}
+}
+
+// TestStopPassedDuringAHaltExecutesWhenItEnds: a stop-loss whose level the
+// price passed while the market was halted was blocked for good
+// (market_halted), so its position had no stop once trading resumed. From
+// the level it waits, and executes when the market resumes below it.
+func TestStopPassedDuringAHaltExecutesWhenItEnds(t *testing.T) {
+	for _, level := range []uint32{trade.LevelHaltResume - 1, trade.LevelHaltResume} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := newTradeWorldAt(t, level)
+			acct, key := w.account(btcBTC)
+			created(t, w.order(acct, key, levered(mktOrder("pos", "BTC-PERP", "buy", 1000), 2)), trade.StatusFilled)
+			stop := stopOrder("stop", "BTC-PERP", "sell", 1000, usdQ8(97_000))
+			stop.ReduceOnly = true
+			created(t, w.order(acct, key, stop), trade.StatusWorking)
+			halted, live := market.StatusHalted, market.StatusLive
+			w.setMarket(MarketSetPayload{MarketID: "BTC-PERP", Status: &halted})
+			wantOK(t, w.print("BTCUSD", usdQ8(95_000)))
+			if level < trade.LevelHaltResume {
+				w.wantTrigger(acct, "stop", "blocked", wire.CodeMarketHalted)
+				w.setMarket(MarketSetPayload{MarketID: "BTC-PERP", Status: &live})
+				if p := w.position(acct, "BTC-PERP"); p.Contracts != 1000 {
+					t.Fatalf("position %+v", p)
+				}
+				return
+			}
+			w.wantTrigger(acct, "stop", "armed", "")
+			w.setMarket(MarketSetPayload{MarketID: "BTC-PERP", Status: &live})
+			w.wantTrigger(acct, "stop", "executed", "")
+			if p := w.position(acct, "BTC-PERP"); p.Contracts != 0 {
+				t.Fatalf("the stop did not close the position at the resume: %+v", p)
+			}
+		})
+	}
+}
