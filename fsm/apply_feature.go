@@ -72,7 +72,13 @@ import (
 //	   to the total (LevelPoRRootIsParent); the PoR ledger sum is checked
 //	   for overflow on its exact value, not on a map walk's running sum
 //	   (LevelPoRSumExact); a print already stale when it lands fills no
-//	   resting order and executes no trigger (trade.LevelStalePrintWaits).
+//	   resting order and executes no trigger (trade.LevelStalePrintWaits);
+//	   a market that is not halted changes its oracle
+//	   feed only to one whose last print is within the jump guard of its
+//	   price, and never to one that could not value its open interest
+//	   (LevelFeedChangeGuard); a halted market's book does not act on
+//	   prints, and what the price passed meanwhile is acted on when the
+//	   market resumes or prints next (trade.LevelHaltResume).
 const FeatureLevel uint32 = 7
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

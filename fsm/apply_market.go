@@ -363,6 +363,11 @@ func applyMarketSet(c *Ctx) (int, any, *wire.Refusal) {
 	if n == 0 {
 		return 0, nil, wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "no field to change")
 	}
+	if c.St.FeatureLevel >= LevelFeedChangeGuard && next.OracleFeedID != m.Params.OracleFeedID {
+		if ref := c.checkFeedChange(p.MarketID, next); ref != nil {
+			return 0, nil, ref
+		}
+	}
 	if err := c.St.Market.SetParams(c.Now(), next); err != nil {
 		return 0, nil, marketRefusal(err)
 	}
@@ -372,6 +377,54 @@ func applyMarketSet(c *Ctx) (int, any, *wire.Refusal) {
 	c.emitStats(p.MarketID)
 	v, _ := c.St.Market.Market(p.MarketID)
 	return http.StatusOK, NewMarketView(v), nil
+}
+
+// LevelFeedChangeGuard is the feature level from which a market's change
+// of oracle feed is judged like a print (checkFeedChange). Found by a
+// review of 2026-11-27: the change moved the market's mark at once to the
+// new feed's last print, past the jump guard and the representability
+// check, and the parameter hook liquidated at it (BTC-PERP re-pointed to
+// ETHUSD by a typo valued BTC at 3,400 dollars and liquidated every long).
+const LevelFeedChangeGuard uint32 = 7
+
+// checkFeedChange refuses a change of a market's oracle feed that would
+// move its price the way no print may: to a price at which its open
+// interest could not be valued (printRepresentable), or, unless the market
+// is halted (after the change), to one beyond market.PrintJumpFactor of the
+// market's current price, or to a feed without a print (no price to
+// compare). A halted market may take any representable feed: it neither
+// trades nor liquidates, and the operator checks its price before resuming
+// it, when the parameter hook acts on it.
+func (c *Ctx) checkFeedChange(marketID string, next market.Params) *wire.Refusal {
+	b := c.St.Market
+	m := b.MarketsByID[marketID]
+	newLast, hasNew := b.FeedLast(next.OracleFeedID)
+	if hasNew {
+		n := max(m.LongOIContracts, m.ShortOIContracts)
+		if v, err := trade.NotionalMsat(&m.Params, n, newLast.MidQ8); n > 0 && (err != nil || v > trade.NotionalMsatMax) {
+			return wire.Refuse(http.StatusConflict, wire.CodeConflict,
+				"feed %s's last print %d would value market %s's open interest of %d contracts beyond %d msat",
+				next.OracleFeedID, newLast.MidQ8, marketID, n, int64(trade.NotionalMsatMax))
+		}
+	}
+	if next.Status == market.StatusHalted {
+		return nil
+	}
+	cur, hasCur := b.LastPrint(marketID)
+	if !hasCur {
+		return nil // never priced: nothing to move away from
+	}
+	if !hasNew {
+		return wire.Refuse(http.StatusConflict, wire.CodeConflict,
+			"feed %s has no print to compare with market %s's price %d: halt the market to change to it",
+			next.OracleFeedID, marketID, cur.MidQ8)
+	}
+	if !market.WithinJump(cur.MidQ8, newLast.MidQ8) {
+		return wire.Refuse(http.StatusConflict, wire.CodeConflict,
+			"feed %s's last print %d is more than %d times away from market %s's price %d: halt the market to change to it",
+			next.OracleFeedID, newLast.MidQ8, market.PrintJumpFactor, marketID, cur.MidQ8)
+	}
+	return nil
 }
 
 // OraclePinPayload holds a feed at one price.

@@ -7,7 +7,7 @@ import (
 	"github.com/perpd/perpd/fsm/trade"
 )
 
-// Feature level 7, trading review (2026-11-28). Each test runs at level 6
+// Feature level 7, trading review (2026-11-27). Each test runs at level 6
 // (the old rule, which must stay as it was for replay) and at level 7.
 
 // stalePrint applies a print of feed at midQ8 whose observation time is

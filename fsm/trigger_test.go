@@ -173,12 +173,16 @@ func TestTriggersThatCannotExecuteAreBlockedWithTheReason(t *testing.T) {
 		t.Fatal("a blocked trigger moved money or opened a position")
 	}
 
-	// A halted market blocks what fires in it.
+	// A halted market's book waits (from trade.LevelHaltResume; below it
+	// the stop was blocked market_halted, TestStopPassedDuringAHaltExecutesWhenItEnds):
+	// the stop the price passes fires when the market resumes.
 	created(t, w.order(acct, key, stopOrder("halt", "BTC-PERP", "buy", 10, usdQ8(99_000))), trade.StatusWorking)
-	halted := market.StatusHalted
+	halted, live := market.StatusHalted, market.StatusLive
 	w.setMarket(MarketSetPayload{MarketID: "BTC-PERP", Status: &halted})
 	w.print("BTCUSD", usdQ8(99_500))
-	w.wantTrigger(acct, "halt", trade.TrigBlocked, wire.CodeMarketHalted)
+	w.wantTrigger(acct, "halt", trade.TrigArmed, "")
+	w.setMarket(MarketSetPayload{MarketID: "BTC-PERP", Status: &live})
+	w.wantTrigger(acct, "halt", trade.TrigExecuted, "")
 }
 
 func TestCancelATriggerAndItsAnswers(t *testing.T) {

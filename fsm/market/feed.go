@@ -82,15 +82,19 @@ const PrintJumpFactor = 2
 // real jump is taken one print late and a lone glitch never.
 func (s *State) AdmitPrint(feedID string, midQ8, confQ9, tsMs int64) bool {
 	f := s.FeedsByID[feedID]
-	within := func(ref *Print) bool {
-		return ref != nil && midQ8 <= ref.MidQ8*PrintJumpFactor && midQ8*PrintJumpFactor >= ref.MidQ8
-	}
+	within := func(ref *Print) bool { return ref != nil && WithinJump(ref.MidQ8, midQ8) }
 	if f.Last == nil || within(f.Last) || (within(f.Held) && f.Held.TsMs < tsMs) {
 		f.Held = nil
 		return true
 	}
 	f.Held = &Print{MidQ8: midQ8, ConfQ9: confQ9, TsMs: tsMs}
 	return false
+}
+
+// WithinJump reports whether a price of midQ8 is within PrintJumpFactor of
+// refQ8 (both in [1, PriceQ8Max], so the products cannot overflow).
+func WithinJump(refQ8, midQ8 int64) bool {
+	return midQ8 <= refQ8*PrintJumpFactor && midQ8*PrintJumpFactor >= refQ8
 }
 
 // takePrint folds a print into the market's bars. A market re-pointed to

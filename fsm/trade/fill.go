@@ -100,11 +100,23 @@ func mustOI(err error) {
 // LevelStalePrintWaits is the feature level (fsm.FeatureLevel) from which
 // a print that is already stale when it lands (its observation time older
 // than oracleStalenessMs at log time) fills no resting limit order and
-// executes no trigger. Found by a review on 2026-11-28: placement refused
+// executes no trigger. Found by a review on 2026-11-27: placement refused
 // such a market (oracle_stale) and no liquidation ran on it, but the book
 // filled and executed at that old price, which a feed lagging the market
 // hands to whoever knows the newer one.
 const LevelStalePrintWaits uint32 = 7
+
+// LevelHaltResume is the feature level (fsm.FeatureLevel) from which a
+// halted market's book does not act on prints: its resting orders and
+// triggers keep their levels and the mid the index was last checked
+// against, and when the market resumes (OnParams, at a fresh print) or
+// the next print comes, every level the price passed meanwhile is
+// checked. Found by a review of 2026-11-27: below it a limit order a
+// print crossed during a halt was re-indexed one q8 unit past that mid,
+// so a buy limit at 99,000 passed by 95,000 stayed unfilled at a live mid
+// of 95,500; and a stop the price passed during a halt was blocked for
+// good (market_halted), leaving its position unprotected after it.
+const LevelHaltResume uint32 = 7
 
 // OnPrint liquidates what the newest print made due (liquidate.go), then
 // checks the market's resting limit orders and armed triggers against it: only the entries whose level the mid crossed
@@ -133,6 +145,20 @@ func (s *State) OnPrint(env *Env, marketID string) {
 		// mid, so the next fresh print checks what was crossed since.
 		return
 	}
+	if env.Level >= LevelHaltResume && m.Params.Status == market.StatusHalted {
+		// The book waits for the market: nothing is checked against
+		// this print, and the index keeps the mid it last acted on, so
+		// the first check after the halt (OnParams resuming the market,
+		// or the next print) acts on every level passed meanwhile.
+		return
+	}
+	s.walk(env, m, book, pr)
+}
+
+// walk is OnPrint's work once the market may act: the sweep, then the
+// index entries crossed between the mid the book last acted on and pr's.
+func (s *State) walk(env *Env, m *market.MarketState, book *Book, pr market.Print) {
+	marketID := m.Params.MarketID
 	old := book.LastMidQ8
 	book.LastMidQ8 = pr.MidQ8
 	// Risk first: a position this print takes below maintenance is

@@ -102,6 +102,19 @@ func (s *State) OnParams(env *Env, marketID string) {
 		s.indexPosition(env, id, marketID)
 	}
 	s.sweep(env, marketID)
+	if env.Level < LevelHaltResume {
+		return
+	}
+	// A market back from a halt acts now on the levels its price passed
+	// while halted (OnPrint), when its print is fresh; else the next
+	// print does.
+	m, book := env.Market.MarketsByID[marketID], s.Books[marketID]
+	pr, printed := env.Market.LastPrint(marketID)
+	if m == nil || book == nil || !printed || m.Params.Status == market.StatusHalted ||
+		env.Market.IsStale(marketID, env.NowMs) || book.LastMidQ8 == pr.MidQ8 {
+		return
+	}
+	s.walk(env, m, book, pr)
 }
 
 // liquidate liquidates accountID's position in m at print pr.
