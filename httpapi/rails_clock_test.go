@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,5 +71,27 @@ func invoicePaidOffCalendar(t *testing.T, logMinusCalendar time.Duration) {
 	}
 	if got := a.free(acct); got != 5_000_000 {
 		t.Fatalf("free %d msat, want 5000000", got)
+	}
+}
+
+// A confirmToken quoted while log time lags the calendar confirms the
+// withdrawal. The token's expiry was stamped with the serving node's wall
+// clock, and the state machine refuses an expiry beyond log time plus the
+// token's lifetime and a minute of skew: after an outage of more than a
+// minute every token was refused ("expiry lies beyond its lifetime: quote
+// again", and quoting again gave the same), so no first-seen withdrawal at
+// or above the threshold could be made until log time caught up, ten
+// times the outage later.
+func TestConfirmTokenQuotedWhileLogTimeLagsTheCalendarConfirms(t *testing.T) {
+	clk := &offsetClock{start: time.Now()}
+	clk.offsetMs.Store(-time.Hour.Milliseconds())
+	a := newRailAPIClocked(t, clk)
+	key, _ := a.funded()
+	dest := a.sparkAddr("first-seen, log behind")
+	amount := strconv.Itoa(overThreshold)
+	q := a.quote(key, map[string]any{"toAddress": dest, "amountMsat": amount})
+	r := a.withdraw(key, map[string]any{"toAddress": dest, "amountMsat": amount, "confirmToken": q["confirmToken"]})
+	if r.status != 201 {
+		t.Fatalf("withdrawal with a fresh token: %d %s", r.status, r.body)
 	}
 }
