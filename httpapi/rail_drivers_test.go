@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -124,4 +125,66 @@ func TestTokenRailDriverPassesAFailingTransfer(t *testing.T) {
 		t.Fatalf("the refused withdrawal is %s, want still requested", s)
 	}
 	waitFor(t, "the failing transfer to be tried again", func() bool { return tr.attempts.Load() > 1 })
+}
+
+// flakyFreezeRail is the simulated token rail whose issuer fails freeze
+// calls (not unfreezes) while failing is set, and records the actions it
+// carried out, in order.
+type flakyFreezeRail struct {
+	*tokenrail.Sim
+	failing  atomic.Bool
+	attempts atomic.Int64
+	mu       sync.Mutex
+	done     []string // "freeze addr" / "unfreeze addr", in the order the issuer applied them
+}
+
+func (r *flakyFreezeRail) Freeze(ctx context.Context, addr string, freeze bool) (string, int64, error) {
+	if freeze && r.failing.Load() {
+		r.attempts.Add(1)
+		return "", 0, errors.New("issuer unavailable")
+	}
+	ref, impacted, err := r.Sim.Freeze(ctx, addr, freeze)
+	if err == nil {
+		r.mu.Lock()
+		action := "unfreeze "
+		if freeze {
+			action = "freeze "
+		}
+		r.done = append(r.done, action+addr)
+		r.mu.Unlock()
+	}
+	return ref, impacted, err
+}
+
+// Freeze log entries of one address reach the issuer in the order they
+// were written, even when the issuer fails the earlier one for a while:
+// the address ends as the latest entry says. Before, the driver sent the
+// later entry past the failing one (it passes failing items) and applied
+// the earlier one last, so "freeze, then unfreeze" left the address frozen
+// and "unfreeze, then freeze" left a sanctioned address unfrozen, at the
+// issuer and in the state alike.
+func TestTokenRailDriverKeepsEachAddressesFreezesInOrder(t *testing.T) {
+	tr := &flakyFreezeRail{Sim: tokenrail.NewSim()}
+	tr.failing.Store(true)
+	a := newDrivenTestAPI(t, []Option{WithTokenRail(tr)}, []func(*node.Node){node.TokenRailDriver(tr)})
+	const addr = "sprt1flipflop"
+	a.usdxOp(fsm.CmdUSDxFreeze, fsm.USDxFreezePayload{SparkAddress: addr, Action: "freeze", Reason: "by mistake"})
+	waitFor(t, "the freeze to be tried", func() bool { return tr.attempts.Load() > 0 })
+	a.usdxOp(fsm.CmdUSDxFreeze, fsm.USDxFreezePayload{SparkAddress: addr, Action: "unfreeze", Reason: "the mistake undone"})
+	time.Sleep(300 * time.Millisecond) // several passes while the issuer still fails freezes
+	tr.failing.Store(false)
+	var frozen []string
+	waitFor(t, "both entries applied", func() bool {
+		pending := 1
+		a.node.Machine().Read(func(st *fsm.State, _ uint64) {
+			pending, frozen = len(st.USDx.PendingFreezes()), append([]string(nil), st.USDx.Frozen...)
+		})
+		return pending == 0
+	})
+	tr.mu.Lock()
+	done := append([]string(nil), tr.done...)
+	tr.mu.Unlock()
+	if len(done) == 0 || done[len(done)-1] != "unfreeze "+addr || len(frozen) != 0 {
+		t.Fatalf("issuer applied %v, state frozen %v: want the unfreeze last and nothing frozen", done, frozen)
+	}
 }

@@ -101,6 +101,15 @@ func (s *Server) nowMs() int64 {
 	return now
 }
 
+// logNowMs is this node's estimate of log time, the clock the state
+// machine judges a confirmToken's expiry by. It is not the calendar: log
+// time lags it after an outage and leads it after a wall-clock step back.
+func (s *Server) logNowMs() int64 {
+	now := s.Node.ClockMs()
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) { now = max(now, st.NowMs) })
+	return now
+}
+
 func (s *Server) createDepositInvoice(c *gin.Context) {
 	var req DepositInvoiceRequest
 	if !s.decode(c, &req) {
@@ -224,7 +233,10 @@ func (s *Server) quoteWithdrawal(c *gin.Context) {
 	q := QuoteView{Path: d.Path, FeeMsat: wire.Int(s.Rail.QuoteFee(d.Path, amount)), FirstSeen: !known,
 		ConfirmRequired: !known && amount >= funds.ConfirmThresholdMsat, ConfirmThresholdMsat: wire.Int(funds.ConfirmThresholdMsat)}
 	if q.ConfirmRequired {
-		tok, err := s.mintConfirmToken(acct, d.Normalized, amount, s.nowMs()+funds.ConfirmTokenTTLMs)
+		// On the log's clock: the state machine refuses an expiry more
+		// than the lifetime and a minute ahead of log time, so a wall-clock
+		// expiry was refused whenever log time lagged by over a minute.
+		tok, err := s.mintConfirmToken(acct, d.Normalized, amount, s.logNowMs()+funds.ConfirmTokenTTLMs)
 		if err != nil {
 			unavailable(c, err.Error())
 			return

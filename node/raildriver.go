@@ -146,8 +146,15 @@ func (n *Node) payoutPass(r rail.Rail, sched *retrySchedule) {
 // the payment ref as rail reference. The state machine finds the account in
 // its record of the invoice, and refuses an unknown, expired or already
 // paid invoice. A rail refusal is returned as its *rail.ValidationError.
+//
+// The payment happens at the leader's log clock (ClockMs), not its wall
+// clock: the state machine judges the settlement time against log time
+// (not before the invoice was recorded, not after the entry), and log time
+// may lag the calendar for hours after an outage (it catches up at a tenth
+// of real time) or lead it after a wall-clock step back. A wall-clock
+// stamp then lay outside that window and a paid invoice was refused.
 func (n *Node) SettleInvoice(ctx context.Context, sim rail.Simulator, invoice string, amountMsat int64) (*fsm.Result, error) {
-	st, err := sim.SimulatePayment(invoice, amountMsat, time.Now().UnixMilli())
+	st, err := sim.SimulatePayment(invoice, amountMsat, n.ClockMs())
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,9 @@ const tokenCallTimeout = 10 * time.Second
 // the failed item is tried again on a later pass after a back-off, and
 // the items not tried yet go first (a retrySchedule each for withdrawals
 // and freezes), so one transfer the issuer keeps refusing never holds up
-// the others.
+// the others. The exception is freeze entries of one address: a later one
+// waits until the earlier is applied, so the address ends as the latest
+// entry says.
 //
 // Transfer is idempotent by withdrawal id, and the state machine records
 // each withdrawal's payment and each freeze once (a repeat is refused), so
@@ -87,7 +89,17 @@ func (n *Node) tokenPass(r tokenrail.Rail, wdSched, frzSched *retrySchedule) {
 		for _, w := range st.USDx.PendingWithdrawals() {
 			wds = append(wds, tokenWithdrawal{w.ID, w.TransferID(), w.SparkAddress, w.Usdx})
 		}
+		// Only the oldest pending entry of each address is sent: entries of
+		// one address must reach the issuer in log order, or a later entry
+		// sent past an earlier one the issuer failed would be undone when
+		// the earlier one is retried (freeze-then-unfreeze ending frozen).
+		// Entries of other addresses still pass a failing one.
+		held := map[string]bool{}
 		for _, f := range st.USDx.PendingFreezes() {
+			if held[f.SparkAddress] {
+				continue
+			}
+			held[f.SparkAddress] = true
 			frz = append(frz, tokenFreeze{f.Seq, f.SparkAddress, f.Action == "freeze"})
 		}
 	})

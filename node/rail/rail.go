@@ -162,8 +162,12 @@ type Settlement struct {
 	// remembers it, else "": the replicated record of the invoice, looked up
 	// by PaymentRef, is authoritative either way.
 	AccountID string
-	// SettledAtMs is when the rail saw the payment, by its clock: the
-	// invoice's expiry is judged at this instant, not when the deposit
-	// entry is applied.
+	// SettledAtMs is when the rail saw the payment, by the clock it was
+	// given (SimulatePayment's nowMs): the invoice's expiry is judged at
+	// this instant, not when the deposit entry is applied. The state
+	// machine requires it to lie between the invoice's recording and the
+	// entry, in log time, so whoever proposes a settlement expresses it on
+	// the log's clock (node.SettleInvoice passes the leader's ClockMs), not
+	// on a wall clock that may be hours off log time.
 	SettledAtMs int64
 }
