@@ -78,7 +78,9 @@ import (
 //	   price, and never to one that could not value its open interest
 //	   (LevelFeedChangeGuard); a halted market's book does not act on
 //	   prints, and what the price passed meanwhile is acted on when the
-//	   market resumes or prints next (trade.LevelHaltResume).
+//	   market resumes or prints next (trade.LevelHaltResume); a Lightning
+//	   withdrawal is refused while the account has another one to the same
+//	   invoice that was not returned (funds.LevelInvoicePaidOnce).
 const FeatureLevel uint32 = 7
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -129,6 +129,12 @@ func applyWithdrawalRequested(c *Ctx) (int, any, *wire.Refusal) {
 	if prior != nil {
 		return http.StatusCreated, funds.WithdrawalCreated{RailRef: prior.RailRef, Queued: prior.CreatedQueued}, nil
 	}
+	if c.St.FeatureLevel >= funds.LevelInvoicePaidOnce && p.Path == funds.PathLightning {
+		if other, ok := c.St.Funds.LiveWithdrawalTo(acct, p.Destination); ok {
+			return 0, nil, wire.Refuse(http.StatusConflict, wire.CodeConflict,
+				"this Lightning invoice already has a withdrawal (railRef %s, %s): an invoice is paid once", other.RailRef, other.State)
+		}
+	}
 	w, ref := c.St.Funds.RequestWithdrawal(c.St.Ledger, acct, p, c.St.Seq+1, c.Now())
 	if ref != nil {
 		return 0, nil, ref

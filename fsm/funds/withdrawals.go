@@ -126,6 +126,29 @@ func (s *State) PriorWithdrawal(account string, r WithdrawalRequest) (*Withdrawa
 	return w, nil
 }
 
+// LevelInvoicePaidOnce is the feature level (fsm.FeatureLevel) from which
+// a Lightning withdrawal is refused while the account has another one to
+// the same invoice that was not returned. An invoice is paid once: a
+// second withdrawal to it (a client retrying under a new idempotency key)
+// either fails at the rail or, with an adapter that looks payments up by
+// their hash, is reported paid without anything sent, charging the
+// account twice. Found by a review on 2026-11-27.
+const LevelInvoicePaidOnce uint32 = 7
+
+// LiveWithdrawalTo returns an account's withdrawal to the Lightning
+// invoice dest (normalized) that is requested, queued or paid, if any. It
+// walks the account's kept withdrawals (retention.go bounds them; a closed
+// one is kept at least WithdrawalRetainMs).
+func (s *State) LiveWithdrawalTo(account, dest string) (*Withdrawal, bool) {
+	seqs := s.WithdrawalsByAccount[account] // seqs of each one's latest change
+	for i := len(seqs) - 1; i >= 0; i-- {
+		if w := s.WithdrawalAt(seqs[i]); w != nil && w.Path == PathLightning && w.Destination == dest && w.State != StateReturned {
+			return w, true
+		}
+	}
+	return nil, false
+}
+
 // RequestWithdrawal validates r for account at nowMs and, if it passes,
 // moves amount + fee from the trader's free balance into
 // ledger.PendingWithdrawals and records the withdrawal under seq. Nothing
