@@ -80,7 +80,9 @@ import (
 //	   prints, and what the price passed meanwhile is acted on when the
 //	   market resumes or prints next (trade.LevelHaltResume); a Lightning
 //	   withdrawal is refused while the account has another one to the same
-//	   invoice that was not returned (funds.LevelInvoicePaidOnce).
+//	   invoice that was not returned (funds.LevelInvoicePaidOnce); the
+//	   USDx freeze log never drops an entry still waiting for the custody
+//	   worker (usdx.LevelFreezesKeptPending).
 const FeatureLevel uint32 = 7
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -2,6 +2,7 @@ package usdx
 
 import (
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -87,6 +88,15 @@ func (s *State) Withdraw(e *Env, accountID, id string, q int64, addr string) (Wi
 	return NewWithdrawalView(w), nil
 }
 
+// LevelFreezesKeptPending is the feature level (fsm.FeatureLevel) from
+// which the freeze log, full at FreezesKept entries, drops its oldest
+// applied entry for a new one, never one still waiting for the custody
+// worker; with every kept entry waiting, a new request is refused. Below
+// it the oldest entry was dropped whatever its state, so a freeze (or an
+// unfreeze) behind FreezesKept newer requests was never sent to the
+// issuer. Found by a review on 2026-11-27.
+const LevelFreezesKeptPending uint32 = 7
+
 // LevelFreshRailIDs is the feature level (fsm.FeatureLevel) from which a
 // withdrawal's transfer id on the token rail carries its seq (RailID).
 // The id alone comes from the account and the client's idempotency key;
@@ -137,6 +147,14 @@ func (s *State) RequestFreeze(e *Env, opID, addr, action, reason string) (Freeze
 	}
 	if action == ActionFreeze && len(s.Frozen) >= FrozenMax {
 		return FreezeView{}, wire.Refuse(http.StatusConflict, wire.CodeConflict, "at most %d frozen addresses", FrozenMax)
+	}
+	if e.T.Level >= LevelFreezesKeptPending && len(s.Freezes) >= FreezesKept {
+		i := slices.IndexFunc(s.Freezes, func(f Freeze) bool { return f.State != FreezeRequested })
+		if i < 0 {
+			return FreezeView{}, wire.Refuse(http.StatusConflict, wire.CodeConflict,
+				"%d freeze log entries wait for the custody worker; retry when it has applied some", len(s.Freezes))
+		}
+		s.Freezes = slices.Delete(s.Freezes, i, i+1)
 	}
 	f := Freeze{Seq: e.T.NextSeq(), OpID: opID, SparkAddress: addr, Action: action, State: FreezeRequested, Reason: reason, TsMs: e.now()}
 	s.Freezes = append(s.Freezes, f)
