@@ -127,7 +127,7 @@ func Ledger(ops []history.Op, samples map[string][]LedgerSample, nodes []string,
 			res.Verdict = Violation
 			res.addf("index %d: the ledger's accounts hold %d msat, the accounts list %d msat", rep.Index, rep.AccountsMsat, listed)
 		} else {
-			res.addf("the accounts list the same %d msat (register balances and traders' equity)", listed)
+			res.addf("the accounts list the same %d msat (register balances, traders' equity and withdrawers' balances)", listed)
 		}
 	}
 	return res, rep
