@@ -57,6 +57,11 @@ type Final struct {
 	// Ledgers are GET /admin/ledger readings per node id, taken like
 	// Samples (nil when the build has no such route).
 	Ledgers map[string][]LedgerSample `json:"ledgers,omitempty"`
+	// Withdrawers are the withdrawing accounts' end states, by account id
+	// (their deposits are in Accounts too); SimBook is the simulated
+	// rail's shared payout book (withdrawals.go).
+	Withdrawers map[string]*WithdrawerFinal `json:"withdrawers,omitempty"`
+	SimBook     *SimBook                    `json:"simBook,omitempty"`
 }
 
 // AccountFinal is one account's end state.
@@ -106,6 +111,8 @@ type Write struct {
 	// Msat is the credited amount (faucet) when known.
 	Msat  int64
 	KeyID string
+	// RailRef is what an acknowledged withdrawal answered.
+	RailRef string
 	// OrderStatus is what an acknowledged order or cancel answered.
 	OrderStatus string
 	// Armed and DeadlineTsMs are what an acknowledged cancel-all-after
@@ -194,6 +201,7 @@ func (w *Write) fill(done *history.Op) {
 		w.Msat = *done.Msat
 	}
 	w.KeyID = done.KeyID
+	w.RailRef = done.RailRef
 	w.OrderStatus = done.OrderStatus
 	w.Armed, w.DeadlineTsMs = done.Armed, done.DeadlineTsMs
 }

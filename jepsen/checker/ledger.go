@@ -26,7 +26,9 @@ import (
 // final reads), the accounts' total at the
 // last common index must also equal what the accounts list: free balances
 // of the register accounts plus each trader's equity (free + reserved +
-// position margin). House and insurance are reported, not judged.
+// position margin) plus each withdrawer's free and reserved balance
+// (when every withdrawer had no open withdrawal left). House and insurance
+// are reported, not judged.
 
 // LedgerSample is one GET /admin/ledger reading.
 type LedgerSample struct {
@@ -125,7 +127,7 @@ func Ledger(ops []history.Op, samples map[string][]LedgerSample, nodes []string,
 			res.Verdict = Violation
 			res.addf("index %d: the ledger's accounts hold %d msat, the accounts list %d msat", rep.Index, rep.AccountsMsat, listed)
 		} else {
-			res.addf("the accounts list the same %d msat (register balances and traders' equity)", listed)
+			res.addf("the accounts list the same %d msat (register balances, traders' equity and withdrawers' balances)", listed)
 		}
 	}
 	return res, rep
@@ -138,7 +140,7 @@ func listedTotal(ops []history.Op, final *Final) (int64, string) {
 	if final == nil {
 		return 0, "no final reads"
 	}
-	for _, w := range Writes(ops, history.FFaucet, history.FOrder, history.FCancel, history.FCancelAfter) {
+	for _, w := range Writes(ops, history.FFaucet, history.FOrder, history.FCancel, history.FCancelAfter, history.FWithdraw) {
 		if w.Outcome == Indeterminate {
 			return 0, fmt.Sprintf("%s op #%d has an unknown outcome", w.Invoke.F, w.Invoke.ID)
 		}
@@ -158,6 +160,20 @@ func listedTotal(ops []history.Op, final *Final) (int64, string) {
 			for _, p := range v.Positions {
 				total += p.MarginMsat
 			}
+			continue
+		}
+		if wf := final.Withdrawers[a]; wf != nil {
+			// Open withdrawals sit in the ledger's pending withdrawals,
+			// not in the account: only a settled withdrawer is counted.
+			if !wf.Settled {
+				return 0, fmt.Sprintf("withdrawer %s still had open withdrawals", a)
+			}
+			names := sortedMapKeys(wf.Nodes)
+			if len(names) == 0 {
+				return 0, fmt.Sprintf("withdrawer %s was not read", a)
+			}
+			v := wf.Nodes[names[0]]
+			total += v.FreeMsat + v.ReservedMsat
 			continue
 		}
 		af := final.Accounts[a]

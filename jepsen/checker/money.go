@@ -19,7 +19,8 @@ type MoneyReport struct {
 // Money checks conservation from outside: each account's final free
 // balance equals the sum of its listed deposits and lies within what the acknowledged and unsettled grants allow; and
 // every node reports the same state hash at the same applied index.
-// Traders are left to Trading, which adds their fills.
+// Traders are left to Trading, which adds their fills, and withdrawers
+// to Withdrawals.
 func Money(ops []history.Op, final *Final) (Result, MoneyReport) {
 	res := Result{Name: "money", Verdict: Valid}
 	var rep MoneyReport
@@ -27,8 +28,10 @@ func Money(ops []history.Op, final *Final) (Result, MoneyReport) {
 	grant := grantMsat(writes)
 	ids, perAcct := byAccount(writes)
 	for _, a := range ids {
-		if final.Traders[a] != nil {
-			continue // fills move traders' balances: checker.Trading
+		if final.Traders[a] != nil || final.Withdrawers[a] != nil {
+			// Fills move traders' balances (checker.Trading), withdrawals
+			// withdrawers' (checker.Withdrawals).
+			continue
 		}
 		var applied int64
 		open := int64(0)

@@ -18,18 +18,26 @@ var bugs = map[string]func([]workload.Kind) []workload.Kind{}
 // it. Registered like bugs, only under the jepsen_bug tag.
 var viewBugs = map[string]func(node string, nodes []string, v *checker.TraderView){}
 
+// withdrawalBugs are planted bugs of the final withdrawal reads: each
+// rewrites what the harness read from a node before the checker sees it.
+var withdrawalBugs = map[string]func(node string, nodes []string, v *checker.WithdrawerView){}
+
 func checkBug(name string) error {
 	if name == "" {
 		return nil
 	}
 	_, kind := bugs[name]
 	_, view := viewBugs[name]
-	if !kind && !view {
+	_, wd := withdrawalBugs[name]
+	if !kind && !view && !wd {
 		var known []string
 		for k := range bugs {
 			known = append(known, k)
 		}
 		for k := range viewBugs {
+			known = append(known, k)
+		}
+		for k := range withdrawalBugs {
 			known = append(known, k)
 		}
 		sort.Strings(known)
@@ -51,6 +59,14 @@ func plantBug(name string, kinds []workload.Kind) []workload.Kind {
 // corruptView applies the planted replica bug, if any, to node's view.
 func (r *run) corruptView(node string, v *checker.TraderView) {
 	if plant, ok := viewBugs[r.opts.Bug]; ok {
+		plant(node, r.env.Nodes, v)
+	}
+}
+
+// corruptWithdrawals applies the planted withdrawal-read bug, if any, to
+// node's view.
+func (r *run) corruptWithdrawals(node string, v *checker.WithdrawerView) {
+	if plant, ok := withdrawalBugs[r.opts.Bug]; ok {
 		plant(node, r.env.Nodes, v)
 	}
 }

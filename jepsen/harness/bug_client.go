@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/perpd/perpd/jepsen/checker"
+	"github.com/perpd/perpd/jepsen/client"
 	"github.com/perpd/perpd/jepsen/history"
 	"github.com/perpd/perpd/jepsen/workload"
 )
@@ -27,6 +28,38 @@ func init() {
 		return replace(kinds, history.FFaucet, doubleApply)
 	}
 	viewBugs["replica-double-fill"] = replicaDoubleFill
+	bugs["withdraw-twice"] = func(kinds []workload.Kind) []workload.Kind {
+		return replace(kinds, history.FWithdraw, withdrawTwice)
+	}
+	withdrawalBugs["withdrawal-listing-dropped"] = dropWithdrawal
+}
+
+// withdrawTwice sends every acknowledged withdrawal a second time under a
+// fresh idempotency key, recorded once: a client that retries with a new key
+// (the server cannot tell it from a new withdrawal) pays twice.
+func withdrawTwice(ctx context.Context, e *workload.Env, p *workload.Process, acct *workload.Account) history.Type {
+	sats := workload.MinWithdrawSats + p.Rand.Int63n(workload.MaxWithdrawSats-workload.MinWithdrawSats+1)
+	t := workload.WithdrawAmount(ctx, e, p, acct, sats*1000)
+	if t == history.OK {
+		e.Client.Withdraw(ctx, p.Node, acct.APIKey, fmt.Sprintf("jepsen-wd-again-%016x", p.Rand.Uint64()),
+			client.WithdrawRequest{AmountMsat: strconv.FormatInt(sats*1000, 10), ToAddress: acct.WithdrawTo})
+	}
+	return t
+}
+
+// dropWithdrawal makes the last node's listing of each withdrawer leave
+// out its newest withdrawal, with the balance moved to match (as if it
+// had been returned without a record): the node's own sums hold; the
+// acknowledged request, the other nodes and the payout book give it away.
+func dropWithdrawal(node string, nodes []string, v *checker.WithdrawerView) {
+	if node != nodes[len(nodes)-1] || len(v.Withdrawals) == 0 {
+		return
+	}
+	w := v.Withdrawals[0]
+	v.Withdrawals = v.Withdrawals[1:]
+	if w.State != checker.WithdrawalReturned {
+		v.FreeMsat += w.AmountMsat + w.FeeMsat
+	}
 }
 
 func replace(kinds []workload.Kind, name string, run func(context.Context, *workload.Env, *workload.Process, *workload.Account) history.Type) []workload.Kind {

@@ -100,6 +100,26 @@ func TestHarnessCatchesAReplicaApplyingAFillTwice(t *testing.T) {
 	}
 }
 
+// A client that resends a withdrawal under a fresh key: the venue cannot
+// tell it from a new one and pays it too. The listing shows withdrawals
+// no recorded invocation made.
+func TestHarnessCatchesAWithdrawalSentTwice(t *testing.T) {
+	sum := runWithBug(t, Options{Bug: "withdraw-twice"})
+	if sum.Duplicates == 0 || verdict(sum, "withdrawals") != checker.Violation || !detail(sum, "withdrawals", "which no invocation of this run sent") {
+		t.Fatalf("a withdrawal sent twice not flagged: %s", sum.Line())
+	}
+}
+
+// A final read that leaves out an acknowledged withdrawal (balance moved
+// to match): lost, the replicas differ, and the payout book holds a
+// payout no listing shows.
+func TestHarnessCatchesADroppedWithdrawal(t *testing.T) {
+	sum := runWithBug(t, Options{Bug: "withdrawal-listing-dropped"})
+	if sum.Lost == 0 || verdict(sum, "withdrawals") != checker.Violation || !detail(sum, "withdrawals", "is not listed") {
+		t.Fatalf("a dropped withdrawal not flagged: %s", sum.Line())
+	}
+}
+
 // detail reports whether checker name gave a detail containing s.
 func detail(sum *report.Summary, name, s string) bool {
 	for _, r := range sum.Results {

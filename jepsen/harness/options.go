@@ -16,7 +16,9 @@ type Options struct {
 	Rate     float64       // target client operations per second (default 60)
 	Accounts int           // accounts whose balance is a register (default 12)
 	Traders  int           // funded accounts that trade (default 8; -1: none)
-	Seed     int64         // default: time-based
+	// Withdrawers are funded accounts that withdraw (default 4; -1: none).
+	Withdrawers int
+	Seed        int64 // default: time-based
 
 	// ReportRoot is where <timestamp>/ report folders go (default
 	// jepsen/reports under ModuleDir).
@@ -73,6 +75,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Traders == 0 {
 		o.Traders = 8
+	}
+	if o.Withdrawers == 0 {
+		o.Withdrawers = 4
 	}
 	if o.Seed == 0 {
 		o.Seed = time.Now().UnixNano()

@@ -77,6 +77,11 @@ type run struct {
 	// the markets' pinned prices for the final reads.
 	paths  map[string]*pricePlan
 	frozen map[string]int64
+	// simRail is the shared payout book's directory ("" when the build
+	// cannot share one); wdSettled the withdrawers seen with nothing open
+	// (withdrawals.go).
+	simRail   string
+	wdSettled map[string]bool
 
 	mu  sync.Mutex // guards sum.Problems, appended to from worker goroutines
 	sum report.Summary
@@ -189,6 +194,7 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	if strings.Contains(flags, "--apply-archive") {
 		r.archives = filepath.Join(work, "archives")
 	}
+	extra = append(extra, r.simRailFlags(work, flags)...)
 	ownUIDs := contains(names, "partition")
 	r.cluster, err = db.New(db.Config{Bin: r.bin, Nodes: o.Nodes, DataDir: filepath.Join(work, "data"),
 		LogDir: filepath.Join(r.dir, "nodes"), Token: hex.EncodeToString(tok[:]), OwnUIDs: ownUIDs, ExtraArgs: extra,
@@ -228,6 +234,9 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	if err := r.setupTraders(ctx); err != nil {
 		return nil, err
 	}
+	if err := r.setupWithdrawers(ctx); err != nil {
+		return nil, err
+	}
 
 	nemeses, err := nemesis.New(names, &nemesis.Env{DB: r.cluster, FW: r.fw, Bin: r.bin, Rand: mrand.New(mrand.NewSource(o.Seed + 1))})
 	if err != nil {
@@ -254,6 +263,7 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	frozen := len(r.env.Traders) > 0 && r.freezePrices(ctx)
 	r.resolvePending(ctx)
 	r.cancelResting(ctx)
+	r.settleWithdrawals(ctx)
 	if len(r.env.Traders) > 0 {
 		if at := uint64(0); frozen {
 			if at = r.awaitFrozen(ctx); at == 0 {
@@ -270,6 +280,7 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	}
 	final := r.readFinal(ctx)
 	r.readTraders(ctx, final)
+	r.readWithdrawers(ctx, final)
 	r.checkFrozen(ctx, final, clocks)
 	final.Samples = r.sampleStates(ctx)
 	final.Ledgers = r.sampleLedgers(ctx)
@@ -322,6 +333,11 @@ func (r *run) keepData(data string) {
 	if r.archives != "" {
 		if err := os.CopyFS(filepath.Join(r.dir, "archives"), os.DirFS(r.archives)); err != nil {
 			r.logf("could not keep the apply archives: %v", err)
+		}
+	}
+	if r.simRail != "" {
+		if err := os.CopyFS(filepath.Join(r.dir, "simrail"), os.DirFS(r.simRail)); err != nil {
+			r.logf("could not keep the payout book: %v", err)
 		}
 	}
 	r.logf("kept the nodes' data directories and apply archives in %s", r.dir)
@@ -488,11 +504,13 @@ func (r *run) readFinal(ctx context.Context) *checker.Final {
 	minIndex := max(r.ackedIndex(), r.quietIndex)
 	r.env.MinIndex = minIndex
 	pid := 400000
-	for i, a := range append(append([]*workload.Account(nil), r.env.Accounts...), r.env.Traders...) {
+	all := append(append(append([]*workload.Account(nil), r.env.Accounts...), r.env.Traders...), r.env.Withdrawers...)
+	for i, a := range all {
 		af := &checker.AccountFinal{}
 		final.Accounts[a.ID] = af
-		// A trader's balance moves with fills: it is read with its trading
-		// view (readTraders), not as a register read in the history.
+		// A trader's balance moves with fills, a withdrawer's with
+		// withdrawals: it is read with its view (readTraders,
+		// readWithdrawers), not as a register read in the history.
 		trader := i >= len(r.env.Accounts)
 		for try := 0; try < finalReadAttempts && af.FreeMsat == nil && !trader; try++ {
 			p := &workload.Process{ID: pid, Node: r.env.Nodes[(i+try)%len(r.env.Nodes)], Rand: r.rng}
@@ -591,9 +609,12 @@ func (r *run) check(final *checker.Final, start, end int64, probeTook time.Durat
 	lost, counts := checker.LostWrites(ops, final)
 	money, mrep := checker.Money(ops, final)
 	trading, trep := checker.Trading(ops, final)
+	wd, wrep := checker.Withdrawals(ops, final)
 	live, lrep := checker.Liveness(ops, start, end, r.opts.LivenessBound)
 	probe := checker.Probe(probeTook, probeOK, r.opts.LivenessBound)
-	r.sum.Results = append(r.sum.Results, lin, lost, money, trading, live, probe)
+	r.sum.Results = append(r.sum.Results, lin, lost, money, trading, wd, live, probe)
+	r.sum.Withdrawals, r.sum.WithdrawalsPaid, r.sum.WithdrawalsReturned = wrep.Acknowledged, wrep.Paid, wrep.Returned
+	r.sum.WithdrawalReport = &wrep
 	r.sum.Ledger = checker.Skipped
 	if final.Ledgers != nil {
 		var ids []string
@@ -606,9 +627,10 @@ func (r *run) check(final *checker.Final, start, end int64, probeTook time.Durat
 	}
 	r.sum.Liquidations, r.sum.ADLFills, r.sum.FundingFlows = trep.Liquidations, trep.ADLFills, trep.FundingFlows
 	r.sum.Linearizable = lin.Verdict
-	// Lost and doubled fills count as lost and duplicated writes.
-	r.sum.Lost = counts.Lost + trep.LostFills
-	r.sum.Duplicates = counts.Duplicates + trep.DoubledFills
+	// Lost and doubled fills and withdrawals count as lost and duplicated
+	// writes.
+	r.sum.Lost = counts.Lost + trep.LostFills + wrep.Lost
+	r.sum.Duplicates = counts.Duplicates + trep.DoubledFills + wrep.Duplicates
 	r.sum.Unresolved = counts.Unresolved
 	r.sum.Orders, r.sum.Fills = trep.Orders, trep.Fills
 	r.sum.SwitchCancels, r.sum.Arms = trep.SwitchCancels, trep.Arms

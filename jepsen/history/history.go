@@ -57,6 +57,11 @@ const (
 	FPriceSpike   = "price-spike"
 	FPriceRestore = "price-restore"
 	FPriceFreeze  = "price-freeze"
+	// FWithdraw requests a withdrawal (POST /v1/withdrawals): Op.Msat on
+	// the invocation is the amount asked for (what the destination is to
+	// receive, the fee on top), Op.RailRef on an acknowledgement the
+	// withdrawal's railRef.
+	FWithdraw = "withdraw"
 )
 
 // Op is one event of the history.
@@ -89,6 +94,8 @@ type Op struct {
 	// call answered (the deadline in log time; nil when disarmed).
 	Armed        *bool  `json:"armed,omitempty"`
 	DeadlineTsMs *int64 `json:"deadlineTsMs,omitempty"`
+	// RailRef is the railRef an acknowledged withdrawal answered.
+	RailRef string `json:"railRef,omitempty"`
 	// KeyID names a minted API key.
 	KeyID string `json:"keyId,omitempty"`
 	// Detail is free text: a nemesis' target, a listing's content.

@@ -96,7 +96,7 @@ func MintKey(ctx context.Context, e *Env, p *Process, acct *Account) history.Typ
 // (checker.Settles).
 func Retry(ctx context.Context, e *Env, pid int, node string, pend Pending) history.Op {
 	inv := e.Rec.Invoke(history.Op{Process: pid, Node: node, F: pend.Op.F, Account: pend.Op.Account,
-		IdemKey: pend.Op.IdemKey, Order: pend.Op.Order, TimeoutMs: pend.Op.TimeoutMs, Resolves: pend.Op.ID})
+		IdemKey: pend.Op.IdemKey, Order: pend.Op.Order, TimeoutMs: pend.Op.TimeoutMs, Msat: pend.Op.Msat, Resolves: pend.Op.ID})
 	octx, cancel := opCtx(ctx)
 	defer cancel()
 	done := history.Op{}
@@ -117,6 +117,8 @@ func Retry(ctx context.Context, e *Env, pid int, node string, pend Pending) hist
 		retryTrade(octx, e, node, pend, &done)
 	case history.FCancelAfter:
 		retryCancelAfter(octx, e, node, pend, &done)
+	case history.FWithdraw:
+		sendWithdrawal(octx, e, node, pend.Account, pend.Op.IdemKey, pend.Body.(client.WithdrawRequest), &done)
 	default:
 		done.Type, done.Error = history.Info, "no retry for "+pend.Op.F
 	}
@@ -140,5 +142,5 @@ func Signup(ctx context.Context, e *Env, pid int, node, key string) (*Account, h
 	if a == nil {
 		return nil, res.Type, strings.TrimSpace(fmt.Sprintf("%d %s %s", res.Status, res.Code, res.Error))
 	}
-	return &Account{ID: a.AccountID, APIKey: a.APIKey}, res.Type, ""
+	return &Account{ID: a.AccountID, APIKey: a.APIKey, RailAddress: a.RailAddress}, res.Type, ""
 }

@@ -17,6 +17,11 @@ import (
 type Account struct {
 	ID     string
 	APIKey string
+	// RailAddress is the account's Spark address (from its signup).
+	RailAddress string
+	// WithdrawTo is where a withdrawer's withdrawals go (a Spark address
+	// the simulated rail pays).
+	WithdrawTo string
 	// mints counts session keys minted, to stay under the live-key cap.
 	mints atomic.Int32
 	// resting holds the trader's orders that may be resting.
@@ -43,6 +48,10 @@ type Env struct {
 	// Traders are funded accounts that trade; their balances move with
 	// fills, so they are checked by checker.Trading, not as registers.
 	Traders []*Account
+	// Withdrawers are funded accounts that withdraw (withdraw.go); their
+	// balances move with withdrawals, so they are checked by
+	// checker.Withdrawals, not as registers.
+	Withdrawers []*Account
 	// Markets are the live markets traders use.
 	Markets []MarketInfo
 	// NoCancelAfter is set when the build has no cancel-all-after route.
@@ -93,6 +102,8 @@ type Kind struct {
 	Weight int
 	// Trader makes the operation act on one of Env.Traders.
 	Trader bool
+	// Withdrawer makes the operation act on one of Env.Withdrawers.
+	Withdrawer bool
 	// Run performs one operation for p on acct, recording it.
 	Run func(ctx context.Context, e *Env, p *Process, acct *Account) history.Type
 }
@@ -116,6 +127,9 @@ func Kinds() []Kind {
 		{Name: "order-stop", Weight: 3, Trader: true, Run: PlaceStop},
 		{Name: "order-entry", Weight: 2, Trader: true, Run: PlaceEntry},
 		{Name: "order-bracket", Weight: 3, Trader: true, Run: PlaceBracket},
+		// About one withdrawal a second at the default rate, spread over
+		// the withdrawers (withdraw.go).
+		{Name: history.FWithdraw, Weight: 2, Withdrawer: true, Run: Withdraw},
 	}
 }
 
@@ -161,12 +175,13 @@ func Run(ctx context.Context, e *Env, opts Options) (int64, error) {
 			for ctx.Err() == nil {
 				k := pickKind(opts.Kinds, total, rng)
 				acct := e.Accounts[rng.Intn(len(e.Accounts))]
-				if k.Trader {
-					if len(e.Traders) == 0 {
-						k = Kind{Name: history.FRead, Run: ReadBalance}
-					} else {
-						acct = e.Traders[rng.Intn(len(e.Traders))]
-					}
+				switch {
+				case k.Trader && len(e.Traders) == 0, k.Withdrawer && len(e.Withdrawers) == 0:
+					k = Kind{Name: history.FRead, Run: ReadBalance}
+				case k.Trader:
+					acct = e.Traders[rng.Intn(len(e.Traders))]
+				case k.Withdrawer:
+					acct = e.Withdrawers[rng.Intn(len(e.Withdrawers))]
 				}
 				invoked.Add(1)
 				if k.Run(ctx, e, p, acct) == history.Info {

@@ -26,6 +26,7 @@ func run() int {
 	flag.Float64Var(&o.Rate, "rate", 0, "target client operations per second (default 60)")
 	flag.IntVar(&o.Accounts, "accounts", 0, "accounts whose balance is checked as a register (default 12)")
 	flag.IntVar(&o.Traders, "traders", 0, "funded accounts that place and cancel orders (default 8; -1: none)")
+	flag.IntVar(&o.Withdrawers, "withdrawers", 0, "funded accounts that withdraw to the simulated rail (default 4; -1: none)")
 	flag.Int64Var(&o.Seed, "seed", 0, "random seed (default: time)")
 	flag.StringVar(&o.ReportRoot, "report-dir", "", "parent of the report folders (default jepsen/reports)")
 	flag.StringVar(&o.Bin, "bin", "", "prebuilt perpd binary (default: go build)")

@@ -1,0 +1,245 @@
+package checker
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/perpd/perpd/jepsen/history"
+)
+
+// withdraw records a withdrawal request of amount msat under key, completed
+// as typ (ok answers railRef).
+func (b *builder) withdraw(acct, key string, amount int64, call, ret int64, typ history.Type, railRef string) int {
+	b.next++
+	id := b.next
+	b.add(history.Op{ID: id, Type: history.Invoke, Process: 1, F: history.FWithdraw, Account: acct, IdemKey: key,
+		Msat: history.Int64(amount)}, call)
+	done := history.Op{ID: id, Type: typ, Process: 1, F: history.FWithdraw, Account: acct, IdemKey: key}
+	switch typ {
+	case history.OK:
+		done.Status, done.RailRef = 201, railRef
+	case history.Fail:
+		done.Status, done.Code = 409, "insufficient_balance"
+	case history.Info:
+		done.Status, done.Code = 503, "unavailable"
+	}
+	b.add(done, ret)
+	return id
+}
+
+const (
+	wdA = 5_000_000 // msat, paid
+	wdB = 7_000_000 // msat, returned
+	wdC = 3_000_000 // msat, unknown outcome, applied and paid
+)
+
+// wdScenario is a withdrawer "w" with two grants, a paid withdrawal, a
+// returned one, one of unknown outcome that was applied and paid, and one
+// that certainly failed, listed alike on three nodes, with the rail's book
+// and the ledger to match.
+func wdScenario() (*builder, *Final) {
+	b := &builder{}
+	b.op(1, history.FFaucet, "w", "g1", 0, 5, history.OK, history.Op{Msat: history.Int64(grant)})
+	b.op(1, history.FFaucet, "w", "g2", 6, 9, history.OK, history.Op{Msat: history.Int64(grant)})
+	b.withdraw("w", "ka", wdA, 10, 20, history.OK, "wd_a")
+	b.withdraw("w", "kb", wdB, 30, 40, history.OK, "wd_b")
+	b.withdraw("w", "kc", wdC, 50, 60, history.Info, "")
+	b.withdraw("w", "kd", 9_000_000, 70, 80, history.Fail, "")
+	listed := []WithdrawalFinal{
+		{IdemKey: "kc", RailRef: "wd_c", State: WithdrawalPaid, AmountMsat: wdC, FeeMsat: SparkFeeMsat, Seq: "12"},
+		{IdemKey: "kb", RailRef: "wd_b", State: WithdrawalReturned, AmountMsat: wdB, FeeMsat: SparkFeeMsat, Seq: "11"},
+		{IdemKey: "ka", RailRef: "wd_a", State: WithdrawalPaid, AmountMsat: wdA, FeeMsat: SparkFeeMsat, Seq: "10"},
+	}
+	free := int64(2*grant) - (wdA + SparkFeeMsat) - (wdC + SparkFeeMsat)
+	wf := &WithdrawerFinal{Nodes: map[string]*WithdrawerView{}, Settled: true}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		wf.Nodes[n] = &WithdrawerView{FreeMsat: free, Withdrawals: append([]WithdrawalFinal(nil), listed...)}
+	}
+	book := &SimBook{Read: true, Payouts: map[string]SimPayout{
+		SimBookName("wd_a"): {Status: "paid"},
+		SimBookName("wd_b"): {Status: "returned", Reason: "test"},
+		SimBookName("wd_c"): {Status: "paid"},
+	}}
+	ledger := LedgerSample{Applied: 100, PaidMsat: wdA + wdC}
+	final := &Final{
+		Accounts: map[string]*AccountFinal{"w": {DepositsComplete: true, Deposits: []Deposit{
+			{Seq: "1", RailRef: "faucet:1", CreditedMsat: grant}, {Seq: "2", RailRef: "faucet:2", CreditedMsat: grant}}}},
+		Withdrawers: map[string]*WithdrawerFinal{"w": wf},
+		SimBook:     book,
+		Ledgers:     map[string][]LedgerSample{"n1": {ledger}, "n2": {ledger}, "n3": {ledger}},
+	}
+	return b, final
+}
+
+func wdCheck(t *testing.T, b *builder, final *Final, want Verdict, detail string) WithdrawalReport {
+	t.Helper()
+	res, rep := Withdrawals(b.sorted(), final)
+	if res.Verdict != want {
+		t.Fatalf("verdict %s, want %s: %v", res.Verdict, want, res.Details)
+	}
+	if detail != "" {
+		found := false
+		for _, d := range res.Details {
+			found = found || strings.Contains(d, detail)
+		}
+		if !found {
+			t.Fatalf("no detail containing %q: %v", detail, res.Details)
+		}
+	}
+	return rep
+}
+
+func TestWithdrawalsAcceptAConsistentRun(t *testing.T) {
+	b, final := wdScenario()
+	rep := wdCheck(t, b, final, Valid, "paid-out")
+	if rep.Acknowledged != 2 || rep.Unsettled != 1 || rep.Paid != 2 || rep.Returned != 1 || rep.Listed != 3 || rep.BookPayouts != 3 || rep.PaidMsat != wdA+wdC {
+		t.Fatalf("report %+v", rep)
+	}
+	// Withdrawers are not registers: Money leaves them alone.
+	if res, _ := Money(b.sorted(), final); res.Verdict == Violation {
+		t.Fatalf("money judged a withdrawer: %v", res.Details)
+	}
+}
+
+func TestWithdrawalsCatchALostWithdrawal(t *testing.T) {
+	b, final := wdScenario()
+	v := final.Withdrawers["w"].Nodes["n3"]
+	v.Withdrawals = v.Withdrawals[:2] // without ka
+	v.FreeMsat += wdA + SparkFeeMsat
+	rep := wdCheck(t, b, final, Violation, "op #3 (key ka, railRef wd_a) is not listed")
+	if rep.Lost != 1 {
+		t.Fatalf("lost %d", rep.Lost)
+	}
+}
+
+func TestWithdrawalsCatchAWithdrawalAppliedTwice(t *testing.T) {
+	b, final := wdScenario()
+	for _, v := range final.Withdrawers["w"].Nodes {
+		v.Withdrawals = append(v.Withdrawals, WithdrawalFinal{IdemKey: "ka", RailRef: "wd_a2", State: WithdrawalPaid,
+			AmountMsat: wdA, FeeMsat: SparkFeeMsat, Seq: "13"})
+		v.FreeMsat -= wdA + SparkFeeMsat
+	}
+	final.SimBook.Payouts[SimBookName("wd_a2")] = SimPayout{Status: "paid"}
+	rep := wdCheck(t, b, final, Violation, "listed 2 times")
+	if rep.Duplicates != 1 {
+		t.Fatalf("duplicates %d", rep.Duplicates)
+	}
+}
+
+func TestWithdrawalsCatchAWithdrawalNoInvocationMade(t *testing.T) {
+	b, final := wdScenario()
+	for _, v := range final.Withdrawers["w"].Nodes {
+		v.Withdrawals = append(v.Withdrawals, WithdrawalFinal{IdemKey: "jepsen-wd-other", RailRef: "wd_x", State: WithdrawalPaid,
+			AmountMsat: wdA, FeeMsat: SparkFeeMsat, Seq: "13"})
+		v.FreeMsat -= wdA + SparkFeeMsat
+	}
+	final.SimBook.Payouts[SimBookName("wd_x")] = SimPayout{Status: "paid"}
+	wdCheck(t, b, final, Violation, "which no invocation of this run sent")
+}
+
+func TestWithdrawalsCatchAFailedRequestListed(t *testing.T) {
+	b, final := wdScenario()
+	for _, v := range final.Withdrawers["w"].Nodes {
+		v.Withdrawals = append(v.Withdrawals, WithdrawalFinal{IdemKey: "kd", RailRef: "wd_d", State: WithdrawalReturned,
+			AmountMsat: 9_000_000, FeeMsat: SparkFeeMsat, Seq: "13"})
+	}
+	final.SimBook.Payouts[SimBookName("wd_d")] = SimPayout{Status: "returned"}
+	wdCheck(t, b, final, Violation, "certainly failed but is listed")
+}
+
+func TestWithdrawalsCatchAWrongAmountOrFee(t *testing.T) {
+	b, final := wdScenario()
+	for _, v := range final.Withdrawers["w"].Nodes {
+		v.Withdrawals[2].AmountMsat++
+		v.FreeMsat--
+	}
+	wdCheck(t, b, final, Violation, "asked for 5000000 msat, listed with 5000001 msat")
+	b, final = wdScenario()
+	for _, v := range final.Withdrawers["w"].Nodes {
+		v.Withdrawals[2].FeeMsat = 0
+		v.FreeMsat += SparkFeeMsat
+	}
+	wdCheck(t, b, final, Violation, "the Spark fee is 10000 msat")
+}
+
+func TestWithdrawalsCatchABalanceThatDoesNotAddUp(t *testing.T) {
+	b, final := wdScenario()
+	for _, v := range final.Withdrawers["w"].Nodes {
+		v.FreeMsat += SparkFeeMsat // the fee of a paid withdrawal refunded
+	}
+	wdCheck(t, b, final, Violation, "deposits 2000000000 - withdrawals held or paid")
+	// A returned withdrawal not credited back.
+	b, final = wdScenario()
+	for _, v := range final.Withdrawers["w"].Nodes {
+		v.FreeMsat -= wdB + SparkFeeMsat
+	}
+	wdCheck(t, b, final, Violation, "deposits 2000000000 - withdrawals held or paid")
+}
+
+func TestWithdrawalsCatchAPayoutMadeTwice(t *testing.T) {
+	b, final := wdScenario()
+	final.SimBook.Payouts[SimBookName("wd_a-again")] = SimPayout{Status: "paid"}
+	wdCheck(t, b, final, Violation, "no listed withdrawal accounts for: paid twice or lost")
+}
+
+func TestWithdrawalsCatchPaidWithoutTheRail(t *testing.T) {
+	b, final := wdScenario()
+	delete(final.SimBook.Payouts, SimBookName("wd_a"))
+	wdCheck(t, b, final, Violation, "wd_a is paid but the rail's book has no payout")
+	b, final = wdScenario()
+	final.SimBook.Payouts[SimBookName("wd_b")] = SimPayout{Status: "paid"}
+	wdCheck(t, b, final, Violation, "wd_b is returned (credited back) but the rail's book says paid")
+}
+
+func TestWithdrawalsCatchReplicasThatDisagree(t *testing.T) {
+	b, final := wdScenario()
+	v := final.Withdrawers["w"].Nodes["n2"]
+	v.Withdrawals[0].Seq = "99"
+	wdCheck(t, b, final, Violation, "settled, yet n1 and n2 list different withdrawals")
+}
+
+func TestWithdrawalsCatchOpenWithdrawalsAfterSettling(t *testing.T) {
+	b, final := wdScenario()
+	for _, v := range final.Withdrawers["w"].Nodes {
+		v.Withdrawals[0].State = WithdrawalQueued
+	}
+	wdCheck(t, b, final, Violation, "is queued after the account was seen with none open")
+}
+
+func TestWithdrawalsCatchTheLedgerPayingOutMore(t *testing.T) {
+	b, final := wdScenario()
+	for n, ss := range final.Ledgers {
+		ss[0].PaidMsat += wdA
+		final.Ledgers[n] = ss
+	}
+	wdCheck(t, b, final, Violation, "the ledger paid out")
+}
+
+func TestWithdrawalsCatchGrantsThatDoNotAddUp(t *testing.T) {
+	b, final := wdScenario()
+	final.Accounts["w"].Deposits = final.Accounts["w"].Deposits[:1]
+	for _, v := range final.Withdrawers["w"].Nodes {
+		v.FreeMsat -= grant
+	}
+	wdCheck(t, b, final, Violation, "acknowledged grants credit 2000000000 msat, listed deposits 1000000000 msat")
+}
+
+// A withdrawer still open after the run is unknown, not a violation: its
+// reads were not made at one quiet index.
+func TestWithdrawalsLeaveAnUnsettledWithdrawerUnknown(t *testing.T) {
+	b, final := wdScenario()
+	wf := final.Withdrawers["w"]
+	wf.Settled = false
+	for _, v := range wf.Nodes {
+		v.Withdrawals[0].State = WithdrawalRequested
+		v.FreeMsat += 17 // read at another index than the listing
+	}
+	wdCheck(t, b, final, Unknown, "still had open withdrawals")
+}
+
+func TestWithdrawalsSkipWithoutWithdrawers(t *testing.T) {
+	res, _ := Withdrawals(nil, &Final{})
+	if res.Verdict != Skipped {
+		t.Fatalf("verdict %s", res.Verdict)
+	}
+}
