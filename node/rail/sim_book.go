@@ -109,6 +109,13 @@ func writeOutcomeOnce(path string, res PayoutResult) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
+	// Readable by every process sharing the book, which may run under
+	// other users (the fault-injection harness gives each node its own
+	// uid): CreateTemp makes the file 0600.
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
 	if _, err := tmp.Write(raw); err != nil {
 		tmp.Close()
 		return err

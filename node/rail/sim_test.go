@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -408,6 +410,17 @@ func TestDirBookExecutesAPayoutOnceAcrossProcesses(t *testing.T) {
 	}
 	if n := rails[0].Book().Executed() + rails[1].Book().Executed(); n != 20 {
 		t.Fatalf("20 payouts were executed %d times across the two processes", n)
+	}
+	// Every outcome is readable by processes of other users sharing the
+	// book (the harness runs each node under its own uid).
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	for _, f := range files {
+		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o644 {
+			t.Fatalf("outcome %s: mode %v (%v), want 0644", f, fi.Mode().Perm(), err)
+		}
+	}
+	if len(files) != 20 {
+		t.Fatalf("%d outcome files, want 20", len(files))
 	}
 	// A third process arriving later reads the outcomes and pays nothing.
 	late, _ := NewDirSimBook(dir)
