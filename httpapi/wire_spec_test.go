@@ -1,0 +1,39 @@
+package httpapi
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestLeaderboardSettingsDisplayNameNullable: SPEC section 4 gives the
+// body {optedOut?: boolean; displayName?: string or null}. The server
+// accepts null (it clears the name), and the description must say so, in
+// /openapi.json and in /llms-full.txt.
+func TestLeaderboardSettingsDisplayNameNullable(t *testing.T) {
+	a := newTestAPI(t)
+	key, _ := a.signup()
+	if r := a.do(req{method: "POST", path: "/v1/leaderboard/settings", key: key, idem: nextIdem(),
+		body: map[string]any{"displayName": "Sats Stacker"}}); r.status != 200 || r.json(t)["displayName"] != "Sats Stacker" {
+		t.Fatalf("set: %d %s", r.status, r.body)
+	}
+	if r := a.do(req{method: "POST", path: "/v1/leaderboard/settings", key: key, idem: nextIdem(),
+		body: map[string]any{"displayName": nil}}); r.status != 200 || r.json(t)["displayName"] != nil {
+		t.Fatalf("clear with null: %d %s", r.status, r.body)
+	}
+	doc := loadDoc(t, a.srv)
+	sc := doc.Components.Schemas["LeaderboardSettingsRequest"]
+	if sc == nil || sc.Value.Properties["displayName"] == nil {
+		t.Fatal("no LeaderboardSettingsRequest.displayName in the description")
+	}
+	dn := sc.Value.Properties["displayName"].Value
+	if !dn.Type.Includes("null") || !dn.Type.Includes("string") {
+		t.Fatalf("displayName types %v, SPEC: string or null", dn.Type)
+	}
+	if _, ok := sc.Value.Properties["optedOut"]; !ok || sc.Value.Properties["optedOut"].Value.Type.Includes("null") {
+		t.Fatal("optedOut must stay a plain optional boolean")
+	}
+	llms := a.do(req{method: "GET", path: "/llms-full.txt"})
+	if !strings.Contains(string(llms.body), "body: {optedOut:bool, displayName:string|null}") {
+		t.Fatalf("llms-full.txt does not say displayName may be null")
+	}
+}
