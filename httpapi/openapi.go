@@ -313,6 +313,11 @@ func (g *schemaGen) fieldSchema(sf reflect.StructField, t reflect.Type, request 
 	}
 	if u := sf.Tag.Get("unit"); u != "" {
 		s["x-svc-unit"] = u
+		// Every unit is a decimal integer (SPEC wire rule 1), also where the
+		// Go type is a plain string formatted by hand.
+		if t.Kind() == reflect.String {
+			s["pattern"] = "^-?[0-9]+$"
+		}
 	}
 	if e := sf.Tag.Get("enum"); e != "" {
 		var vals []any

@@ -1,9 +1,55 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"sort"
 	"strings"
 	"testing"
 )
+
+// TestEveryUnitFieldIsADecimalString: a field the description marks with a
+// numeric x-svc-unit is, by wire rule 1, a decimal string matching
+// ^-?[0-9]+$, and the description says so with that pattern.
+func TestEveryUnitFieldIsADecimalString(t *testing.T) {
+	a := newTestAPI(t)
+	b, _ := json.Marshal(a.srv.OpenAPI())
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]map[string]any `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var bad []string
+	for name, sc := range doc.Components.Schemas {
+		for field, p := range sc.Properties {
+			if _, ok := p["x-svc-unit"]; ok && hasType(p["type"], "string") && p["pattern"] != "^-?[0-9]+$" {
+				bad = append(bad, name+"."+field)
+			}
+		}
+	}
+	sort.Strings(bad)
+	if len(bad) > 0 {
+		t.Fatalf("unit fields without the decimal-string pattern: %v", bad)
+	}
+}
+
+func hasType(v any, want string) bool {
+	switch t := v.(type) {
+	case string:
+		return t == want
+	case []any:
+		for _, x := range t {
+			if x == want {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // TestLeaderboardSettingsDisplayNameNullable: SPEC section 4 gives the
 // body {optedOut?: boolean; displayName?: string or null}. The server
