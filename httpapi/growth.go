@@ -49,7 +49,7 @@ type LeaderboardQuery struct {
 // LeaderboardSettingsRequest is the body of POST /v1/leaderboard/settings.
 type LeaderboardSettingsRequest struct {
 	OptedOut    *bool   `json:"optedOut" doc:"true: off every board and the profile answers 404 at once; false: back at the next recompute"`
-	DisplayName *string `json:"displayName" maxLen:"128" doc:"1 to 32 characters: letters, digits, spaces and . _ - ' (no leading, trailing or double space); null clears it"`
+	DisplayName *string `json:"displayName" nullable:"true" maxLen:"128" doc:"1 to 32 characters: letters, digits, spaces and . _ - ' (no leading, trailing or double space); null clears it"`
 }
 
 // PromoterChannel is one channel of a promoter application.

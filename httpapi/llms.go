@@ -100,6 +100,9 @@ func fieldList(t reflect.Type, request bool) string {
 		if e := sf.Tag.Get("enum"); e != "" {
 			typ += "(" + strings.ReplaceAll(e, ",", "|") + ")"
 		}
+		if request && sf.Tag.Get("nullable") == "true" {
+			typ += "|null"
+		}
 		parts = append(parts, name+mark+":"+typ)
 	}
 	if len(parts) == 0 {

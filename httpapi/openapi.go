@@ -264,8 +264,10 @@ func (g *schemaGen) object(t reflect.Type, request bool) map[string]any {
 	for _, wf := range wireFields(t) {
 		sf, name, ft, omitempty := wf.Field, wf.Name, wf.Type, wf.OmitEmpty
 		// In a response a pointer is null when unset, unless the field is
-		// omitted instead (omitempty): then it is optional, never null.
-		nullable := wf.Pointer && !request && !omitempty
+		// omitted instead (omitempty): then it is optional, never null. In a
+		// request a pointer is optional; `nullable:"true"` says the field
+		// also takes an explicit null (SPEC's "string or null").
+		nullable := wf.Pointer && !request && !omitempty || request && sf.Tag.Get("nullable") == "true"
 		s := g.fieldSchema(sf, ft, request)
 		if nullable {
 			s = nullableOf(s)
@@ -311,6 +313,11 @@ func (g *schemaGen) fieldSchema(sf reflect.StructField, t reflect.Type, request 
 	}
 	if u := sf.Tag.Get("unit"); u != "" {
 		s["x-svc-unit"] = u
+		// Every unit is a decimal integer (SPEC wire rule 1), also where the
+		// Go type is a plain string formatted by hand.
+		if t.Kind() == reflect.String {
+			s["pattern"] = "^-?[0-9]+$"
+		}
 	}
 	if e := sf.Tag.Get("enum"); e != "" {
 		var vals []any

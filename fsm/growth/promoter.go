@@ -200,7 +200,7 @@ type PromoterCodeView struct {
 // PromoterCodes is the code list.
 type PromoterCodes struct {
 	Codes    []PromoterCodeView `json:"codes"`
-	CodesMax int                `json:"codesMax" doc:"how many codes a promoter may hold"`
+	CodesMax wire.Int           `json:"codesMax" unit:"int" doc:"how many codes a promoter may hold"`
 }
 
 func (s *State) codeView(code string) PromoterCodeView {
@@ -297,7 +297,7 @@ func (s *State) PromoterOf(accountID string) (PromoterView, bool) {
 
 // CodesOf lists accountID's promoter codes in creation order.
 func (s *State) CodesOf(accountID string) PromoterCodes {
-	out := PromoterCodes{Codes: []PromoterCodeView{}, CodesMax: PromoterCodesMax}
+	out := PromoterCodes{Codes: []PromoterCodeView{}, CodesMax: wire.Int(PromoterCodesMax)}
 	if p, ok := s.Promoters[accountID]; ok {
 		for _, c := range p.Codes {
 			out.Codes = append(out.Codes, s.codeView(c))
