@@ -36,9 +36,9 @@ func (r inFlightRail) Pay(p rail.Payout) rail.PayoutResult {
 func TestPayoutDriverSendsNewWithdrawalsPastPendingPayouts(t *testing.T) {
 	a := newRailAPIWith(t, func(s *rail.SimRail) rail.Rail { return inFlightRail{s} })
 	key, _ := a.funded()
-	inv := payoutInvoice(t, 1_000)
 	for i := 0; i < node.MaxPayoutsPerPass; i++ {
-		r := a.withdraw(key, map[string]any{"invoice": inv, "amountMsat": "1000"})
+		// An invoice each: one is withdrawn to once (funds.LevelInvoicePaidOnce).
+		r := a.withdraw(key, map[string]any{"invoice": payoutInvoice(t, 1_000), "amountMsat": "1000"})
 		if r.status != 201 {
 			t.Fatalf("lightning withdrawal %d: %d %s", i, r.status, r.body)
 		}
