@@ -177,21 +177,35 @@ func (r *run) readTraders(ctx context.Context, final *checker.Final) {
 	}
 	final.Traders = map[string]*checker.TraderFinal{}
 	for _, a := range r.env.Traders {
-		tf := &checker.TraderFinal{Nodes: map[string]*checker.TraderView{}, Settled: r.settled[a.ID]}
-		final.Traders[a.ID] = tf
-		for _, node := range r.env.Nodes {
-			for try := 0; try < traderReadRetries; try++ {
-				v, err := r.traderView(ctx, node, a.APIKey)
-				if err == nil {
-					r.corruptView(node, v)
-					tf.Nodes[node] = v
-					break
-				}
-				tf.Errors = append(tf.Errors, err.Error())
-				time.Sleep(300 * time.Millisecond)
+		tf := &checker.TraderFinal{Settled: r.settled[a.ID]}
+		tf.Nodes, tf.Errors = readOnEveryNode(r.env.Nodes, func(node string) (*checker.TraderView, error) {
+			v, err := r.traderView(ctx, node, a.APIKey)
+			if err == nil {
+				r.corruptView(node, v)
 			}
+			return v, err
+		})
+		final.Traders[a.ID] = tf
+	}
+}
+
+// readOnEveryNode reads one account's final view on each node, trying a
+// node up to traderReadRetries times; it returns the views it got, by
+// node, and every error met on the way.
+func readOnEveryNode[V any](nodes []string, read func(node string) (V, error)) (map[string]V, []string) {
+	views, errs := map[string]V{}, []string(nil)
+	for _, node := range nodes {
+		for try := 0; try < traderReadRetries; try++ {
+			v, err := read(node)
+			if err == nil {
+				views[node] = v
+				break
+			}
+			errs = append(errs, err.Error())
+			time.Sleep(300 * time.Millisecond)
 		}
 	}
+	return views, errs
 }
 
 func (r *run) traderView(ctx context.Context, node, apiKey string) (*checker.TraderView, error) {

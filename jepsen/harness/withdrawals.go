@@ -199,23 +199,20 @@ func (r *run) readWithdrawers(ctx context.Context, final *checker.Final) {
 	}
 	final.Withdrawers = map[string]*checker.WithdrawerFinal{}
 	for _, a := range r.env.Withdrawers {
-		wf := &checker.WithdrawerFinal{Nodes: map[string]*checker.WithdrawerView{}, Settled: r.wdSettled[a.ID]}
-		final.Withdrawers[a.ID] = wf
-		for _, node := range r.env.Nodes {
-			for try := 0; try < traderReadRetries; try++ {
-				v, err := r.withdrawerView(ctx, node, a.APIKey)
-				if err == nil {
-					r.corruptWithdrawals(node, v)
-					wf.Nodes[node] = v
-					break
-				}
-				wf.Errors = append(wf.Errors, err.Error())
-				time.Sleep(300 * time.Millisecond)
+		wf := &checker.WithdrawerFinal{Settled: r.wdSettled[a.ID]}
+		wf.Nodes, wf.Errors = readOnEveryNode(r.env.Nodes, func(node string) (*checker.WithdrawerView, error) {
+			v, err := r.withdrawerView(ctx, node, a.APIKey)
+			if err == nil {
+				r.corruptWithdrawals(node, v)
 			}
+			return v, err
+		})
+		for _, node := range r.env.Nodes {
 			if wf.Nodes[node] == nil {
 				wf.Missing = append(wf.Missing, node)
 			}
 		}
+		final.Withdrawers[a.ID] = wf
 	}
 	final.SimBook = r.readSimBook()
 }
