@@ -25,6 +25,23 @@ func newTradeWorldAt(t *testing.T, level uint32) *tradeWorld {
 	return w
 }
 
+// fillIndex fills a market's price index up to n entries with stand-ins
+// far above the price (rising: never crossed in these tests), put straight
+// into the index as the entries of thousands of accounts would be. The
+// invariant checks are switched off: the stand-ins belong to no order.
+func (w *tradeWorld) fillIndex(marketID string, n int) {
+	w.t.Helper()
+	w.unchecked, w.m.opts.CheckInvariants = true, false
+	w.m.Read(func(st *State, _ uint64) {
+		x := st.Trade.Books[marketID].Index
+		for i := x.Len(); i < n; i++ {
+			if err := x.Insert(fmt.Sprintf("standin%07d", i), usdQ8(1_000_000)+int64(i), market.Rising); err != nil {
+				w.t.Fatal(err)
+			}
+		}
+	})
+}
+
 func (w *tradeWorld) lastMid(feed string) (mid int64) {
 	w.m.Read(func(st *State, _ uint64) {
 		if p, ok := st.Market.FeedLast(feed); ok {
@@ -166,15 +183,7 @@ func TestFullIndexKeepsRoomForStops(t *testing.T) {
 			w := newTradeWorldAt(t, level)
 			a, k := w.account(btcBTC)
 			created(t, w.order(a, k, mktOrder("pos", "BTC-PERP", "buy", 1_000)), trade.StatusFilled)
-			w.unchecked, w.m.opts.CheckInvariants = true, false
-			w.m.Read(func(st *State, _ uint64) {
-				x := st.Trade.Books["BTC-PERP"].Index
-				for i := x.Len(); i < market.PriceIndexEntriesMax-trade.IndexReservedForReducing; i++ {
-					if err := x.Insert(fmt.Sprintf("standin%07d", i), usdQ8(1_000_000)+int64(i), market.Rising); err != nil {
-						t.Fatal(err)
-					}
-				}
-			})
+			w.fillIndex("BTC-PERP", market.PriceIndexEntriesMax-trade.IndexReservedForReducing)
 			res := w.order(a, k, limitOrder("far", "BTC-PERP", "sell", 1_000, usdQ8(150_000)))
 			if level < trade.LevelIndexReserve {
 				created(t, res, "resting")

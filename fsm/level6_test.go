@@ -34,15 +34,7 @@ func TestBracketLegsArmIntoAFullIndex(t *testing.T) {
 			a, k := w.account(btcBTC)
 			// Long 1,000 on a fall to 95,000, stop 90,000, take-profit 110,000.
 			created(t, w.order(a, k, bracket("br", "buy", 1_000, usdQ8(95_000), usdQ8(90_000), usdQ8(110_000))), trade.StatusWorking)
-			w.unchecked, w.m.opts.CheckInvariants = true, false
-			w.m.Read(func(st *State, _ uint64) {
-				x := st.Trade.Books["BTC-PERP"].Index
-				for i := x.Len(); i < market.PriceIndexEntriesMax-2; i++ {
-					if err := x.Insert(fmt.Sprintf("standin%07d", i), usdQ8(1_000_000)+int64(i), market.Rising); err != nil {
-						t.Fatal(err)
-					}
-				}
-			})
+			w.fillIndex("BTC-PERP", market.PriceIndexEntriesMax-2)
 			b, kb := w.account(0) // no money, no position
 			for i := range 2 {
 				s := stopOrder(fmt.Sprintf("ro-%d", i), "BTC-PERP", "sell", 1_000, usdQ8(50_000))

@@ -25,15 +25,7 @@ func TestReserveKeepsRoomForPositions(t *testing.T) {
 			w := newTradeWorldAt(t, level)
 			a, k := w.account(btcBTC)
 			created(t, w.order(a, k, mktOrder("pos", "BTC-PERP", "buy", 1_000)), trade.StatusFilled)
-			w.unchecked, w.m.opts.CheckInvariants = true, false
-			w.m.Read(func(st *State, _ uint64) {
-				x := st.Trade.Books["BTC-PERP"].Index
-				for i := x.Len(); i < market.PriceIndexEntriesMax-trade.IndexReservedForReducing; i++ {
-					if err := x.Insert(fmt.Sprintf("standin%07d", i), usdQ8(1_000_000)+int64(i), market.Rising); err != nil {
-						t.Fatal(err)
-					}
-				}
-			})
+			w.fillIndex("BTC-PERP", market.PriceIndexEntriesMax-trade.IndexReservedForReducing)
 			b, kb := w.account(0) // no money, no position
 			squat := stopOrder("squat", "BTC-PERP", "sell", 1_000, usdQ8(50_000))
 			squat.ReduceOnly = true
