@@ -65,9 +65,10 @@ import (
 //	   (usdx.LevelFreshRailIDs); the faucet grant is bounded at genesis and
 //	   a faucet call the ledger could not credit is refused
 //	   (LevelFaucetBounded).
-//	7: a standalone reduce-only trigger takes room in the reducing reserve
-//	   of a market's price index only while its account holds a position
-//	   it would reduce (trade.LevelReserveProtects); every Proof of
+//	7: a reduce-only entry takes room in the reducing reserve of a
+//	   market's price index only while its account holds a position on
+//	   the other side and its reduce-only entries there cover at most
+//	   twice it (trade.LevelReserveProtects); every Proof of
 //	   Reserves tree has at least two leaf slots, so its root hash commits
 //	   to the total (LevelPoRRootIsParent); the PoR ledger sum is checked
 //	   for overflow on its exact value, not on a map walk's running sum

@@ -43,9 +43,18 @@ func TestReserveKeepsRoomForPositions(t *testing.T) {
 			stop := stopOrder("stop", "BTC-PERP", "sell", 1_000, usdQ8(90_000))
 			stop.ReduceOnly = true
 			created(t, w.order(a, k, stop), trade.StatusWorking)
+			// A take-profit for the whole position gets in too (a resting
+			// reduce-only limit), then nothing more: one small position
+			// does not open the reserve to all of an account's entries.
+			tp := limitOrder("tp", "BTC-PERP", "sell", 1_000, usdQ8(150_000))
+			tp.ReduceOnly = true
+			created(t, w.order(a, k, tp), "resting")
+			more := stopOrder("stop-2", "BTC-PERP", "sell", 1, usdQ8(80_000))
+			more.ReduceOnly = true
+			wantRefused(t, w.order(a, k, more), http.StatusBadRequest, wire.CodeValidation)
 			w.m.Read(func(st *State, _ uint64) {
-				if n := st.Trade.Books["BTC-PERP"].Index.Len(); n != market.PriceIndexEntriesMax-trade.IndexReservedForReducing+1 {
-					t.Errorf("index holds %d entries, want the reserve's first taken by the stop", n)
+				if n := st.Trade.Books["BTC-PERP"].Index.Len(); n != market.PriceIndexEntriesMax-trade.IndexReservedForReducing+2 {
+					t.Errorf("index holds %d entries, want the reserve's first two taken by the stop and the take-profit", n)
 				}
 			})
 		})

@@ -343,7 +343,7 @@ func (s *State) rest(env *Env, a *Account, o *Order, pos Position, midQ8, free i
 		}
 		return Created{}, refuse(code, "free balance %d msat cannot reserve %d msat for this order", free, reserve)
 	}
-	if ref := s.indexRoom(env, o.MarketID, 1, o.ReduceOnly); ref != nil {
+	if ref := s.indexRoom(env, o.MarketID, 1, s.protects(env, o.AccountID, o.MarketID, o.Side, o.Contracts, o.ReduceOnly)); ref != nil {
 		return Created{}, ref
 	}
 	// Every check has passed: mutate from here on.

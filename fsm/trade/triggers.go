@@ -179,25 +179,43 @@ const LevelIndexReserve uint32 = 4
 const IndexReservedForReducing = market.PriceIndexEntriesMax / 10
 
 // LevelReserveProtects is the feature level (fsm.FeatureLevel) from which
-// a standalone reduce-only trigger may use the reducing reserve of a
-// market's price index only while its account holds a position it would
-// reduce. Found by a review on 2026-11-27: a reduce-only trigger needs no
-// position and no money, so accounts without positions could fill the
-// reserve too, and then no trader could place a stop-loss.
+// a reduce-only entry (trigger or resting limit) may use the reducing
+// reserve of a market's price index only to protect a position: its
+// account holds one on the other side, and its live reduce-only entries
+// on this side in the market, the new one included, total at most
+// ReserveCoverMultiple times it. Found by reviews on 2026-11-27: a
+// reduce-only trigger needs no position and no money, so accounts
+// without positions could fill the reserve, and then no trader could
+// place a stop-loss; and one tiny position let an account put all its
+// 200 entries into the reserve.
 const LevelReserveProtects uint32 = 7
 
-// protects reports whether a standalone trigger counts as reducing for the
-// index reserve: reduce-only, and from LevelReserveProtects also against
-// a position on the other side in its market.
-func (s *State) protects(env *Env, accountID string, r PlaceRequest, side Side) bool {
-	if !r.ReduceOnly {
+// ReserveCoverMultiple is how many times its position an account's
+// reduce-only entries on one side of a market may cover in the index's
+// reducing reserve: a stop-loss and a take-profit for all of it.
+const ReserveCoverMultiple = 2
+
+// protects reports whether a new entry of contracts on side in marketID
+// counts as reducing for the index reserve (LevelReserveProtects).
+func (s *State) protects(env *Env, accountID, marketID string, side Side, contracts int64, reduceOnly bool) bool {
+	if !reduceOnly {
 		return false
 	}
 	if env.Level < LevelReserveProtects {
 		return true
 	}
-	pos := s.Accounts[accountID].position(r.MarketID)
-	return pos.Contracts > 0 && pos.Side != side
+	a := s.Accounts[accountID]
+	pos := a.position(marketID)
+	if pos.Contracts == 0 || pos.Side == side {
+		return false
+	}
+	total := contracts
+	for _, no := range a.Live { // at most RestingOrdersPerAccountMax
+		if o := s.Orders[no]; o != nil && o.MarketID == marketID && o.Side == side && o.ReduceOnly {
+			total += o.Contracts
+		}
+	}
+	return total <= ReserveCoverMultiple*pos.Contracts
 }
 
 // indexRoom refuses n more entries in marketID's price index when it would
@@ -228,7 +246,7 @@ func (s *State) placeTrigger(env *Env, pr market.Print, accountID string, r Plac
 	if ref != nil {
 		return Created{}, ref
 	}
-	if ref := s.roomFor(env, accountID, r.MarketID, 1, s.protects(env, accountID, r, side)); ref != nil {
+	if ref := s.roomFor(env, accountID, r.MarketID, 1, s.protects(env, accountID, r.MarketID, side, r.Contracts, r.ReduceOnly)); ref != nil {
 		return Created{}, ref
 	}
 	o := &Order{OrderID: r.OrderID, AccountID: accountID, MarketID: r.MarketID, Side: side, Type: typeOfKind(kind),
