@@ -22,21 +22,9 @@ var specNumberFields = map[string]bool{
 // description: an integer-typed field outside SPEC's list breaks wire rule
 // 2 ("JSON numbers appear only for plain counters and small integers: ...").
 func TestJSONNumbersOnlyWhereSpecAllowsThem(t *testing.T) {
-	a := newTestAPI(t)
-	b, _ := json.Marshal(a.srv.OpenAPI())
-	var doc struct {
-		Components struct {
-			Schemas map[string]struct {
-				Properties map[string]map[string]any `json:"properties"`
-			} `json:"schemas"`
-		} `json:"components"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
 	var bad []string
-	for name, sc := range doc.Components.Schemas {
-		for field, p := range sc.Properties {
+	for name, props := range schemaProperties(t) {
+		for field, p := range props {
 			if hasType(p["type"], "integer") || hasType(p["type"], "number") {
 				if !specNumberFields[field] {
 					bad = append(bad, name+"."+field)
@@ -54,21 +42,9 @@ func TestJSONNumbersOnlyWhereSpecAllowsThem(t *testing.T) {
 // numeric x-svc-unit is, by wire rule 1, a decimal string matching
 // ^-?[0-9]+$, and the description says so with that pattern.
 func TestEveryUnitFieldIsADecimalString(t *testing.T) {
-	a := newTestAPI(t)
-	b, _ := json.Marshal(a.srv.OpenAPI())
-	var doc struct {
-		Components struct {
-			Schemas map[string]struct {
-				Properties map[string]map[string]any `json:"properties"`
-			} `json:"schemas"`
-		} `json:"components"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
 	var bad []string
-	for name, sc := range doc.Components.Schemas {
-		for field, p := range sc.Properties {
+	for name, props := range schemaProperties(t) {
+		for field, p := range props {
 			if _, ok := p["x-svc-unit"]; ok && hasType(p["type"], "string") && p["pattern"] != "^-?[0-9]+$" {
 				bad = append(bad, name+"."+field)
 			}
@@ -139,4 +115,27 @@ func TestLeaderboardSettingsDisplayNameNullable(t *testing.T) {
 	if !strings.Contains(string(llms.body), "body: {optedOut:bool, displayName:string|null}") {
 		t.Fatalf("llms-full.txt does not say displayName may be null")
 	}
+}
+
+// schemaProperties is every component schema of the served description,
+// by name, as its properties' raw JSON objects.
+func schemaProperties(t *testing.T) map[string]map[string]map[string]any {
+	t.Helper()
+	a := newTestAPI(t)
+	b, _ := json.Marshal(a.srv.OpenAPI())
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]map[string]any `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]map[string]map[string]any, len(doc.Components.Schemas))
+	for name, sc := range doc.Components.Schemas {
+		out[name] = sc.Properties
+	}
+	return out
 }
