@@ -12,7 +12,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"sync"
 )
 
 // Address is an account's token deposit address.
@@ -47,16 +46,13 @@ var ErrUnavailable = errors.New("token rail unavailable")
 
 // Sim is the simulated issuer of testnet: addresses derived from the
 // account id (so every node allocates the same one), transfers and
-// freezes that land at once and are remembered for idempotency.
-type Sim struct {
-	mu        sync.Mutex
-	transfers map[string]string
-	out       int64
-	seq       int64
-}
+// freezes that land at once. It keeps no state: a transfer's ref is
+// derived from its id, so a retried transfer answers the same ref without
+// a record of it (a remembered set would grow with every withdrawal).
+type Sim struct{}
 
-// NewSim returns an empty simulated rail.
-func NewSim() *Sim { return &Sim{transfers: map[string]string{}} }
+// NewSim returns a simulated rail.
+func NewSim() *Sim { return &Sim{} }
 
 // TokenIdentifier is the simulated token's name.
 func (s *Sim) TokenIdentifier() string { return "usdx-testnet" }
@@ -71,25 +67,14 @@ func (s *Sim) DepositAddress(_ context.Context, accountID string) (Address, erro
 	return Address{Address: "sprt1" + hex.EncodeToString(sum[:20]), AccountNumber: int64(binary.BigEndian.Uint64(n[:]))}, nil
 }
 
-// Transfer lands at once.
-func (s *Sim) Transfer(_ context.Context, id string, usdx int64, _ string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ref, ok := s.transfers[id]; ok {
-		return ref, nil
-	}
+// Transfer lands at once; the same id always answers the same ref.
+func (s *Sim) Transfer(_ context.Context, id string, _ int64, _ string) (string, error) {
 	sum := sha256.Sum256([]byte("usdx-transfer:" + id))
-	ref := "simiss_" + hex.EncodeToString(sum[:8])
-	s.transfers[id] = ref
-	s.out += usdx
-	return ref, nil
+	return "simiss_" + hex.EncodeToString(sum[:8]), nil
 }
 
 // Freeze lands at once; the simulated issuer does not report balances.
 func (s *Sim) Freeze(_ context.Context, addr string, freeze bool) (string, int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.seq++
 	action := "unfreeze"
 	if freeze {
 		action = "freeze"
@@ -102,9 +87,6 @@ func (s *Sim) Freeze(_ context.Context, addr string, freeze bool) (string, int64
 // deposit address, and returns the issuer's ref of that transfer (fresh
 // each time: two sends are two deposits).
 func (s *Sim) SimulateDeposit(accountID string, usdx int64) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.seq++
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
 	return "simdep_" + hex.EncodeToString(nonce[:])
