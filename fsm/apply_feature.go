@@ -84,7 +84,10 @@ import (
 //	   invoice that was not returned (funds.LevelInvoicePaidOnce); the
 //	   USDx freeze log never drops an entry still waiting for the custody
 //	   worker (usdx.LevelFreezesKeptPending).
-const FeatureLevel uint32 = 7
+//	8: what a sUSDx markdown's last whole USDx frees beyond the loss goes
+//	   back to the stakers' yield escrow, not to the reserve
+//	   (usdx.LevelMarkdownSurplusToStakers).
+const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
 // and leaderboard programmes (issue 15) and Proof of Reserves (issue 14):

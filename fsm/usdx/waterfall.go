@@ -30,7 +30,8 @@ import (
 //  2. the yield escrow (stakers' sats not yet minted);
 //  3. the staking pool (sUSDx marked down, the junior tranche): the fewest
 //     whole USDx whose hedge contracts, closed, free at least what is
-//     left; the surplus of the last contract goes to the reserve;
+//     left; the surplus of the last contract goes back to the yield escrow
+//     (toStakersMsat; to the reserve below LevelMarkdownSurplusToStakers);
 //  4. the reserve below its floor, to zero;
 //  5. what is still missing is recorded as uncovered shortfall; USDx
 //     holders, senior, are never marked down.
@@ -128,6 +129,16 @@ func (s *State) positive(e *Env, markQ8 int64, w *Waterfall) {
 // mint and redemption of 50,000 USDx).
 const LevelRepayShortfall uint32 = 4
 
+// LevelMarkdownSurplusToStakers is the feature level (fsm.FeatureLevel)
+// from which what a markdown's last whole USDx frees beyond the loss goes
+// back to the stakers' yield escrow (recorded as the entry's
+// toStakersMsat), which the share price counts (LevelEscrowInPrice).
+// Below it the surplus went to the reserve: a loss of 996 msat burnt a
+// whole staked USDx (about 1,000,000 msat at 100,000 USD) and the stakers
+// lost a thousand times the loss (the share price went from 1.0 to 0.909
+// in a pool of 11 USDx).
+const LevelMarkdownSurplusToStakers uint32 = 8
+
 // mintYield mints as many whole USDx into the staking pool as the escrow
 // pays for (margin at leverage 1 plus the taker fee of each contract),
 // within the hard cap and the open-interest limits. It needs the hedge
@@ -216,8 +227,17 @@ func (s *State) negative(e *Env, markQ8 int64, w *Waterfall) {
 				s.move(e, hf, Reserve, cover)
 				s.ReserveMsat += cover
 			}
-			s.move(e, hf, Reserve, freed-cover)
-			s.ReserveMsat += freed - cover
+			if surplus := freed - cover; e.T.Level >= LevelMarkdownSurplusToStakers {
+				// What the last contract freed beyond the loss is the
+				// stakers' own: back to their escrow, so a markdown
+				// takes the loss and no more.
+				s.move(e, hf, YieldEscrow, surplus)
+				s.YieldEscrowMsat += surplus
+				w.ToStakersMsat = surplus
+			} else {
+				s.move(e, hf, Reserve, surplus)
+				s.ReserveMsat += surplus
+			}
 			need -= cover
 			w.Markdown = k
 		}
