@@ -112,10 +112,41 @@ func redactKeys(s string) string {
 // has leaked into URLs, and so into proxies' and browsers' histories, and
 // no answer may echo it back. The request log shows the path redacted.
 func (s *Server) refuseKeyInPath(c *gin.Context) {
-	if hasKeyShape(c.Request.URL.Path) || hasKeyShape(c.Request.URL.RawQuery) {
+	if hasKeyShape(c.Request.URL.Path) || hasKeyShape(c.Request.URL.RawQuery) || hasKeyShape(unescapedQuery(c.Request.URL.RawQuery)) {
 		fail(c, http.StatusUnauthorized, wire.CodeUnauthorized,
 			"API keys are accepted only in the x-api-key header, never in a URL; rotate this key")
 	}
+}
+
+// unescapedQuery is the query with its percent escapes resolved, so that a
+// key with an escaped character is still seen; a malformed escape (which
+// would make url.QueryUnescape give up on the whole query) stays as it is.
+func unescapedQuery(raw string) string {
+	if strings.IndexByte(raw, '%') < 0 {
+		return raw
+	}
+	b := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); i++ {
+		if raw[i] == '%' && i+2 < len(raw) && ishex(raw[i+1]) && ishex(raw[i+2]) {
+			b = append(b, unhex(raw[i+1])<<4|unhex(raw[i+2]))
+			i += 2
+			continue
+		}
+		b = append(b, raw[i])
+	}
+	return string(b)
+}
+
+func ishex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
 }
 
 // authGuard authenticates keyed routes against the node's applied state and

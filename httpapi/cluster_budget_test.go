@@ -243,3 +243,38 @@ func TestKeyedWritesOnTheReadBudgetHoldAcrossTheCluster(t *testing.T) {
 		t.Fatalf("%d of %d read-budget writes over three nodes admitted, want between the burst %d and %d", admitted, sent, rb.KeyBurst, most)
 	}
 }
+
+// TestUSDxQuotesHoldTheReadBudgetAcrossTheCluster: a USDx quote is a
+// keyed write (each one a log entry) without an idempotency key, so it
+// must be drawn at the leader like the other keyed writes on the read
+// budget: sent round-robin over the three members it gets one key's
+// budget of log entries, not one per member.
+func TestUSDxQuotesHoldTheReadBudgetAcrossTheCluster(t *testing.T) {
+	budgets := smallBudgets()
+	rb := httpapi.Budget{Name: "read", PerKeyPerMin: 1, KeyBurst: 4, PerAccountPerMin: 1, AccountBurst: 4}
+	budgets["read"] = rb
+	c := budgetCluster(t, budgets)
+	ms := c.Members()
+	key := signupVia(t, c, ms[0], "quote-writes-signup")
+
+	sent, admitted := 3*rb.KeyBurst+3, 0
+	start := time.Now()
+	for i := 0; i < sent; i++ {
+		m := ms[i%3]
+		st, h, body := call(t, c.HTTP(m.ID), "POST", "/v1/usdx/quotes", key, "", `{"side":"mint","usdx":"1"}`)
+		if st == 429 {
+			var e struct{ Code string }
+			_ = json.Unmarshal(body, &e)
+			if e.Code != "rate_limited" || h.Get("Retry-After") == "" {
+				t.Fatalf("quote %d via %s: %d %s", i, m.ID, st, body)
+			}
+			continue
+		}
+		// Anything else (a quote, or the state machine's refusal of one)
+		// went through the log.
+		admitted++
+	}
+	if most := admittedAtMost(rb, time.Since(start)); admitted > most || admitted < rb.KeyBurst {
+		t.Fatalf("%d of %d quotes over three nodes reached the log, want between the burst %d and %d", admitted, sent, rb.KeyBurst, most)
+	}
+}

@@ -229,12 +229,15 @@ func meterGuard(s *Server, r *Route) gin.HandlerFunc {
 			c.Set(drawCtx, &node.Draw{ID: randomID(16), Budget: r.Budget, Subject: subject, Account: account})
 		}
 	}
-	if r.Auth == Keyed && r.Method != http.MethodGet && (r.Idem || r.IdemOptional) {
+	if r.Auth == Keyed && r.Method != http.MethodGet {
 		// A keyed write on a local budget (revoke, deposit invoices, the
-		// growth writes, the faucet): drawn here, so a request that never
-		// proposes is metered too, and again at the leader in buckets of
-		// their own, so that spreading the writes over N nodes does not
-		// give a key N budgets of log entries.
+		// growth writes, the faucet, USDx quotes): drawn here, so a
+		// request that never proposes is metered too, and again at the
+		// leader in buckets of their own, so that spreading the writes
+		// over N nodes does not give a key N budgets of log entries. Not
+		// only idem routes: a USDx quote takes no idempotency key and is a
+		// log entry all the same. A keyed POST that never proposes (a
+		// withdrawal quote) leaves its draw unused.
 		return func(c *gin.Context) {
 			if !s.draw(c, r, s.budgets[r.Budget]) {
 				return

@@ -217,3 +217,29 @@ func TestRedactKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestPercentEncodedKeyInTheQueryIsRefused: a key in the query string with
+// some of its characters percent-encoded (as a client's URL builder may
+// write the "_") is the same leaked key: refused 401 like the plain one,
+// never echoed back. Before, only the raw query was searched, so
+// ?pdk%5F<hex>=1 on a history route answered 400 naming the parameter,
+// the key included, and ?note=pdk%5F<hex> was served.
+func TestPercentEncodedKeyInTheQueryIsRefused(t *testing.T) {
+	a, logs, _ := newLoggedAPI(t)
+	key, _ := a.signup()
+	hex := strings.TrimPrefix(key, keyPrefix)
+	for _, path := range []string{
+		"/v1/deposits?pdk%5F" + hex + "=1",
+		"/v1/account?note=pdk%5f" + hex,
+		"/v1/account?note=%70dk_" + hex,
+		"/v1/account?a=%zz&note=pdk%5F" + hex,
+	} {
+		res := a.do(req{method: "GET", path: path, key: key})
+		if res.status != 401 || res.code() != "unauthorized" || strings.Contains(string(res.body), hex) {
+			t.Fatalf("GET %s: %d %s", path, res.status, res.body)
+		}
+	}
+	if strings.Contains(logs.String(), hex) {
+		t.Fatalf("the key reached the log:\n%s", logs.String())
+	}
+}
