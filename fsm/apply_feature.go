@@ -86,7 +86,10 @@ import (
 //	   worker (usdx.LevelFreezesKeptPending).
 //	8: what a sUSDx markdown's last whole USDx frees beyond the loss goes
 //	   back to the stakers' yield escrow, not to the reserve
-//	   (usdx.LevelMarkdownSurplusToStakers).
+//	   (usdx.LevelMarkdownSurplusToStakers); a fill that opens contracts
+//	   is refused (insufficient_margin) when it would leave its position
+//	   under maintenance at the mid, instead of being liquidated in the
+//	   same entry (trade.LevelOpensAboveMaintenance).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -210,7 +210,7 @@ func (s *State) tryResting(env *Env, m *market.MarketState, pr market.Print, boo
 		return
 	}
 	free := env.Ledger.Balance(a.ledgerFree(o.AccountID)) + o.ReservedMsat
-	pl, ref := PlanFillLeveraged(m, pos, o.Side, q, o.Leverage, qt, free, env.NowMs)
+	pl, ref := planOrderFill(env, m, pos, o.Side, q, o.Leverage, qt, free)
 	if ref == nil && !s.positionRoom(o.MarketID, pos, o.Side, q) {
 		ref = refuse(wire.CodeValidation, "market %s holds the most positions it can", o.MarketID)
 	}

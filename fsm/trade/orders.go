@@ -253,7 +253,7 @@ func (s *State) PlaceIn(env *Env, a *Account, accountID string, r PlaceRequest, 
 		}
 	}
 	if r.Type == TypeMarket || (slippageOK && noWorse(side, qt.ExecQ8, r.LimitPriceQ8)) {
-		pl, ref := PlanFillLeveraged(m, pos, side, r.Contracts, r.Leverage, qt, free, env.NowMs)
+		pl, ref := planOrderFill(env, m, pos, side, r.Contracts, r.Leverage, qt, free)
 		if ref != nil {
 			return Created{}, ref
 		}
@@ -262,8 +262,9 @@ func (s *State) PlaceIn(env *Env, a *Account, accountID string, r PlaceRequest, 
 		}
 		a = s.newOrderIn(a, o)
 		s.fill(env, a, o, pl, 0)
-		// Defensive: a fill never leaves its position below maintenance
-		// (initial margin exceeds it), but whatever is due goes now.
+		// Below LevelOpensAboveMaintenance a fill could leave its position
+		// below maintenance (a spread beyond what initial margin holds
+		// above it); whatever is due goes now.
 		s.sweep(env, r.MarketID)
 		return Created{OrderID: o.OrderID, Status: StatusFilled}, nil
 	}

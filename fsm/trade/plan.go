@@ -214,6 +214,45 @@ func PlanFillLeveraged(m *market.MarketState, pos Position, side Side, q, levera
 	return pl, nil
 }
 
+// LevelOpensAboveMaintenance is the feature level (fsm.FeatureLevel) from
+// which a fill that opens contracts is refused (insufficient_margin) when
+// the position it leaves is already under maintenance at the mid
+// (opensUnderMaintenance): the spread and impact it pays can exceed what
+// its initial margin holds above maintenance. Found by a review on
+// 2026-11-27: below it such a fill was taken and the sweep that follows
+// liquidated it in the same entry. With the catalogue's rates that is a
+// 100x open near the OI cap (0.52% of spread against 1% - 0.5%), charged
+// a penalty for nothing; in a market whose spread passes its initial
+// margin (a valid baseSpreadQ9 of 1.5% at 1% initial margin) the position
+// is bankrupt at birth, and its deficit auto-deleverages profitable
+// traders on the other side: a 100,000-contract 100x long closed a 2x
+// short that had done nothing and cut 2,078,334,807 msat of its profit.
+const LevelOpensAboveMaintenance uint32 = 8
+
+// opensUnderMaintenance reports whether a planned fill opens contracts
+// and leaves its position liquidatable at the quote's mid. A fill that
+// only reduces is never refused for this: closing is always allowed.
+func opensUnderMaintenance(p *market.Params, pl Plan) bool {
+	return pl.Opened > 0 && pl.After.Contracts > 0 && UnderMaintenance(p, pl.After, pl.Quote.MidQ8)
+}
+
+// refuseUnderMaintenance is the refusal of such a fill.
+func refuseUnderMaintenance(pl Plan) *wire.Refusal {
+	return refuse(wire.CodeInsufficientMargin,
+		"the position would be under maintenance at mid %d right after this fill (margin %d msat, entry %d): use less leverage or fewer contracts",
+		pl.Quote.MidQ8, pl.After.MarginMsat, pl.After.EntryQ8)
+}
+
+// planOrderFill is PlanFillLeveraged for a trader's order (not the venue's
+// own hedge), with the checks trading adds from a feature level.
+func planOrderFill(env *Env, m *market.MarketState, pos Position, side Side, q, leverage int64, qt Quote, freeMsat int64) (Plan, *wire.Refusal) {
+	pl, ref := PlanFillLeveraged(m, pos, side, q, leverage, qt, freeMsat, env.NowMs)
+	if ref == nil && env.Level >= LevelOpensAboveMaintenance && opensUnderMaintenance(&m.Params, pl) {
+		return Plan{}, refuseUnderMaintenance(pl)
+	}
+	return pl, ref
+}
+
 // positionAfter is pos after the fill; a zero EntryQ8 with open contracts
 // means the average entry could not be computed (the caller refuses).
 func positionAfter(p *market.Params, pos Position, pl Plan, keep int64, side Side, nowMs int64) Position {

@@ -324,7 +324,7 @@ func (s *State) placeBracket(env *Env, m *market.MarketState, pr market.Print, p
 				qt.ExecQ8, qt.MidQ8, r.MaxSlippageQ9)
 		}
 		var ref *wire.Refusal
-		if pl, ref = PlanFillLeveraged(m, pos, side, r.Contracts, r.Leverage, qt, env.Ledger.Balance(ledger.Free(accountID)), env.NowMs); ref != nil {
+		if pl, ref = planOrderFill(env, m, pos, side, r.Contracts, r.Leverage, qt, env.Ledger.Balance(ledger.Free(accountID))); ref != nil {
 			return Created{}, ref
 		}
 		if !s.positionRoom(r.MarketID, pos, side, r.Contracts) {
@@ -451,7 +451,7 @@ func (s *State) execTrigger(env *Env, m *market.MarketState, pr market.Print, o 
 		s.finish(env, o, StatusRejected, ReasonSlippage)
 		return
 	}
-	pl, ref := PlanFillLeveraged(m, pos, o.Side, q, o.Leverage, qt, env.Ledger.Balance(ledger.Free(o.AccountID)), env.NowMs)
+	pl, ref := planOrderFill(env, m, pos, o.Side, q, o.Leverage, qt, env.Ledger.Balance(ledger.Free(o.AccountID)))
 	if ref == nil && !s.positionRoom(o.MarketID, pos, o.Side, q) {
 		ref = refuse(wire.CodeValidation, "market %s holds the most positions it can", o.MarketID)
 	}
