@@ -89,7 +89,9 @@ import (
 //	   (usdx.LevelMarkdownSurplusToStakers); a fill that opens contracts
 //	   is refused (insufficient_margin) when it would leave its position
 //	   under maintenance at the mid, instead of being liquidated in the
-//	   same entry (trade.LevelOpensAboveMaintenance).
+//	   same entry (trade.LevelOpensAboveMaintenance); a
+//	   leaderboard day's return base takes in capital deposited after
+//	   the day's first event (growth.LevelRoiCountsDeposits).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -398,7 +398,10 @@ func (s *Server) leaderboardCard(c *gin.Context) {
 	}
 	etag := cardETag(d)
 	c.Header("ETag", etag)
-	c.Header("Cache-Control", "public, max-age=60")
+	// no-cache: a cache keeps the card but asks (a cheap 304) before each
+	// use, so an opt-out answers 404 at once (max-age=60 showed the card
+	// for a minute after it; review of 2026-11-27).
+	c.Header("Cache-Control", "public, no-cache")
 	if inm := c.GetHeader("If-None-Match"); inm != "" && etagMatches(inm, etag) {
 		c.Status(http.StatusNotModified)
 		return

@@ -469,3 +469,34 @@ func TestDisplayNameImpersonationRefused(t *testing.T) {
 		t.Fatalf("own handle as display name: %d %s", r.status, r.body)
 	}
 }
+
+// TestShareCardRevalidatedSoOptOutIsAtOnce: opting out answers 404 for
+// the card at once (SPEC: 404 for an opted-out handle), so a cache may
+// keep a card only if it asks again before each use. The card was sent
+// with max-age=60: browsers and shared caches showed it for a minute
+// after the trader opted out, without asking.
+func TestShareCardRevalidatedSoOptOutIsAtOnce(t *testing.T) {
+	a := newTestAPI(t)
+	a.listMarkets()
+	a.freshPrices()
+	key, _ := a.tradingAccount()
+	if r := a.do(req{method: "POST", path: "/v1/orders", key: key, idem: "og-cc", body: orderBody("ETH-PERP", "buy", "market", "10", nil)}); r.status != 201 {
+		t.Fatalf("order: %d %s", r.status, r.body)
+	}
+	handle := a.do(req{method: "GET", path: "/v1/leaderboard/me", key: key}).json(t)["handle"].(string)
+	path := "/v1/leaderboard/trader/" + handle + "/og.png"
+	r := a.do(req{method: "GET", path: path})
+	cc := r.header.Get("Cache-Control")
+	if r.status != 200 || !strings.Contains(cc, "no-cache") || strings.Contains(cc, "max-age") && !strings.Contains(cc, "max-age=0") {
+		t.Fatalf("card: %d, Cache-Control %q lets a cache show it without asking", r.status, cc)
+	}
+	if r := a.do(req{method: "GET", path: path, header: map[string]string{"If-None-Match": r.header.Get("ETag")}}); r.status != 304 || r.header.Get("Cache-Control") != cc {
+		t.Fatalf("revalidation: %d, Cache-Control %q", r.status, r.header.Get("Cache-Control"))
+	}
+	if r := a.do(req{method: "POST", path: "/v1/leaderboard/settings", key: key, idem: nextIdem(), body: map[string]any{"optedOut": true}}); r.status != 200 {
+		t.Fatalf("opt out: %d", r.status)
+	}
+	if r := a.do(req{method: "GET", path: path, header: map[string]string{"If-None-Match": r.header.Get("ETag")}}); r.status != 404 {
+		t.Fatalf("revalidation after opt-out: %d", r.status)
+	}
+}

@@ -82,7 +82,7 @@ type OwnView struct {
 // CurveView is one equity curve point.
 type CurveView struct {
 	DayTsMs wire.Int `json:"dayTsMs" unit:"ms"`
-	IndexQ9 wire.Int `json:"indexQ9" unit:"q9" doc:"equity index at the end of the day: 1e9 at the start of the curve, times (1 + that day's PnL / equity at the day's open) each day"`
+	IndexQ9 wire.Int `json:"indexQ9" unit:"q9" doc:"equity index at the end of the day: 1e9 at the start of the curve, times (1 + that day's PnL / equity at the day's open, plus capital deposited during the day before its PnL) each day"`
 }
 
 // ProfileView is SPEC's Profile.

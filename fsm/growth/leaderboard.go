@@ -33,6 +33,15 @@ const (
 	IndexMaxQ9 = 1_000_000_000 * Q9
 )
 
+// LevelRoiCountsDeposits is the feature level (fsm.FeatureLevel) from
+// which a day's return base (Day.OpenEquityMsat) takes in capital
+// deposited after the day's first event (Observe). Found by a review on
+// 2026-11-27: below it such a deposit earned PnL over the small opening
+// equity alone (0.01 BTC at the first fill, 1 BTC deposited, a 1% move:
+// ROI +424%), so the roi board was won by whoever deposited after a dust
+// trade.
+const LevelRoiCountsDeposits uint32 = 8
+
 // Board and window names, in the order of a trader's Ranks.
 var (
 	BoardNames  = []string{"pnl", "roi"}
@@ -88,7 +97,9 @@ type Trader struct {
 // equity that fills (realised PnL, a deficit the trader did not pay, less
 // the fee after any referral discount), funding flows and liquidations
 // (less the penalty) made; deposits and withdrawals are not PnL.
-// OpenEquityMsat is the equity just before the day's first such event.
+// OpenEquityMsat is the equity just before the day's first such event;
+// from LevelRoiCountsDeposits it is the day's base, the largest of that
+// and the opening equity plus net deposits before each later event.
 type Day struct {
 	Day            int64 `cbor:"1,keyasint"`
 	PnlMsat        int64 `cbor:"2,keyasint,omitempty"`
@@ -267,14 +278,22 @@ func (s *State) Observe(env *Env, ev Event) {
 		t.SinceTsMs = env.NowMs
 	}
 	day := dayOf(env.NowMs)
+	pre := env.Host.Equity(ev.AccountID) - ev.PnlMsat
 	if n := len(t.Days); n == 0 || t.Days[n-1].Day != day {
 		if n > 0 {
 			t.All.IndexQ9, t.All.PeakQ9, t.All.MaxDDQ9 = foldDay(t.All.IndexQ9, t.All.PeakQ9, t.All.MaxDDQ9, t.Days[n-1])
 		}
-		t.Days = append(t.Days, Day{Day: day, OpenEquityMsat: env.Host.Equity(ev.AccountID) - ev.PnlMsat})
+		t.Days = append(t.Days, Day{Day: day, OpenEquityMsat: pre})
 		if len(t.Days) > TraderDaysKept {
 			t.Days = slices.Delete(t.Days, 0, len(t.Days)-TraderDaysKept)
 		}
+	} else if env.Level >= LevelRoiCountsDeposits {
+		// pre less the day's PnL so far is the opening equity plus what was
+		// deposited (less withdrawn) since: capital that earns this event's
+		// PnL joins the day's base, so a deposit after the day's first
+		// event cannot inflate its return. Withdrawals never shrink it.
+		d := &t.Days[len(t.Days)-1]
+		d.OpenEquityMsat = max(d.OpenEquityMsat, pre-d.PnlMsat)
 	}
 	d := &t.Days[len(t.Days)-1]
 	d.PnlMsat += ev.PnlMsat
