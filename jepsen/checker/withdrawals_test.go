@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/perpd/perpd/jepsen/history"
+	"github.com/perpd/perpd/node/rail"
 )
 
 // withdraw records a Spark withdrawal request of amount msat under key,
@@ -342,5 +343,27 @@ func TestWithdrawalsSkipWithoutWithdrawers(t *testing.T) {
 	res, _ := Withdrawals(nil, &Final{})
 	if res.Verdict != Skipped {
 		t.Fatalf("verdict %s", res.Verdict)
+	}
+}
+
+// The checker's copy of the Lightning fee is the venue's schedule
+// (node/rail/fees.go): if this fails, the schedule changed, and the
+// checker, docs/decisions.md and the README must follow it.
+func TestLightningFeeMatchesTheRailsSchedule(t *testing.T) {
+	key, err := rail.NewNodeKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := rail.NewSimRail(rail.SimConfig{Network: rail.Testnet, NodeKey: key, Book: rail.NewSimBook()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []int64{1, 999, 1_000, 1_001, 1_000_000, wdL, 20_000_000, 4_998_000_000, 4_998_000_001, 2_100_000_000_000_000_000} {
+		if got, want := LightningFeeMsat(a), r.QuoteFee(rail.PathLightning, a); got != want {
+			t.Errorf("amount %d: checker's fee %d msat, the rail quotes %d msat", a, got, want)
+		}
+	}
+	if got := r.QuoteFee(rail.PathSpark, wdA); got != SparkFeeMsat {
+		t.Errorf("Spark fee: the rail quotes %d msat, the checker expects %d", got, SparkFeeMsat)
 	}
 }
