@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math/bits"
 	"sort"
 	"strings"
 
@@ -11,10 +12,15 @@ import (
 )
 
 // Withdrawals. Withdrawer accounts are funded with faucet grants and then
-// only withdraw (workload/withdraw.go), each request under a fresh
-// idempotency key that the listing (GET /v1/withdrawals) shows back, so
-// every listed withdrawal is matched exactly to the invocation that made
-// it. After the run the harness waits until no withdrawer has an open
+// only withdraw (workload/withdraw.go): to a Spark address, which the
+// simulated rail pays, or to a fresh Lightning invoice the harness signs,
+// which the simulated rail returns ("unknown payout invoice"). Each
+// request goes under a fresh idempotency key that the listing (GET
+// /v1/withdrawals) shows back, so every listed withdrawal is matched
+// exactly to the invocation that made it; the invocation records its
+// path and, for Lightning, the fee POST /v1/withdrawals/quote answered
+// just before (the create answer, {railRef, queued}, carries no fee).
+// After the run the harness waits until no withdrawer has an open
 // (requested or queued) withdrawal, then reads each withdrawer on every
 // node at or past an index from which nothing of it can change, and the
 // simulated rail's shared payout book from its directory.
@@ -22,8 +28,11 @@ import (
 // On each node's view of each withdrawer:
 //
 //   - an acknowledged withdrawal is listed exactly once under its key, with
-//     the amount requested, the Spark fee (a flat SparkFeeMsat) and the
-//     railRef it answered (else lost, or applied twice);
+//     the amount requested, the path it was sent on, the fee of that path
+//     (Spark: a flat SparkFeeMsat; Lightning: LightningFeeMsat of the
+//     amount, the documented quote) and, when it was quoted, exactly the
+//     fee quoted; and the railRef it answered (else lost, or applied
+//     twice);
 //   - one that certainly failed is not listed; one of unknown outcome at
 //     most once; and nothing is listed under a key no invocation sent (so
 //     listed <= acknowledged + unknown, matched by key);
@@ -31,28 +40,69 @@ import (
 //     queued, paid, returned, and none is open once the withdrawer settled;
 //   - money: free = Σ listed deposits (amountMsat - feeMsat)
 //     - Σ (amountMsat + feeMsat) over listed withdrawals that are requested,
-//     queued or paid, and reserved = 0. (fsm/funds: a request moves amount +
-//     fee from free to pending withdrawals; paid takes the amount out of
-//     the venue and the fee to fee revenue; returned gives amount + fee
-//     back to free.) With every grant settled, the listed deposits credit
-//     exactly what the acknowledged grants answered.
+//     queued or paid (a returned one, whatever its path, counts nothing),
+//     and reserved = 0. (fsm/funds: a request moves amount + fee from free
+//     to pending withdrawals; paid takes the amount out of the venue and
+//     the fee to fee revenue; returned gives amount + fee back to free.)
+//     With every grant settled, the listed deposits credit exactly what
+//     the acknowledged grants answered.
 //
 // Across nodes, a settled withdrawer's views are identical (balances and
 // every listed withdrawal). Against the payout book (one file per executed
-// payout, named by its railRef, holding the rail's outcome): every listed
-// paid withdrawal has a book entry saying paid, every returned one an
-// entry saying returned, and every entry belongs to a listed withdrawal in
-// that final state: an entry nobody lists is money the rail moved that
-// the venue did not record (a payout made twice under a second railRef,
-// or a withdrawal lost after its payout). The book holds no amounts, so
-// amounts are checked against the invocations only. Against the books
-// (GET /admin/ledger at the last index every node was seen at): paid-out
-// equals Σ amountMsat of the listed paid withdrawals (only a paid
-// withdrawal debits the ledger) and pending withdrawals is 0.
+// payout, named by its railRef, holding the rail's outcome and reason):
+// every listed paid withdrawal has a book entry saying paid, every
+// returned one an entry saying returned, whose reason the listing shows
+// as its queuedReason (the rail's last word), and every entry belongs to a
+// listed withdrawal in that final state: an entry nobody lists is money
+// the rail moved that the venue did not record (a payout made twice under
+// a second railRef, or a withdrawal lost after its payout). The book holds
+// no amounts, so amounts are checked against the invocations only.
+// Against the books (GET /admin/ledger at the last index every node was
+// seen at): paid-out equals Σ amountMsat of the listed paid withdrawals
+// (only a paid withdrawal debits the ledger; a returned one, every
+// Lightning one on the simulated rail, never does) and pending
+// withdrawals is 0.
 
-// SparkFeeMsat is the fee of a Spark withdrawal: a flat 10 sats
-// (docs/decisions.md "Withdrawal quote").
-const SparkFeeMsat = 10_000
+// Withdrawal fees (docs/decisions.md "Withdrawal quote"): Spark a flat
+// 10 sats; Lightning 2 sats + 0.1% of the amount rounded up to the msat,
+// capped at 5,000 sats.
+const (
+	SparkFeeMsat            = 10_000
+	LightningFeeBaseMsat    = 2_000
+	LightningFeePPM         = 1_000
+	LightningFeeCapMsat     = 5_000_000
+	maxRailReasonBytes      = 300 // the venue keeps at most this much of a rail's reason
+	withdrawalPathSpark     = "spark"
+	withdrawalPathLightning = "lightning"
+)
+
+// LightningFeeMsat is the documented fee of a Lightning withdrawal of
+// amountMsat (> 0).
+func LightningFeeMsat(amountMsat int64) int64 {
+	hi, lo := bits.Mul64(uint64(amountMsat), LightningFeePPM)
+	q, r := bits.Div64(hi, lo, 1_000_000)
+	if r != 0 {
+		q++
+	}
+	return min(LightningFeeBaseMsat+int64(q), LightningFeeCapMsat)
+}
+
+// feeFor is the documented fee of a withdrawal of amountMsat on path.
+func feeFor(path string, amountMsat int64) int64 {
+	if path == withdrawalPathLightning {
+		return LightningFeeMsat(amountMsat)
+	}
+	return SparkFeeMsat
+}
+
+// invokedPath is the path a withdrawal invocation was sent on; histories
+// from before Lightning withdrawals name none and sent only Spark ones.
+func invokedPath(op history.Op) string {
+	if op.Path == "" {
+		return withdrawalPathSpark
+	}
+	return op.Path
+}
 
 // Withdrawal states (SPEC section 3).
 const (
@@ -88,9 +138,13 @@ type WithdrawalFinal struct {
 	IdemKey    string `json:"idempotencyKey"`
 	RailRef    string `json:"railRef"`
 	State      string `json:"state"`
+	Path       string `json:"path"`
 	AmountMsat int64  `json:"amountMsat"`
 	FeeMsat    int64  `json:"feeMsat"`
-	Seq        string `json:"seq"`
+	// Reason is the listing's queuedReason: why it waits while queued, why
+	// the rail refused it once returned.
+	Reason string `json:"reason,omitempty"`
+	Seq    string `json:"seq"`
 }
 
 // SimBook is the simulated rail's payout book as read from its directory
@@ -125,6 +179,7 @@ type WithdrawalReport struct {
 	Paid         int   `json:"paid"`
 	Returned     int   `json:"returned"`
 	Open         int   `json:"open"`
+	Lightning    int   `json:"lightning"` // listed withdrawals to a Lightning invoice
 	PaidMsat     int64 `json:"paidMsat"`
 	BookPayouts  int   `json:"bookPayouts"`
 	Lost         int   `json:"lost"`
@@ -184,6 +239,9 @@ func Withdrawals(ops []history.Op, final *Final) (Result, WithdrawalReport) {
 				for _, w := range wf.Nodes[node].Withdrawals {
 					listed[w.RailRef] = w
 					rep.Listed++
+					if w.Path == withdrawalPathLightning {
+						rep.Lightning++
+					}
 					switch w.State {
 					case WithdrawalPaid:
 						rep.Paid++
@@ -303,12 +361,7 @@ func checkWithdrawerView(res *Result, acct, node string, ws []Write, v *Withdraw
 			}
 		}
 		for _, g := range got {
-			if w.Invoke.Msat != nil && g.AmountMsat != *w.Invoke.Msat {
-				bad("withdrawal op #%d asked for %d msat, listed with %d msat", w.Invoke.ID, *w.Invoke.Msat, g.AmountMsat)
-			}
-			if g.FeeMsat != SparkFeeMsat {
-				bad("withdrawal %s listed with fee %d msat, the Spark fee is %d msat", g.RailRef, g.FeeMsat, SparkFeeMsat)
-			}
+			checkListedWithdrawal(bad, w.Invoke, g)
 		}
 	}
 	for _, key := range sortedMapKeys(byKey) {
@@ -326,9 +379,32 @@ func checkWithdrawerView(res *Result, acct, node string, ws []Write, v *Withdraw
 	return c
 }
 
+// checkListedWithdrawal holds a listed withdrawal g to the invocation that
+// made it: its amount, its path, the documented fee of that path and
+// amount, and the fee quoted for it, if any.
+func checkListedWithdrawal(bad func(string, ...any), inv history.Op, g WithdrawalFinal) {
+	amount := g.AmountMsat
+	if inv.Msat != nil {
+		amount = *inv.Msat
+		if g.AmountMsat != amount {
+			bad("withdrawal op #%d asked for %d msat, listed with %d msat", inv.ID, amount, g.AmountMsat)
+		}
+	}
+	path := invokedPath(inv)
+	if g.Path != path {
+		bad("withdrawal op #%d was sent on %s, listed with path %q", inv.ID, path, g.Path)
+	}
+	if want := feeFor(path, amount); g.FeeMsat != want {
+		bad("withdrawal %s (%s, %d msat) listed with fee %d msat, the %s fee is %d msat", g.RailRef, path, amount, g.FeeMsat, path, want)
+	}
+	if inv.FeeMsat != nil && g.FeeMsat != *inv.FeeMsat {
+		bad("withdrawal %s was quoted a fee of %d msat, listed with %d msat", g.RailRef, *inv.FeeMsat, g.FeeMsat)
+	}
+}
+
 // compareWithdrawerViews: a settled withdrawer looks the same on every
 // node; an unsettled one at least agrees on every withdrawal's amount,
-// fee and key per railRef.
+// fee, path and key per railRef.
 func compareWithdrawerViews(res *Result, acct string, wf *WithdrawerFinal, names []string) {
 	if len(names) < 2 {
 		return
@@ -348,7 +424,7 @@ func compareWithdrawerViews(res *Result, acct string, wf *WithdrawerFinal, names
 			at[w.RailRef] = w
 		}
 		for _, w := range v.Withdrawals {
-			if f, ok := at[w.RailRef]; ok && (f.IdemKey != w.IdemKey || f.AmountMsat != w.AmountMsat || f.FeeMsat != w.FeeMsat) {
+			if f, ok := at[w.RailRef]; ok && (f.IdemKey != w.IdemKey || f.Path != w.Path || f.AmountMsat != w.AmountMsat || f.FeeMsat != w.FeeMsat) {
 				res.Verdict = Violation
 				res.addf("%s: withdrawal %s differs between %s and %s: %+v vs %+v", acct, w.RailRef, names[0], n, f, w)
 			}
@@ -362,7 +438,7 @@ func viewKey(v *WithdrawerView) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "free=%d reserved=%d", v.FreeMsat, v.ReservedMsat)
 	for _, w := range ws {
-		fmt.Fprintf(&b, " [%s %s %s %d+%d seq %s]", w.RailRef, w.IdemKey, w.State, w.AmountMsat, w.FeeMsat, w.Seq)
+		fmt.Fprintf(&b, " [%s %s %s %s %d+%d %q seq %s]", w.RailRef, w.IdemKey, w.State, w.Path, w.AmountMsat, w.FeeMsat, w.Reason, w.Seq)
 	}
 	return b.String()
 }
@@ -401,6 +477,9 @@ func checkSimBook(res *Result, rep *WithdrawalReport, book *SimBook, listed map[
 		case w.State == WithdrawalReturned && p.Status != WithdrawalReturned:
 			res.Verdict = Violation
 			res.addf("withdrawal %s is returned (credited back) but the rail's book says %s: paid and refunded", ref, p.Status)
+		case w.State == WithdrawalReturned && p.Reason != "" && len(p.Reason) <= maxRailReasonBytes && w.Reason != p.Reason:
+			res.Verdict = Violation
+			res.addf("withdrawal %s is returned with reason %q, the rail's book says %q", ref, w.Reason, p.Reason)
 		}
 	}
 	for _, name := range sortedMapKeys(book.Payouts) {

@@ -5,15 +5,22 @@ import (
 	"testing"
 
 	"github.com/perpd/perpd/jepsen/history"
+	"github.com/perpd/perpd/node/rail"
 )
 
-// withdraw records a withdrawal request of amount msat under key, completed
-// as typ (ok answers railRef).
+// withdraw records a Spark withdrawal request of amount msat under key,
+// completed as typ (ok answers railRef).
 func (b *builder) withdraw(acct, key string, amount int64, call, ret int64, typ history.Type, railRef string) int {
+	return b.withdrawOn("", nil, acct, key, amount, call, ret, typ, railRef)
+}
+
+// withdrawOn is withdraw on path ("" as older histories: spark), quoted
+// fee quoted (nil: not quoted).
+func (b *builder) withdrawOn(path string, quoted *int64, acct, key string, amount int64, call, ret int64, typ history.Type, railRef string) int {
 	b.next++
 	id := b.next
 	b.add(history.Op{ID: id, Type: history.Invoke, Process: 1, F: history.FWithdraw, Account: acct, IdemKey: key,
-		Msat: history.Int64(amount)}, call)
+		Msat: history.Int64(amount), Path: path, FeeMsat: quoted}, call)
 	done := history.Op{ID: id, Type: typ, Process: 1, F: history.FWithdraw, Account: acct, IdemKey: key}
 	switch typ {
 	case history.OK:
@@ -28,15 +35,20 @@ func (b *builder) withdraw(acct, key string, amount int64, call, ret int64, typ 
 }
 
 const (
-	wdA = 5_000_000 // msat, paid
-	wdB = 7_000_000 // msat, returned
-	wdC = 3_000_000 // msat, unknown outcome, applied and paid
+	wdA = 5_000_000  // msat, paid
+	wdB = 7_000_000  // msat, returned
+	wdC = 3_000_000  // msat, unknown outcome, applied and paid
+	wdL = 12_345_678 // msat, to a Lightning invoice, returned
+	// feeL is wdL's fee: 2 sats + 0.1% of 12,345,678 msat (12,345.678,
+	// rounded up).
+	feeL = 2_000 + 12_346
 )
 
-// wdScenario is a withdrawer "w" with two grants, a paid withdrawal, a
-// returned one, one of unknown outcome that was applied and paid, and one
-// that certainly failed, listed alike on three nodes, with the rail's book
-// and the ledger to match.
+// wdScenario is a withdrawer "w" with two grants, a paid Spark withdrawal,
+// a returned one, one of unknown outcome that was applied and paid, one
+// that certainly failed, and a Lightning one (quoted first) that the rail
+// returned, listed alike on three nodes, with the rail's book and the
+// ledger to match.
 func wdScenario() (*builder, *Final) {
 	b := &builder{}
 	b.op(1, history.FFaucet, "w", "g1", 0, 5, history.OK, history.Op{Msat: history.Int64(grant)})
@@ -45,10 +57,13 @@ func wdScenario() (*builder, *Final) {
 	b.withdraw("w", "kb", wdB, 30, 40, history.OK, "wd_b")
 	b.withdraw("w", "kc", wdC, 50, 60, history.Info, "")
 	b.withdraw("w", "kd", 9_000_000, 70, 80, history.Fail, "")
+	b.withdrawOn("lightning", history.Int64(feeL), "w", "kl", wdL, 90, 100, history.OK, "wd_l")
 	listed := []WithdrawalFinal{
-		{IdemKey: "kc", RailRef: "wd_c", State: WithdrawalPaid, AmountMsat: wdC, FeeMsat: SparkFeeMsat, Seq: "12"},
-		{IdemKey: "kb", RailRef: "wd_b", State: WithdrawalReturned, AmountMsat: wdB, FeeMsat: SparkFeeMsat, Seq: "11"},
-		{IdemKey: "ka", RailRef: "wd_a", State: WithdrawalPaid, AmountMsat: wdA, FeeMsat: SparkFeeMsat, Seq: "10"},
+		{IdemKey: "kc", RailRef: "wd_c", State: WithdrawalPaid, Path: "spark", AmountMsat: wdC, FeeMsat: SparkFeeMsat, Seq: "12"},
+		{IdemKey: "kb", RailRef: "wd_b", State: WithdrawalReturned, Path: "spark", AmountMsat: wdB, FeeMsat: SparkFeeMsat, Reason: "test", Seq: "11"},
+		{IdemKey: "ka", RailRef: "wd_a", State: WithdrawalPaid, Path: "spark", AmountMsat: wdA, FeeMsat: SparkFeeMsat, Seq: "10"},
+		{IdemKey: "kl", RailRef: "wd_l", State: WithdrawalReturned, Path: "lightning", AmountMsat: wdL, FeeMsat: feeL,
+			Reason: "unknown payout invoice", Seq: "15"},
 	}
 	free := int64(2*grant) - (wdA + SparkFeeMsat) - (wdC + SparkFeeMsat)
 	wf := &WithdrawerFinal{Nodes: map[string]*WithdrawerView{}, Settled: true}
@@ -59,6 +74,7 @@ func wdScenario() (*builder, *Final) {
 		SimBookName("wd_a"): {Status: "paid"},
 		SimBookName("wd_b"): {Status: "returned", Reason: "test"},
 		SimBookName("wd_c"): {Status: "paid"},
+		SimBookName("wd_l"): {Status: "returned", Reason: "unknown payout invoice"},
 	}}
 	ledger := LedgerSample{Applied: 100, PaidMsat: wdA + wdC}
 	final := &Final{
@@ -92,7 +108,8 @@ func wdCheck(t *testing.T, b *builder, final *Final, want Verdict, detail string
 func TestWithdrawalsAcceptAConsistentRun(t *testing.T) {
 	b, final := wdScenario()
 	rep := wdCheck(t, b, final, Valid, "paid-out")
-	if rep.Acknowledged != 2 || rep.Unsettled != 1 || rep.Paid != 2 || rep.Returned != 1 || rep.Listed != 3 || rep.BookPayouts != 3 || rep.PaidMsat != wdA+wdC {
+	if rep.Acknowledged != 3 || rep.Unsettled != 1 || rep.Paid != 2 || rep.Returned != 2 || rep.Listed != 4 || rep.Lightning != 1 ||
+		rep.BookPayouts != 4 || rep.PaidMsat != wdA+wdC {
 		t.Fatalf("report %+v", rep)
 	}
 	// Withdrawers are not registers: Money leaves them alone.
@@ -104,7 +121,7 @@ func TestWithdrawalsAcceptAConsistentRun(t *testing.T) {
 func TestWithdrawalsCatchALostWithdrawal(t *testing.T) {
 	b, final := wdScenario()
 	v := final.Withdrawers["w"].Nodes["n3"]
-	v.Withdrawals = v.Withdrawals[:2] // without ka
+	v.Withdrawals = append(v.Withdrawals[:2:2], v.Withdrawals[3:]...) // without ka
 	v.FreeMsat += wdA + SparkFeeMsat
 	rep := wdCheck(t, b, final, Violation, "op #3 (key ka, railRef wd_a) is not listed")
 	if rep.Lost != 1 {
@@ -115,7 +132,7 @@ func TestWithdrawalsCatchALostWithdrawal(t *testing.T) {
 func TestWithdrawalsCatchAWithdrawalAppliedTwice(t *testing.T) {
 	b, final := wdScenario()
 	for _, v := range final.Withdrawers["w"].Nodes {
-		v.Withdrawals = append(v.Withdrawals, WithdrawalFinal{IdemKey: "ka", RailRef: "wd_a2", State: WithdrawalPaid,
+		v.Withdrawals = append(v.Withdrawals, WithdrawalFinal{IdemKey: "ka", RailRef: "wd_a2", State: WithdrawalPaid, Path: "spark",
 			AmountMsat: wdA, FeeMsat: SparkFeeMsat, Seq: "13"})
 		v.FreeMsat -= wdA + SparkFeeMsat
 	}
@@ -129,7 +146,7 @@ func TestWithdrawalsCatchAWithdrawalAppliedTwice(t *testing.T) {
 func TestWithdrawalsCatchAWithdrawalNoInvocationMade(t *testing.T) {
 	b, final := wdScenario()
 	for _, v := range final.Withdrawers["w"].Nodes {
-		v.Withdrawals = append(v.Withdrawals, WithdrawalFinal{IdemKey: "jepsen-wd-other", RailRef: "wd_x", State: WithdrawalPaid,
+		v.Withdrawals = append(v.Withdrawals, WithdrawalFinal{IdemKey: "jepsen-wd-other", RailRef: "wd_x", State: WithdrawalPaid, Path: "spark",
 			AmountMsat: wdA, FeeMsat: SparkFeeMsat, Seq: "13"})
 		v.FreeMsat -= wdA + SparkFeeMsat
 	}
@@ -140,7 +157,7 @@ func TestWithdrawalsCatchAWithdrawalNoInvocationMade(t *testing.T) {
 func TestWithdrawalsCatchAFailedRequestListed(t *testing.T) {
 	b, final := wdScenario()
 	for _, v := range final.Withdrawers["w"].Nodes {
-		v.Withdrawals = append(v.Withdrawals, WithdrawalFinal{IdemKey: "kd", RailRef: "wd_d", State: WithdrawalReturned,
+		v.Withdrawals = append(v.Withdrawals, WithdrawalFinal{IdemKey: "kd", RailRef: "wd_d", State: WithdrawalReturned, Path: "spark",
 			AmountMsat: 9_000_000, FeeMsat: SparkFeeMsat, Seq: "13"})
 	}
 	final.SimBook.Payouts[SimBookName("wd_d")] = SimPayout{Status: "returned"}
@@ -159,7 +176,7 @@ func TestWithdrawalsCatchAWrongAmountOrFee(t *testing.T) {
 		v.Withdrawals[2].FeeMsat = 0
 		v.FreeMsat += SparkFeeMsat
 	}
-	wdCheck(t, b, final, Violation, "the Spark fee is 10000 msat")
+	wdCheck(t, b, final, Violation, "the spark fee is 10000 msat")
 }
 
 func TestWithdrawalsCatchABalanceThatDoesNotAddUp(t *testing.T) {
@@ -174,6 +191,91 @@ func TestWithdrawalsCatchABalanceThatDoesNotAddUp(t *testing.T) {
 		v.FreeMsat -= wdB + SparkFeeMsat
 	}
 	wdCheck(t, b, final, Violation, "deposits 2000000000 - withdrawals held or paid")
+}
+
+// The Lightning fee is the documented quote: 2 sats + 0.1% rounded up to
+// the msat, capped at 5,000 sats.
+func TestLightningFeeIsTheDocumentedQuote(t *testing.T) {
+	for _, c := range []struct{ amount, fee int64 }{
+		{1, 2_001},                             // 0.001 msat rounds up to 1
+		{1_000, 2_001},                         // exactly 1 msat
+		{1_001, 2_002},                         // 1.001 rounds up
+		{1_000_000, 3_000},                     // 1,000 sats: 1 sat
+		{wdL, feeL},                            // the scenario's
+		{4_998_000_000, 5_000_000},             // exactly the cap
+		{4_998_000_001, 5_000_000},             // over it: capped
+		{2_100_000_000_000_000_000, 5_000_000}, // 21 M BTC: no overflow
+	} {
+		if got := LightningFeeMsat(c.amount); got != c.fee {
+			t.Errorf("LightningFeeMsat(%d) = %d, want %d", c.amount, got, c.fee)
+		}
+	}
+}
+
+// A returned Lightning withdrawal holds nothing: amount and fee are back
+// in free, it is in no paid-out sum, and the book says returned.
+func TestWithdrawalsCountAReturnedLightningWithdrawalAsGivenBack(t *testing.T) {
+	b, final := wdScenario()
+	rep := wdCheck(t, b, final, Valid, "")
+	if rep.Returned != 2 || rep.Lightning != 1 || rep.PaidMsat != wdA+wdC {
+		t.Fatalf("report %+v", rep)
+	}
+	// Had it been paid, it would be held and paid out: the same balance
+	// and ledger no longer add up.
+	b, final = wdScenario()
+	for _, v := range final.Withdrawers["w"].Nodes {
+		v.Withdrawals[3].State, v.Withdrawals[3].Reason = WithdrawalPaid, ""
+	}
+	wdCheck(t, b, final, Violation, "deposits 2000000000 - withdrawals held or paid")
+}
+
+func TestWithdrawalsCatchAReturnedLightningWithdrawalNotGivenBack(t *testing.T) {
+	b, final := wdScenario()
+	for _, v := range final.Withdrawers["w"].Nodes {
+		v.FreeMsat -= wdL + feeL
+	}
+	wdCheck(t, b, final, Violation, "deposits 2000000000 - withdrawals held or paid")
+	// Only the fee kept.
+	b, final = wdScenario()
+	for _, v := range final.Withdrawers["w"].Nodes {
+		v.FreeMsat -= feeL
+	}
+	wdCheck(t, b, final, Violation, "deposits 2000000000 - withdrawals held or paid")
+}
+
+func TestWithdrawalsCatchAWrongLightningFee(t *testing.T) {
+	// Charged the Spark fee, with the balance to match.
+	b, final := wdScenario()
+	for _, v := range final.Withdrawers["w"].Nodes {
+		v.Withdrawals[3].FeeMsat = SparkFeeMsat
+	}
+	wdCheck(t, b, final, Violation, "the lightning fee is 14346 msat")
+	// Quoted one fee, charged the documented other.
+	b, final = wdScenario()
+	b.ops[len(b.ops)-2].FeeMsat = history.Int64(feeL - 1)
+	wdCheck(t, b, final, Violation, "was quoted a fee of 14345 msat, listed with 14346 msat")
+}
+
+func TestWithdrawalsCatchAWithdrawalOnTheWrongPath(t *testing.T) {
+	b, final := wdScenario()
+	for _, v := range final.Withdrawers["w"].Nodes {
+		v.Withdrawals[3].Path = "spark"
+	}
+	wdCheck(t, b, final, Violation, "was sent on lightning, listed with path \"spark\"")
+}
+
+func TestWithdrawalsCatchAReturnTheRailDidNotMake(t *testing.T) {
+	b, final := wdScenario()
+	delete(final.SimBook.Payouts, SimBookName("wd_l"))
+	wdCheck(t, b, final, Violation, "wd_l is returned but the rail's book has no outcome")
+	b, final = wdScenario()
+	final.SimBook.Payouts[SimBookName("wd_l")] = SimPayout{Status: "paid"}
+	wdCheck(t, b, final, Violation, "wd_l is returned (credited back) but the rail's book says paid")
+	b, final = wdScenario()
+	for _, v := range final.Withdrawers["w"].Nodes {
+		v.Withdrawals[3].Reason = "the rail returned the payout"
+	}
+	wdCheck(t, b, final, Violation, `wd_l is returned with reason "the rail returned the payout", the rail's book says "unknown payout invoice"`)
 }
 
 func TestWithdrawalsCatchAPayoutMadeTwice(t *testing.T) {
@@ -241,5 +343,27 @@ func TestWithdrawalsSkipWithoutWithdrawers(t *testing.T) {
 	res, _ := Withdrawals(nil, &Final{})
 	if res.Verdict != Skipped {
 		t.Fatalf("verdict %s", res.Verdict)
+	}
+}
+
+// The checker's copy of the Lightning fee is the venue's schedule
+// (node/rail/fees.go): if this fails, the schedule changed, and the
+// checker, docs/decisions.md and the README must follow it.
+func TestLightningFeeMatchesTheRailsSchedule(t *testing.T) {
+	key, err := rail.NewNodeKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := rail.NewSimRail(rail.SimConfig{Network: rail.Testnet, NodeKey: key, Book: rail.NewSimBook()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []int64{1, 999, 1_000, 1_001, 1_000_000, wdL, 20_000_000, 4_998_000_000, 4_998_000_001, 2_100_000_000_000_000_000} {
+		if got, want := LightningFeeMsat(a), r.QuoteFee(rail.PathLightning, a); got != want {
+			t.Errorf("amount %d: checker's fee %d msat, the rail quotes %d msat", a, got, want)
+		}
+	}
+	if got := r.QuoteFee(rail.PathSpark, wdA); got != SparkFeeMsat {
+		t.Errorf("Spark fee: the rail quotes %d msat, the checker expects %d", got, SparkFeeMsat)
 	}
 }

@@ -8,10 +8,49 @@ import (
 	"strconv"
 )
 
-// WithdrawRequest is the body of POST /v1/withdrawals to a Spark address.
+// WithdrawRequest is the body of POST /v1/withdrawals: exactly one of
+// ToAddress (a Spark address) and Invoice (a Lightning payment request,
+// whose amount AmountMsat repeats).
 type WithdrawRequest struct {
 	AmountMsat string `json:"amountMsat"`
-	ToAddress  string `json:"toAddress"`
+	ToAddress  string `json:"toAddress,omitempty"`
+	Invoice    string `json:"invoice,omitempty"`
+}
+
+// QuoteRequest is the body of POST /v1/withdrawals/quote.
+type QuoteRequest struct {
+	Invoice    string `json:"invoice,omitempty"`
+	ToAddress  string `json:"toAddress,omitempty"`
+	AmountMsat string `json:"amountMsat,omitempty"`
+}
+
+// Quote is the body of a 200 withdrawal quote.
+type Quote struct {
+	Path            string `json:"path"`
+	FeeMsat         string `json:"feeMsat"`
+	FirstSeen       bool   `json:"firstSeen"`
+	ConfirmRequired bool   `json:"confirmRequired"`
+}
+
+// QuoteWithdrawal asks what a withdrawal would cost (a read: no log
+// entry, no idempotency key).
+func (c *Client) QuoteWithdrawal(ctx context.Context, addr, apiKey string, body QuoteRequest) (Result, *Quote, int64) {
+	res := c.Do(ctx, Request{Method: http.MethodPost, Addr: addr, Path: "/v1/withdrawals/quote",
+		Header: map[string]string{"x-api-key": apiKey}, Body: body})
+	if res.Type != "ok" {
+		return res, nil, 0
+	}
+	var q Quote
+	err := res.Decode(&q)
+	var fee int64
+	if err == nil {
+		fee, err = strconv.ParseInt(q.FeeMsat, 10, 64)
+	}
+	if err != nil {
+		res.Type, res.Error = "fail", fmt.Sprintf("quote: %v", err)
+		return res, nil, 0
+	}
+	return res, &q, fee
 }
 
 // WithdrawAnswer is the body of a 201 withdrawal.
@@ -41,6 +80,7 @@ type Withdrawal struct {
 	FeeMsat        *string `json:"feeMsat"`
 	State          string  `json:"state"`
 	Path           string  `json:"path"`
+	QueuedReason   *string `json:"queuedReason"`
 	RailRef        *string `json:"railRef"`
 	Seq            string  `json:"seq"`
 }

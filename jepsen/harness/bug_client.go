@@ -32,6 +32,24 @@ func init() {
 		return replace(kinds, history.FWithdraw, withdrawTwice)
 	}
 	withdrawalBugs["withdrawal-listing-dropped"] = dropWithdrawal
+	withdrawalBugs["return-not-credited"] = keepReturnedMoney
+}
+
+// keepReturnedMoney makes the last node list each withdrawer's newest
+// returned withdrawal (a Lightning one the simulated rail returned, as a
+// rule) as returned while its free balance never got amount + fee back:
+// a replica that records the rail's refusal but keeps the money. Its
+// listing is right; its balance, and the other nodes, give it away.
+func keepReturnedMoney(node string, nodes []string, v *checker.WithdrawerView) {
+	if node != nodes[len(nodes)-1] {
+		return
+	}
+	for _, w := range v.Withdrawals { // newest first
+		if w.State == checker.WithdrawalReturned {
+			v.FreeMsat -= w.AmountMsat + w.FeeMsat
+			return
+		}
+	}
 }
 
 // withdrawTwice sends every acknowledged withdrawal a second time under a

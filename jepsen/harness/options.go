@@ -18,7 +18,10 @@ type Options struct {
 	Traders  int           // funded accounts that trade (default 8; -1: none)
 	// Withdrawers are funded accounts that withdraw (default 4; -1: none).
 	Withdrawers int
-	Seed        int64 // default: time-based
+	// LightningPercent is the share of withdrawals sent to a Lightning
+	// invoice instead of a Spark address (default 33; -1: none).
+	LightningPercent int
+	Seed             int64 // default: time-based
 
 	// ReportRoot is where <timestamp>/ report folders go (default
 	// jepsen/reports under ModuleDir).
@@ -78,6 +81,12 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Withdrawers == 0 {
 		o.Withdrawers = 4
+	}
+	if o.LightningPercent == 0 {
+		o.LightningPercent = 33
+	}
+	if o.LightningPercent > 100 {
+		return fmt.Errorf("lightning-percent must be at most 100, not %d", o.LightningPercent)
 	}
 	if o.Seed == 0 {
 		o.Seed = time.Now().UnixNano()

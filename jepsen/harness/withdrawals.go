@@ -17,8 +17,9 @@ import (
 )
 
 // Withdrawals (README "Withdrawals"): funded withdrawer accounts withdraw
-// to Spark addresses under faults; every node shares one simulated payout
-// book (serve --sim-rail-dir), which the checker reads from its directory.
+// to Spark addresses and Lightning invoices under faults; every node
+// shares one simulated payout book (serve --sim-rail-dir), which the
+// checker reads from its directory.
 
 const (
 	grantsPerWithdrawer = 2
@@ -53,8 +54,10 @@ func (r *run) simRailFlags(work, flags string) []string {
 }
 
 // setupWithdrawers creates and funds the withdrawing accounts. Each sends
-// its withdrawals to the next withdrawer's Spark address (a valid
-// destination on the rail's network, which the simulated rail pays).
+// its Spark withdrawals to the next withdrawer's Spark address (a valid
+// destination on the rail's network, which the simulated rail pays), and
+// a share of its withdrawals to Lightning invoices the harness signs on
+// that network (which the simulated rail returns).
 func (r *run) setupWithdrawers(ctx context.Context) error {
 	if r.opts.Withdrawers <= 0 {
 		return nil
@@ -92,7 +95,18 @@ func (r *run) setupWithdrawers(ctx context.Context) error {
 		a.WithdrawTo = ws[(i+1)%len(ws)].RailAddress
 	}
 	r.env.Withdrawers = ws
-	r.logf("created %d funded withdrawers", len(ws))
+	if r.opts.LightningPercent > 0 {
+		payee, err := workload.NewPayee(ws[0].RailAddress, r.opts.LightningPercent)
+		if err != nil {
+			return fmt.Errorf("lightning withdrawals: %w", err)
+		}
+		r.env.Payee = payee
+	}
+	if p := r.env.Payee; p != nil {
+		r.logf("created %d funded withdrawers; %d%% of withdrawals go to %s Lightning invoices", len(ws), p.Percent, p.Network)
+	} else {
+		r.logf("created %d funded withdrawers; Spark withdrawals only", len(ws))
+	}
 	return nil
 }
 
@@ -184,9 +198,12 @@ func withdrawalFinal(w client.Withdrawal) (checker.WithdrawalFinal, error) {
 	if err != nil {
 		return checker.WithdrawalFinal{}, err
 	}
-	f := checker.WithdrawalFinal{IdemKey: w.IdempotencyKey, State: w.State, AmountMsat: amount, FeeMsat: fee, Seq: w.Seq}
+	f := checker.WithdrawalFinal{IdemKey: w.IdempotencyKey, State: w.State, Path: w.Path, AmountMsat: amount, FeeMsat: fee, Seq: w.Seq}
 	if w.RailRef != nil {
 		f.RailRef = *w.RailRef
+	}
+	if w.QueuedReason != nil {
+		f.Reason = *w.QueuedReason
 	}
 	return f, nil
 }

@@ -59,8 +59,10 @@ const (
 	FPriceFreeze  = "price-freeze"
 	// FWithdraw requests a withdrawal (POST /v1/withdrawals): Op.Msat on
 	// the invocation is the amount asked for (what the destination is to
-	// receive, the fee on top), Op.RailRef on an acknowledgement the
-	// withdrawal's railRef.
+	// receive, the fee on top), Op.Path its path (spark to an address,
+	// lightning to an invoice; empty in older histories: spark), Op.FeeMsat
+	// the fee the venue quoted for it when it was quoted first, Op.RailRef
+	// on an acknowledgement the withdrawal's railRef.
 	FWithdraw = "withdraw"
 )
 
@@ -96,6 +98,13 @@ type Op struct {
 	DeadlineTsMs *int64 `json:"deadlineTsMs,omitempty"`
 	// RailRef is the railRef an acknowledged withdrawal answered.
 	RailRef string `json:"railRef,omitempty"`
+	// Path is a withdrawal's path (invocations only): "spark" or
+	// "lightning".
+	Path string `json:"path,omitempty"`
+	// FeeMsat is the fee POST /v1/withdrawals/quote answered for a
+	// withdrawal's destination and amount just before it was requested
+	// (invocations only; nil when it was not quoted, or the quote failed).
+	FeeMsat *int64 `json:"feeMsat,omitempty"`
 	// KeyID names a minted API key.
 	KeyID string `json:"keyId,omitempty"`
 	// Detail is free text: a nemesis' target, a listing's content.

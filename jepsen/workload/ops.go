@@ -96,7 +96,7 @@ func MintKey(ctx context.Context, e *Env, p *Process, acct *Account) history.Typ
 // (checker.Settles).
 func Retry(ctx context.Context, e *Env, pid int, node string, pend Pending) history.Op {
 	inv := e.Rec.Invoke(history.Op{Process: pid, Node: node, F: pend.Op.F, Account: pend.Op.Account,
-		IdemKey: pend.Op.IdemKey, Order: pend.Op.Order, TimeoutMs: pend.Op.TimeoutMs, Msat: pend.Op.Msat, Resolves: pend.Op.ID})
+		IdemKey: pend.Op.IdemKey, Order: pend.Op.Order, TimeoutMs: pend.Op.TimeoutMs, Msat: pend.Op.Msat, Path: pend.Op.Path, Resolves: pend.Op.ID})
 	octx, cancel := opCtx(ctx)
 	defer cancel()
 	done := history.Op{}

@@ -19,8 +19,8 @@ type Account struct {
 	APIKey string
 	// RailAddress is the account's Spark address (from its signup).
 	RailAddress string
-	// WithdrawTo is where a withdrawer's withdrawals go (a Spark address
-	// the simulated rail pays).
+	// WithdrawTo is where a withdrawer's Spark withdrawals go (a Spark
+	// address the simulated rail pays).
 	WithdrawTo string
 	// mints counts session keys minted, to stay under the live-key cap.
 	mints atomic.Int32
@@ -52,6 +52,9 @@ type Env struct {
 	// balances move with withdrawals, so they are checked by
 	// checker.Withdrawals, not as registers.
 	Withdrawers []*Account
+	// Payee, when set, signs the Lightning invoices a share of the
+	// withdrawals go to (withdraw.go).
+	Payee *Payee
 	// Markets are the live markets traders use.
 	Markets []MarketInfo
 	// NoCancelAfter is set when the build has no cancel-all-after route.

@@ -27,6 +27,7 @@ func run() int {
 	flag.IntVar(&o.Accounts, "accounts", 0, "accounts whose balance is checked as a register (default 12)")
 	flag.IntVar(&o.Traders, "traders", 0, "funded accounts that place and cancel orders (default 8; -1: none)")
 	flag.IntVar(&o.Withdrawers, "withdrawers", 0, "funded accounts that withdraw to the simulated rail (default 4; -1: none)")
+	flag.IntVar(&o.LightningPercent, "lightning-percent", 0, "percent of withdrawals sent to a Lightning invoice, which the simulated rail returns (default 33; -1: none)")
 	flag.Int64Var(&o.Seed, "seed", 0, "random seed (default: time)")
 	flag.StringVar(&o.ReportRoot, "report-dir", "", "parent of the report folders (default jepsen/reports)")
 	flag.StringVar(&o.Bin, "bin", "", "prebuilt perpd binary (default: go build)")
