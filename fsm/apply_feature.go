@@ -91,7 +91,9 @@ import (
 //	   under maintenance at the mid, instead of being liquidated in the
 //	   same entry (trade.LevelOpensAboveMaintenance); a
 //	   leaderboard day's return base takes in capital deposited after
-//	   the day's first event (growth.LevelRoiCountsDeposits).
+//	   the day's first event (growth.LevelRoiCountsDeposits); a key
+//	   revokes only keys whose scopes are within its own, and a mint left
+//	   with no scope is refused (access.LevelKeysContained).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
