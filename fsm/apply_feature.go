@@ -84,7 +84,10 @@ import (
 //	   invoice that was not returned (funds.LevelInvoicePaidOnce); the
 //	   USDx freeze log never drops an entry still waiting for the custody
 //	   worker (usdx.LevelFreezesKeptPending).
-const FeatureLevel uint32 = 7
+//	8: a returned withdrawal past an account's closed-withdrawal bound is
+//	   dropped at once, not held two days like a paid one
+//	   (funds.LevelReturnedNotHeld).
+const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
 // and leaderboard programmes (issue 15) and Proof of Reserves (issue 14):

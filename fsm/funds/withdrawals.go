@@ -135,6 +135,16 @@ func (s *State) PriorWithdrawal(account string, r WithdrawalRequest) (*Withdrawa
 // account twice. Found by a review on 2026-11-27.
 const LevelInvoicePaidOnce uint32 = 7
 
+// LevelReturnedNotHeld is the feature level (fsm.FeatureLevel) from which
+// a returned withdrawal past MaxClosedWithdrawalsPerAccount is dropped at
+// once, without the WithdrawalRetainMs hold that paid ones get. The hold
+// keeps a late retry from paying twice, and a returned withdrawal paid
+// nothing; but it also cost nothing, so the hold let an account keep one
+// record a request (20 a minute, each with a Lightning invoice of up to
+// 7 KB) for two days for free: every testnet Lightning payout is returned
+// with a full refund. Found by a review on 2026-11-27.
+const LevelReturnedNotHeld uint32 = 8
+
 // LiveWithdrawalTo returns an account's withdrawal to the Lightning
 // invoice dest (normalized) that is requested, queued or paid, if any. It
 // walks the account's kept withdrawals (retention.go bounds them; a closed
