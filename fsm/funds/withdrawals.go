@@ -247,8 +247,8 @@ func (s *State) ApplyPayout(l *ledger.Ledger, p PayoutResult, seq uint64, nowMs 
 		return nil, wire.Refuse(http.StatusConflict, wire.CodeConflict, "withdrawal %s is already %s", p.RailRef, w.State)
 	}
 	reason := CleanReason(p.Reason)
-	if p.Status == PayoutPending && reason == "" {
-		reason = "the rail has not confirmed the payout yet"
+	if p.Status == PayoutPending {
+		reason = PendingReason(p.Reason)
 	}
 	if p.Status == PayoutPending && w.State == StateQueued && w.Reason == reason {
 		return w, nil // nothing new: no change, no seq
@@ -339,6 +339,16 @@ func (s *State) close(w *Withdrawal, state, reason string, nowMs int64) {
 	if len(s.Open) == 0 {
 		s.Open = nil
 	}
+}
+
+// PendingReason is how a rail's reason for a pending payout is stored: as
+// CleanReason, and a default when the rail gave none. The payout driver
+// compares with it to tell a repeated answer from news.
+func PendingReason(r string) string {
+	if r = CleanReason(r); r == "" {
+		return "the rail has not confirmed the payout yet"
+	}
+	return r
 }
 
 // CleanReason is how a rail reason is stored: valid UTF-8, at most
