@@ -93,7 +93,10 @@ import (
 //	   leaderboard day's return base takes in capital deposited after
 //	   the day's first event (growth.LevelRoiCountsDeposits); a key
 //	   revokes only keys whose scopes are within its own, and a mint left
-//	   with no scope is refused (access.LevelKeysContained).
+//	   with no scope is refused (access.LevelKeysContained);
+//	   a returned withdrawal past an account's closed-withdrawal bound is
+//	   dropped at once, not held two days like a paid one
+//	   (funds.LevelReturnedNotHeld).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -160,6 +160,11 @@ func applyWithdrawalResult(c *Ctx) (int, any, *wire.Refusal) {
 	}
 	if w.ChangeSeq() == seq { // a change, not a repeat of what is known
 		c.St.Seq = seq
+		// Only a result closes a withdrawal, so only here can the closed
+		// ones exceed their bound.
+		if w.Final() && c.St.FeatureLevel >= funds.LevelReturnedNotHeld {
+			c.St.Funds.TrimReturnedWithdrawals(w.AccountID, c.Now())
+		}
 		c.emitWithdrawal(w)
 	}
 	return http.StatusOK, funds.NewWithdrawalView(w), nil

@@ -121,7 +121,7 @@ func (n *Node) payoutPass(r rail.Rail, sched *retrySchedule) {
 		}
 		j := open[i]
 		res := r.Pay(j.payout)
-		if res.Status == rail.PayoutPending && j.state == funds.StateQueued && funds.CleanReason(res.Reason) == j.reason {
+		if res.Status == rail.PayoutPending && j.state == funds.StateQueued && funds.PendingReason(res.Reason) == j.reason {
 			sched.wait(j.payout.RailRef, time.Now()) // nothing new to record
 			continue
 		}

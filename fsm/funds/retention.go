@@ -94,11 +94,26 @@ func (s *State) trimDeposits(account string, nowMs int64) {
 	s.ByAccount[account] = append([]uint64(nil), seqs[n:]...)
 }
 
+// TrimReturnedWithdrawals drops account's oldest closed withdrawals past
+// MaxClosedWithdrawalsPerAccount as trimWithdrawals does, and a returned
+// one however recently it closed (LevelReturnedNotHeld): it paid nothing,
+// so a retry under its client key that finds it gone pays at most once.
+func (s *State) TrimReturnedWithdrawals(account string, nowMs int64) {
+	s.trimClosed(account, nowMs, true)
+}
+
 // trimWithdrawals drops account's oldest closed withdrawals past
 // MaxClosedWithdrawalsPerAccount, once they closed WithdrawalRetainMs ago.
-// The index is in order of latest change and a closed record never
-// changes again, so the oldest closed ones are at its front.
 func (s *State) trimWithdrawals(account string, nowMs int64) {
+	s.trimClosed(account, nowMs, false)
+}
+
+// trimClosed drops account's oldest closed withdrawals past
+// MaxClosedWithdrawalsPerAccount that closed WithdrawalRetainMs ago, or
+// were returned when returnedNow. The index is in order of latest change
+// and a closed record never changes again, so the oldest closed ones are
+// at its front.
+func (s *State) trimClosed(account string, nowMs int64, returnedNow bool) {
 	seqs := s.WithdrawalsByAccount[account]
 	closed := 0
 	for _, q := range seqs {
@@ -113,7 +128,7 @@ func (s *State) trimWithdrawals(account string, nowMs int64) {
 	kept := seqs[:0:0]
 	for _, q := range seqs {
 		w := s.WithdrawalAt(q)
-		if excess > 0 && w != nil && w.Final() && w.ClosedTsMs+WithdrawalRetainMs <= nowMs {
+		if excess > 0 && w != nil && w.Final() && (w.ClosedTsMs+WithdrawalRetainMs <= nowMs || returnedNow && w.State == StateReturned) {
 			s.dropWithdrawal(w)
 			excess--
 			continue

@@ -135,6 +135,16 @@ func (s *State) PriorWithdrawal(account string, r WithdrawalRequest) (*Withdrawa
 // account twice. Found by a review on 2026-11-27.
 const LevelInvoicePaidOnce uint32 = 7
 
+// LevelReturnedNotHeld is the feature level (fsm.FeatureLevel) from which
+// a returned withdrawal past MaxClosedWithdrawalsPerAccount is dropped at
+// once, without the WithdrawalRetainMs hold that paid ones get. The hold
+// keeps a late retry from paying twice, and a returned withdrawal paid
+// nothing; but it also cost nothing, so the hold let an account keep one
+// record a request (20 a minute, each with a Lightning invoice of up to
+// 7 KB) for two days for free: every testnet Lightning payout is returned
+// with a full refund. Found by a review on 2026-11-27.
+const LevelReturnedNotHeld uint32 = 8
+
 // LiveWithdrawalTo returns an account's withdrawal to the Lightning
 // invoice dest (normalized) that is requested, queued or paid, if any. It
 // walks the account's kept withdrawals (retention.go bounds them; a closed
@@ -237,8 +247,8 @@ func (s *State) ApplyPayout(l *ledger.Ledger, p PayoutResult, seq uint64, nowMs 
 		return nil, wire.Refuse(http.StatusConflict, wire.CodeConflict, "withdrawal %s is already %s", p.RailRef, w.State)
 	}
 	reason := CleanReason(p.Reason)
-	if p.Status == PayoutPending && reason == "" {
-		reason = "the rail has not confirmed the payout yet"
+	if p.Status == PayoutPending {
+		reason = PendingReason(p.Reason)
 	}
 	if p.Status == PayoutPending && w.State == StateQueued && w.Reason == reason {
 		return w, nil // nothing new: no change, no seq
@@ -329,6 +339,16 @@ func (s *State) close(w *Withdrawal, state, reason string, nowMs int64) {
 	if len(s.Open) == 0 {
 		s.Open = nil
 	}
+}
+
+// PendingReason is how a rail's reason for a pending payout is stored: as
+// CleanReason, and a default when the rail gave none. The payout driver
+// compares with it to tell a repeated answer from news.
+func PendingReason(r string) string {
+	if r = CleanReason(r); r == "" {
+		return "the rail has not confirmed the payout yet"
+	}
+	return r
 }
 
 // CleanReason is how a rail reason is stored: valid UTF-8, at most

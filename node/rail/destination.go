@@ -50,6 +50,11 @@ func parseInvoiceDestination(n Network, s string) (Destination, error) {
 		return Destination{}, invalid(ErrWrongNetwork, "this is a %s Lightning invoice (%s...); this deployment accepts only %s invoices (%s...)",
 			inv.Network, inv.Network.InvoicePrefix(), n, n.InvoicePrefix())
 	}
+	// An expiry instant of 0 (timestamp 0, expiry 0) would read as the
+	// "never expires" of a Spark address: it expired at the epoch.
+	if inv.ExpiresAtMs() <= 0 {
+		return Destination{}, invalid(ErrInvoiceExpired, "the invoice expired at its timestamp, the Unix epoch: ask the payee for a new one")
+	}
 	return Destination{
 		Path:        PathLightning,
 		Normalized:  strings.ToLower(s),

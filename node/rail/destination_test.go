@@ -5,6 +5,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/btcsuite/btcd/btcec/v2/ecdsa"
+	"github.com/btcsuite/btcd/btcutil/bech32"
 )
 
 func TestParseDestinationAcceptsTestnetDestinations(t *testing.T) {
@@ -126,5 +129,44 @@ func TestDestinationExpiry(t *testing.T) {
 	spark, _ := r.ParseDestination(r.AccountAddress([]byte("s")))
 	if spark.Expired(1 << 62) {
 		t.Error("a Spark address expired")
+	}
+}
+
+// An invoice whose expiry instant is the epoch (timestamp 0 and an `x`
+// field of 0) has been expired since 1970. Its ExpiresAtMs, 0, read as
+// "never expires" (the Spark sentinel), so the quote and the state machine
+// both let it through as a withdrawal destination.
+func TestInvoiceExpiredAtTheEpochIsRefused(t *testing.T) {
+	r := newTestRail(t, Testnet)
+	key := mustHex(t, specKeyHex)
+	sign := func(timestampSec, expirySec uint64) string {
+		hrp := Testnet.InvoicePrefix() + "10u"
+		words := uintWords(timestampSec, timestampWords)
+		words = appendField(words, tagPaymentHash, bytesToWords(make([]byte, 32)))
+		words = appendField(words, tagDescription, bytesToWords([]byte("epoch")))
+		words = appendField(words, tagExpiry, uintWords(expirySec, 0)) // 0: a field of no words
+		priv, err := parseNodeKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digest := signingDigest(hrp, words)
+		compact := ecdsa.SignCompact(priv, digest[:], true)
+		sig := append(append([]byte(nil), compact[1:]...), compact[0]-31)
+		s, err := bech32.Encode(hrp, append(words, bytesToWords(sig)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	d, err := r.ParseDestination(sign(0, 1))
+	if err != nil || !d.Expired(1_700_000_000_000) {
+		t.Fatalf("an invoice that expired at 1 s: %+v, %v", d, err)
+	}
+	d, err = r.ParseDestination(sign(0, 0))
+	if err == nil && !d.Expired(1_700_000_000_000) {
+		t.Fatalf("an invoice that expired at the epoch is accepted and never expires: ExpiresAtMs %d", d.ExpiresAtMs)
+	}
+	if err != nil && !errors.Is(err, ErrInvoiceExpired) {
+		t.Fatalf("refused with %v, want ErrInvoiceExpired", err)
 	}
 }
