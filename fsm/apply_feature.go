@@ -84,7 +84,9 @@ import (
 //	   invoice that was not returned (funds.LevelInvoicePaidOnce); the
 //	   USDx freeze log never drops an entry still waiting for the custody
 //	   worker (usdx.LevelFreezesKeptPending).
-const FeatureLevel uint32 = 7
+//	8: a bracket whose entry's fill leaves no position on the entry's side
+//	   cancels its legs instead of arming them (trade.LevelLegsNeedPosition).
+const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
 // and leaderboard programmes (issue 15) and Proof of Reserves (issue 14):
