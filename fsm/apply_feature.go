@@ -85,7 +85,9 @@ import (
 //	   USDx freeze log never drops an entry still waiting for the custody
 //	   worker (usdx.LevelFreezesKeptPending).
 //	8: a bracket whose entry's fill leaves no position on the entry's side
-//	   cancels its legs instead of arming them (trade.LevelLegsNeedPosition).
+//	   cancels its legs instead of arming them (trade.LevelLegsNeedPosition);
+//	   a limit order whose maxSlippageQ9 is below its market's base spread
+//	   (it could never fill) is refused (trade.LevelSlippageBelowSpread).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -2,9 +2,12 @@ package fsm
 
 import (
 	"fmt"
+	"net/http"
 	"testing"
 
+	"github.com/perpd/perpd/fsm/market"
 	"github.com/perpd/perpd/fsm/trade"
+	"github.com/perpd/perpd/fsm/wire"
 )
 
 // Feature level 8, order-lifecycle review (2026-11-27). Each test runs at
@@ -59,6 +62,47 @@ func TestBracketLegsGoWhenTheEntryLeavesNoPosition(t *testing.T) {
 			}
 			if p.Side != trade.Long || p.Contracts != 500 || w.lastFill(acct).OrderID != "long" {
 				t.Fatalf("the unrelated long was touched: %+v, last fill %s", p, w.lastFill(acct).OrderID)
+			}
+		})
+	}
+}
+
+// TestLimitOrderThatCouldNeverFillIsRefused: a buy limit at the top price
+// with maxSlippageQ9 0 (below BTC-PERP's base spread) reserves 2 msat and
+// can never fill. Below the level it rests, and each falling print
+// re-indexes it one q8 unit below the new mid, so every later falling
+// print checks it again; from the level it is refused (validation) and
+// nothing changes.
+func TestLimitOrderThatCouldNeverFillIsRefused(t *testing.T) {
+	for _, level := range []uint32{trade.LevelSlippageBelowSpread - 1, trade.LevelSlippageBelowSpread} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := newTradeWorldAt(t, level)
+			acct, key := w.account(btcBTC)
+			r := limitOrder("never", "BTC-PERP", "buy", 1, market.PriceQ8Max)
+			r.HasMaxSlippage, r.MaxSlippageQ9 = true, 0
+			if w.marketParams("BTC-PERP").BaseSpreadQ9 <= 0 {
+				t.Fatal("the test needs a market with a base spread")
+			}
+			if level >= trade.LevelSlippageBelowSpread {
+				w.refusedAsIs(acct, key, r, http.StatusBadRequest, wire.CodeValidation)
+				// From the base spread up it could fill: it is taken.
+				r.MaxSlippageQ9 = w.marketParams("BTC-PERP").BaseSpreadQ9
+				if res := w.order(acct, key, r); res.Status != http.StatusCreated {
+					t.Fatalf("a bound at the base spread: %d %s", res.Status, res.Body)
+				}
+				return
+			}
+			created(t, w.order(acct, key, r), trade.StatusResting)
+			if o := w.orderOf(acct, "never"); o.ReservedMsat != 2 {
+				t.Fatalf("reservation %d msat, want 2", o.ReservedMsat)
+			}
+			mid := usdQ8(100_000)
+			for i := 0; i < 3; i++ {
+				mid -= usdQ8(1)
+				w.print("BTCUSD", mid)
+				if o := w.orderOf(acct, "never"); o.Status != trade.StatusAccepted || o.LevelQ8 != mid-1 {
+					t.Fatalf("after a falling print to %d: %+v", mid, o)
+				}
 			}
 		})
 	}
