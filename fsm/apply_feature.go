@@ -96,7 +96,11 @@ import (
 //	   with no scope is refused (access.LevelKeysContained);
 //	   a returned withdrawal past an account's closed-withdrawal bound is
 //	   dropped at once, not held two days like a paid one
-//	   (funds.LevelReturnedNotHeld).
+//	   (funds.LevelReturnedNotHeld);
+//	   a bracket whose entry's fill leaves no position on the entry's side
+//	   cancels its legs instead of arming them (trade.LevelLegsNeedPosition);
+//	   a limit order whose maxSlippageQ9 is below its market's base spread
+//	   (it could never fill) is refused (trade.LevelSlippageBelowSpread).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -474,12 +474,29 @@ func (s *State) afterFill(env *Env, a *Account, o *Order, pl Plan) {
 	if pl.Before.Contracts > 0 && (pl.After.Contracts == 0 || pl.After.Side != pl.Before.Side) {
 		s.cancelLegs(env, a, o.MarketID)
 	}
+	// From LevelLegsNeedPosition, an entry whose fill left no position on
+	// its side (it closed or only reduced an opposite one) has nothing for
+	// its legs to protect: they go rather than wait, armed, for whatever
+	// position the account opens next.
+	orphan := env.Level >= LevelLegsNeedPosition && (pl.After.Contracts == 0 || pl.After.Side != pl.Side)
 	for _, no := range o.Legs {
 		if leg, ok := s.Orders[no]; ok && leg.Status == StatusAccepted && leg.TrigState == TrigResting {
+			if orphan {
+				s.finish(env, leg, StatusCanceled, ReasonPositionClosed)
+				continue
+			}
 			s.armLeg(env, leg)
 		}
 	}
 }
+
+// LevelLegsNeedPosition is the feature level (fsm.FeatureLevel) from which
+// a bracket's legs are cancelled (position_closed) when its entry's fill
+// leaves no position on the entry's side. Found by a review on 2026-11-27:
+// a buy bracket whose entry closed a 1,000-contract short armed its sell
+// legs on a flat account; an unrelated 500-contract long opened later was
+// then closed by the orphan take-profit at 111,000.
+const LevelLegsNeedPosition uint32 = 8
 
 // cancelLegs cancels the trading account a's armed bracket legs in a
 // market: the position they protected closed or flipped.
