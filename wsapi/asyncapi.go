@@ -117,7 +117,7 @@ func Describe(ref refSchema, object objectSchema) map[string]any {
 		"components": map[string]any{"messages": d.messages},
 		// AsyncAPI has no place for WebSocket close codes: an extension.
 		"x-svc-close-codes": []any{map[string]any{"code": CloseResync, "name": "resync",
-			"description": "Take a REST snapshot and reconnect.", "reasons": []any{ReasonSlowConsumer, ReasonEventsLost}}},
+			"description": "Take a REST snapshot and reconnect.", "reasons": []any{ReasonSlowConsumer, ReasonEventsLost, ReasonStreamEnded}}},
 		"x-svc-protocol-version": ProtocolVersion,
 		"x-svc-ping-every-ms":    PingEvery.Milliseconds(),
 		"x-svc-limits": map[string]any{"maxConnectionsPerNode": MaxConnections, "maxConnectionsPerAddress": MaxConnectionsPerAddress,

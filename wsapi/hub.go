@@ -74,6 +74,7 @@ const CloseResync = 4000
 const (
 	ReasonSlowConsumer = "resync: send buffer full (client too slow); frames would be lost. Take a REST snapshot and resubscribe"
 	ReasonEventsLost   = "resync: this node's event stream lost events. Take a REST snapshot and resubscribe"
+	ReasonStreamEnded  = "resync: this node's event stream ended (halted or stopping). Use another node: REST snapshot, resubscribe"
 )
 
 // Hub serves /v1/ws for one node.
@@ -99,6 +100,9 @@ type Hub struct {
 	// beforeBatch, when set, runs before each bus batch (tests stall the
 	// hub with it).
 	beforeBatch func()
+	// ended is set when the node's event bus closed (halt, shutdown):
+	// nothing more will be sent, so connections are closed and refused.
+	ended atomic.Bool
 
 	// PerAddress bounds one client address's connections
 	// (MaxConnectionsPerAddress by default; the bench profile lifts it,
@@ -139,7 +143,11 @@ func New(n *node.Node, log hclog.Logger) *Hub {
 	}
 	h.setSendBuffer(SessionBufferMsgs)
 	m.HandleConnect(func(s *melody.Session) {
-		s.Set(sessionConnKey, &conn{subjects: map[string]bool{}, frames: rate.NewLimiter(FramesPerSecond, FrameBurst)})
+		c := &conn{subjects: map[string]bool{}, frames: rate.NewLimiter(FramesPerSecond, FrameBurst)}
+		s.Set(sessionConnKey, c)
+		if h.ended.Load() { // upgraded while the stream ended
+			h.closeResync(s, c, ReasonStreamEnded)
+		}
 	})
 	m.HandleDisconnect(h.drop)
 	m.HandleMessage(h.onMessage)
@@ -182,6 +190,10 @@ func (h *Hub) Connections() int { return h.m.Len() }
 // the rate limits see: the TCP peer, or what a trusted proxy says). It
 // returns when the connection ends; the client's slot is held until then.
 func (h *Hub) ServeClient(w http.ResponseWriter, r *http.Request, clientIP string) {
+	if h.ended.Load() {
+		refuse(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "this node's event stream ended (halted or stopping); use another node")
+		return
+	}
 	if h.m.Len() >= MaxConnections {
 		refuse(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "too many WebSocket connections on this node; try another")
 		return
@@ -229,6 +241,7 @@ func refuse(w http.ResponseWriter, status int, code, msg string) {
 // Run feeds events to subscribers and pings every PingEvery until ctx ends.
 // When the bus reports that the hub missed events, every connection with a
 // subscription is closed with CloseResync: each may have missed a frame.
+// When the bus closes, every connection is closed with CloseResync.
 func (h *Hub) Run(ctx context.Context) {
 	sub := h.n.Events.Subscribe()
 	defer func() { h.n.Events.Unsubscribe(sub) }()
@@ -247,6 +260,11 @@ func (h *Hub) Run(ctx context.Context) {
 			h.closeSubscribed()
 		case evs, ok := <-sub.C:
 			if !ok {
+				// The bus closed (the replica halted, or the node is
+				// stopping): no event or ping will follow, so no
+				// connection may stay open believing itself subscribed.
+				h.ended.Store(true)
+				h.eachConn(func(s *melody.Session, c *conn) { h.closeResync(s, c, ReasonStreamEnded) })
 				return
 			}
 			if h.beforeBatch != nil {
