@@ -313,22 +313,30 @@ func (h *Hub) write(s *melody.Session, msg []byte) {
 	if c == nil {
 		return
 	}
+	if !h.queue(s, c, msg) && h.closeResync(s, c, ReasonSlowConsumer) {
+		h.slowCloses.Add(1)
+		h.log.Debug("websocket client too slow; closed for resync", "remote", s.RemoteAddr())
+	}
+}
+
+// queue hands msg to s's send queue, or drops it on a connection that is
+// closing. It reports false, dropping msg, when the send buffer is full:
+// the caller must close the connection for resync. It takes no lock of
+// the hub's or the connection's.
+func (h *Hub) queue(s *melody.Session, c *conn, msg []byte) bool {
 	if c.closing.Load() {
 		h.dropped.Add(1)
-		return
+		return true
 	}
 	if c.queued.Add(1) > h.sendBuffer {
 		c.queued.Add(-1)
 		h.dropped.Add(1)
-		if h.closeResync(s, c, ReasonSlowConsumer) {
-			h.slowCloses.Add(1)
-			h.log.Debug("websocket client too slow; closed for resync", "remote", s.RemoteAddr())
-		}
-		return
+		return false
 	}
 	if err := s.Write(msg); err != nil {
 		c.queued.Add(-1)
 	}
+	return true
 }
 
 // closeResync unsubscribes c from everything and queues a CloseResync
@@ -338,9 +346,15 @@ func (h *Hub) closeResync(s *melody.Session, c *conn, reason string) bool {
 	if !c.closing.CompareAndSwap(false, true) {
 		return false
 	}
+	h.finishClose(s, reason)
+	return true
+}
+
+// finishClose is closeResync past the claim of c.closing (from then on
+// nothing more is queued, so the close frame follows the last one).
+func (h *Hub) finishClose(s *melody.Session, reason string) {
 	h.drop(s)
 	_ = s.CloseWithMsg(websocket.FormatCloseMessage(CloseResync, reason))
-	return true
 }
 
 func (h *Hub) deliver(ev fsm.Event) {
@@ -360,12 +374,9 @@ func (h *Hub) deliver(ev fsm.Event) {
 		return
 	}
 	h.mu.RLock()
-	targets := make([]*melody.Session, 0, len(h.subs[subject]))
-	for s := range h.subs[subject] {
-		targets = append(targets, s)
-	}
+	n := len(h.subs[subject])
 	h.mu.RUnlock()
-	if len(targets) == 0 {
+	if n == 0 {
 		return
 	}
 	f.Seq = wire.Int(ev.Seq) // 0 (market data): omitted
@@ -375,8 +386,24 @@ func (h *Hub) deliver(ev fsm.Event) {
 	}
 	f.Data = data
 	msg := mustJSON(f)
-	for _, s := range targets {
-		h.write(s, msg)
+	// Queued under the hub's read lock: a re-auth or an unsubscribe
+	// changes the subscribers under its write lock and acknowledges
+	// after, so no frame of a channel a connection left follows the ack
+	// (after a re-auth as another account, the client would read the old
+	// account's event as its own). A full connection is claimed here and
+	// closed after: closing needs the write lock.
+	var slow []*melody.Session
+	h.mu.RLock()
+	for s := range h.subs[subject] {
+		if c := connOf(s); c != nil && !h.queue(s, c, msg) && c.closing.CompareAndSwap(false, true) {
+			slow = append(slow, s)
+		}
+	}
+	h.mu.RUnlock()
+	for _, s := range slow {
+		h.slowCloses.Add(1)
+		h.log.Debug("websocket client too slow; closed for resync", "remote", s.RemoteAddr())
+		h.finishClose(s, ReasonSlowConsumer)
 	}
 }
 
