@@ -98,6 +98,19 @@ func (b *Bus) Publish(evs []fsm.Event) {
 	}
 }
 
+// Gap tells every subscriber that the stream skipped events without a
+// full queue: the state machine was replaced by a snapshot (a follower's
+// install from the leader, an operator's restore), so the entries it
+// covers were never applied here and emitted nothing. Each subscriber's
+// Lost closes, as for an overflow.
+func (b *Bus) Gap() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for s := range b.subs {
+		s.lostOnce.Do(func() { close(s.lost) })
+	}
+}
+
 // Close ends every subscription.
 func (b *Bus) Close() {
 	b.mu.Lock()

@@ -44,3 +44,21 @@ func TestBusOverflowIsSignalledAndCounted(t *testing.T) {
 	b.Unsubscribe(slow)
 	b.Close()
 }
+
+// A gap (a snapshot installed in place of log entries) tells every
+// subscriber that its stream skipped events, without counting a drop.
+func TestBusGapIsSignalled(t *testing.T) {
+	b := NewBusBuffer(2)
+	s := b.Subscribe()
+	b.Gap()
+	select {
+	case <-s.Lost():
+	default:
+		t.Fatal("a subscriber was not told of the gap")
+	}
+	b.Gap() // again: Lost is already closed, no panic
+	if b.Dropped() != 0 || s.Dropped() != 0 {
+		t.Fatalf("dropped %d/%d", b.Dropped(), s.Dropped())
+	}
+	b.Close()
+}

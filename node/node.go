@@ -86,6 +86,7 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, keys: ks, Events: NewBus(), stop: make(chan struct{}), clock: newLogClock(cfg.Clock)}
 	n.machine = fsm.NewMachine(fsm.Options{CheckInvariants: cfg.CheckInvariants})
 	n.fsm = newRaftFSM(n.machine, n.Events.Publish)
+	n.fsm.gap = n.Events.Gap
 	n.fsm.halted = n.onHalt
 	n.leaderDrivers = append(n.leaderDrivers, newNodeRecordReconciler())
 	var peerTLS *tls.Config

@@ -18,6 +18,9 @@ type raftFSM struct {
 	mu      sync.Mutex
 	applied chan struct{} // closed and replaced after every batch
 	publish func([]fsm.Event)
+	// gap, when set, is told that a restore skipped entries: their
+	// events were never emitted here.
+	gap func()
 
 	// halted is called once when the machine halts.
 	halted   func(*fsm.Halt)
@@ -152,6 +155,9 @@ func (f *raftFSM) Restore(rc io.ReadCloser) error {
 	}
 	if f.archive != nil {
 		f.archive.restored(f.m.Applied())
+	}
+	if f.gap != nil {
+		f.gap()
 	}
 	f.notify()
 	return nil

@@ -428,7 +428,7 @@ func TestAsyncAPIStructure(t *testing.T) {
 	}
 	// The close code and its reasons, and the ping cadence.
 	cc := doc["x-svc-close-codes"].([]any)[0].(map[string]any)
-	if cc["code"] != float64(CloseResync) || len(cc["reasons"].([]any)) != 2 || doc["x-svc-ping-every-ms"] != float64(PingEvery.Milliseconds()) {
+	if cc["code"] != float64(CloseResync) || len(cc["reasons"].([]any)) != 3 || doc["x-svc-ping-every-ms"] != float64(PingEvery.Milliseconds()) {
 		t.Errorf("close codes %v, ping %v", cc, doc["x-svc-ping-every-ms"])
 	}
 }

@@ -74,6 +74,7 @@ const CloseResync = 4000
 const (
 	ReasonSlowConsumer = "resync: send buffer full (client too slow); frames would be lost. Take a REST snapshot and resubscribe"
 	ReasonEventsLost   = "resync: this node's event stream lost events. Take a REST snapshot and resubscribe"
+	ReasonStreamEnded  = "resync: this node's event stream ended (halted or stopping). Use another node: REST snapshot, resubscribe"
 )
 
 // Hub serves /v1/ws for one node.
@@ -99,6 +100,9 @@ type Hub struct {
 	// beforeBatch, when set, runs before each bus batch (tests stall the
 	// hub with it).
 	beforeBatch func()
+	// ended is set when the node's event bus closed (halt, shutdown):
+	// nothing more will be sent, so connections are closed and refused.
+	ended atomic.Bool
 
 	// PerAddress bounds one client address's connections
 	// (MaxConnectionsPerAddress by default; the bench profile lifts it,
@@ -139,7 +143,11 @@ func New(n *node.Node, log hclog.Logger) *Hub {
 	}
 	h.setSendBuffer(SessionBufferMsgs)
 	m.HandleConnect(func(s *melody.Session) {
-		s.Set(sessionConnKey, &conn{subjects: map[string]bool{}, frames: rate.NewLimiter(FramesPerSecond, FrameBurst)})
+		c := &conn{subjects: map[string]bool{}, frames: rate.NewLimiter(FramesPerSecond, FrameBurst)}
+		s.Set(sessionConnKey, c)
+		if h.ended.Load() { // upgraded while the stream ended
+			h.closeResync(s, c, ReasonStreamEnded)
+		}
 	})
 	m.HandleDisconnect(h.drop)
 	m.HandleMessage(h.onMessage)
@@ -182,6 +190,10 @@ func (h *Hub) Connections() int { return h.m.Len() }
 // the rate limits see: the TCP peer, or what a trusted proxy says). It
 // returns when the connection ends; the client's slot is held until then.
 func (h *Hub) ServeClient(w http.ResponseWriter, r *http.Request, clientIP string) {
+	if h.ended.Load() {
+		refuse(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "this node's event stream ended (halted or stopping); use another node")
+		return
+	}
 	if h.m.Len() >= MaxConnections {
 		refuse(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "too many WebSocket connections on this node; try another")
 		return
@@ -229,6 +241,7 @@ func refuse(w http.ResponseWriter, status int, code, msg string) {
 // Run feeds events to subscribers and pings every PingEvery until ctx ends.
 // When the bus reports that the hub missed events, every connection with a
 // subscription is closed with CloseResync: each may have missed a frame.
+// When the bus closes, every connection is closed with CloseResync.
 func (h *Hub) Run(ctx context.Context) {
 	sub := h.n.Events.Subscribe()
 	defer func() { h.n.Events.Unsubscribe(sub) }()
@@ -247,6 +260,11 @@ func (h *Hub) Run(ctx context.Context) {
 			h.closeSubscribed()
 		case evs, ok := <-sub.C:
 			if !ok {
+				// The bus closed (the replica halted, or the node is
+				// stopping): no event or ping will follow, so no
+				// connection may stay open believing itself subscribed.
+				h.ended.Store(true)
+				h.eachConn(func(s *melody.Session, c *conn) { h.closeResync(s, c, ReasonStreamEnded) })
 				return
 			}
 			if h.beforeBatch != nil {
@@ -295,22 +313,30 @@ func (h *Hub) write(s *melody.Session, msg []byte) {
 	if c == nil {
 		return
 	}
+	if !h.queue(s, c, msg) && h.closeResync(s, c, ReasonSlowConsumer) {
+		h.slowCloses.Add(1)
+		h.log.Debug("websocket client too slow; closed for resync", "remote", s.RemoteAddr())
+	}
+}
+
+// queue hands msg to s's send queue, or drops it on a connection that is
+// closing. It reports false, dropping msg, when the send buffer is full:
+// the caller must close the connection for resync. It takes no lock of
+// the hub's or the connection's.
+func (h *Hub) queue(s *melody.Session, c *conn, msg []byte) bool {
 	if c.closing.Load() {
 		h.dropped.Add(1)
-		return
+		return true
 	}
 	if c.queued.Add(1) > h.sendBuffer {
 		c.queued.Add(-1)
 		h.dropped.Add(1)
-		if h.closeResync(s, c, ReasonSlowConsumer) {
-			h.slowCloses.Add(1)
-			h.log.Debug("websocket client too slow; closed for resync", "remote", s.RemoteAddr())
-		}
-		return
+		return false
 	}
 	if err := s.Write(msg); err != nil {
 		c.queued.Add(-1)
 	}
+	return true
 }
 
 // closeResync unsubscribes c from everything and queues a CloseResync
@@ -320,9 +346,15 @@ func (h *Hub) closeResync(s *melody.Session, c *conn, reason string) bool {
 	if !c.closing.CompareAndSwap(false, true) {
 		return false
 	}
+	h.finishClose(s, reason)
+	return true
+}
+
+// finishClose is closeResync past the claim of c.closing (from then on
+// nothing more is queued, so the close frame follows the last one).
+func (h *Hub) finishClose(s *melody.Session, reason string) {
 	h.drop(s)
 	_ = s.CloseWithMsg(websocket.FormatCloseMessage(CloseResync, reason))
-	return true
 }
 
 func (h *Hub) deliver(ev fsm.Event) {
@@ -342,12 +374,9 @@ func (h *Hub) deliver(ev fsm.Event) {
 		return
 	}
 	h.mu.RLock()
-	targets := make([]*melody.Session, 0, len(h.subs[subject]))
-	for s := range h.subs[subject] {
-		targets = append(targets, s)
-	}
+	n := len(h.subs[subject])
 	h.mu.RUnlock()
-	if len(targets) == 0 {
+	if n == 0 {
 		return
 	}
 	f.Seq = wire.Int(ev.Seq) // 0 (market data): omitted
@@ -357,8 +386,24 @@ func (h *Hub) deliver(ev fsm.Event) {
 	}
 	f.Data = data
 	msg := mustJSON(f)
-	for _, s := range targets {
-		h.write(s, msg)
+	// Queued under the hub's read lock: a re-auth or an unsubscribe
+	// changes the subscribers under its write lock and acknowledges
+	// after, so no frame of a channel a connection left follows the ack
+	// (after a re-auth as another account, the client would read the old
+	// account's event as its own). A full connection is claimed here and
+	// closed after: closing needs the write lock.
+	var slow []*melody.Session
+	h.mu.RLock()
+	for s := range h.subs[subject] {
+		if c := connOf(s); c != nil && !h.queue(s, c, msg) && c.closing.CompareAndSwap(false, true) {
+			slow = append(slow, s)
+		}
+	}
+	h.mu.RUnlock()
+	for _, s := range slow {
+		h.slowCloses.Add(1)
+		h.log.Debug("websocket client too slow; closed for resync", "remote", s.RemoteAddr())
+		h.finishClose(s, ReasonSlowConsumer)
 	}
 }
 
