@@ -100,7 +100,9 @@ import (
 //	   a bracket whose entry's fill leaves no position on the entry's side
 //	   cancels its legs instead of arming them (trade.LevelLegsNeedPosition);
 //	   a limit order whose maxSlippageQ9 is below its market's base spread
-//	   (it could never fill) is refused (trade.LevelSlippageBelowSpread).
+//	   (it could never fill) is refused (trade.LevelSlippageBelowSpread);
+//	   an order id starting with "adl-", the prefix of auto-deleveraging's
+//	   fills, is refused (trade.LevelADLIDsReserved).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

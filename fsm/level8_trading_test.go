@@ -107,3 +107,24 @@ func TestLimitOrderThatCouldNeverFillIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestADLOrderIDsAreReserved: auto-deleveraging books its fills under
+// "adl-<liquidation seq>" on the accounts it closes. Below the level a
+// client could name its own order the same, and such a fill then read as
+// a fill of the client's order; from the level the prefix is refused
+// (validation) and nothing changes, while a lookalike id is taken.
+func TestADLOrderIDsAreReserved(t *testing.T) {
+	for _, level := range []uint32{trade.LevelADLIDsReserved - 1, trade.LevelADLIDsReserved} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := newTradeWorldAt(t, level)
+			acct, key := w.account(btcBTC)
+			r := mktOrder(trade.ADLOrderPrefix+"7", "BTC-PERP", "buy", 100)
+			if level < trade.LevelADLIDsReserved {
+				created(t, w.order(acct, key, r), trade.StatusFilled)
+				return
+			}
+			w.refusedAsIs(acct, key, r, http.StatusBadRequest, wire.CodeValidation)
+			created(t, w.order(acct, key, mktOrder("adl7", "BTC-PERP", "buy", 100)), trade.StatusFilled)
+		})
+	}
+}

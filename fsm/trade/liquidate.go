@@ -37,6 +37,14 @@ const (
 	ADLOrderPrefix = "adl-"
 )
 
+// LevelADLIDsReserved is the feature level (fsm.FeatureLevel) from which
+// an order id starting with ADLOrderPrefix is refused. Below it a client
+// could name its own order "adl-7", and the fill auto-deleveraging later
+// booked as "adl-7" on its account read as a fill of that order (a trading
+// review of 2026-11-27); an automated trader matching fills to orders by
+// id would count it twice.
+const LevelADLIDsReserved uint32 = 8
+
 // Liquidation is a liquidation record with every field of SPEC's
 // Liquidation.
 type Liquidation struct {

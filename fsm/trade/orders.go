@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/market"
@@ -210,6 +211,9 @@ func (s *State) PlaceIn(env *Env, a *Account, accountID string, r PlaceRequest, 
 	side, kind, level, ref := validate(&r, p)
 	if ref != nil {
 		return Created{}, ref
+	}
+	if env.Level >= LevelADLIDsReserved && strings.HasPrefix(r.OrderID, ADLOrderPrefix) {
+		return Created{}, refuse(wire.CodeValidation, "order ids starting with %q are reserved: they name the fills of auto-deleveraging", ADLOrderPrefix)
 	}
 	pr, ok := env.Market.LastPrint(r.MarketID)
 	if !ok {
