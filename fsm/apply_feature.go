@@ -102,7 +102,9 @@ import (
 //	   a limit order whose maxSlippageQ9 is below its market's base spread
 //	   (it could never fill) is refused (trade.LevelSlippageBelowSpread);
 //	   an order id starting with "adl-", the prefix of auto-deleveraging's
-//	   fills, is refused (trade.LevelADLIDsReserved).
+//	   fills, is refused (trade.LevelADLIDsReserved); a bracket leg that
+//	   executes for part of the bracket's position leaves the other leg
+//	   armed for the rest (trade.LevelPartialLegsKeepSibling).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -128,3 +128,68 @@ func TestADLOrderIDsAreReserved(t *testing.T) {
 		})
 	}
 }
+
+// TestPartialTakeProfitLeavesTheStopForTheRest: a trader scales out with
+// a bracket of 10,000 contracts whose take-profit is for 4,000. Below the
+// level the take-profit cancelled the stop for all of it (oco) and the
+// 6,000 left had no stop; from the level the stop stays armed for the
+// 6,000 left (trimmed to them, announced), and it still protects only the
+// bracket's contracts, not another position's on the same side.
+func TestPartialTakeProfitLeavesTheStopForTheRest(t *testing.T) {
+	for _, level := range []uint32{trade.LevelPartialLegsKeepSibling - 1, trade.LevelPartialLegsKeepSibling} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := newTradeWorldAt(t, level)
+			acct, key := w.account(btcBTC)
+			other := mktOrder("other", "BTC-PERP", "buy", 3_000)
+			other.Leverage = 10
+			created(t, w.order(acct, key, other), trade.StatusFilled)
+			b := bracket("b", "buy", 10_000, 0, usdQ8(95_000), usdQ8(101_000))
+			b.Leverage = 10
+			b.Bracket.TakeProfitContracts = 4_000
+			created(t, w.order(acct, key, b), trade.StatusFilled)
+			w.print("BTCUSD", usdQ8(101_500))
+			w.wantTrigger(acct, "b.tp", trade.TrigExecuted, "")
+			if p := w.position(acct, "BTC-PERP"); p.Contracts != 9_000 {
+				t.Fatalf("after the take-profit: %+v", p)
+			}
+			if level < trade.LevelPartialLegsKeepSibling {
+				w.wantTrigger(acct, "b.stop", trade.TrigCancelled, trade.ReasonOCO)
+				return
+			}
+			w.wantTrigger(acct, "b.stop", trade.TrigArmed, "")
+			if n := w.orderOf(acct, "b.stop").Contracts; n != 6_000 {
+				t.Fatalf("the stop covers %d contracts, want the bracket's 6,000 left", n)
+			}
+			// The stop fires for the bracket's 6,000 and leaves the other 3,000.
+			w.print("BTCUSD", usdQ8(100_000))
+			w.print("BTCUSD", usdQ8(94_900))
+			w.wantTrigger(acct, "b.stop", trade.TrigExecuted, "")
+			if p := w.position(acct, "BTC-PERP"); p.Contracts != 3_000 {
+				t.Fatalf("after the stop: %+v", p)
+			}
+		})
+	}
+}
+
+// TestFullLegStillCancelsTheOther: a take-profit for the whole bracket
+// cancels the stop as before (oco), at both levels.
+func TestFullLegStillCancelsTheOther(t *testing.T) {
+	for _, level := range []uint32{trade.LevelPartialLegsKeepSibling - 1, trade.LevelPartialLegsKeepSibling} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := newTradeWorldAt(t, level)
+			acct, key := w.account(btcBTC)
+			other := mktOrder("other", "BTC-PERP", "buy", 3_000)
+			other.Leverage = 10
+			created(t, w.order(acct, key, other), trade.StatusFilled)
+			b := bracket("b", "buy", 10_000, 0, usdQ8(95_000), usdQ8(101_000))
+			b.Leverage = 10
+			created(t, w.order(acct, key, b), trade.StatusFilled)
+			w.print("BTCUSD", usdQ8(101_500))
+			w.wantTrigger(acct, "b.tp", trade.TrigExecuted, "")
+			w.wantTrigger(acct, "b.stop", trade.TrigCancelled, trade.ReasonOCO)
+			if p := w.position(acct, "BTC-PERP"); p.Contracts != 3_000 {
+				t.Fatalf("after the take-profit: %+v", p)
+			}
+		})
+	}
+}

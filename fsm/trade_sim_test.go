@@ -105,7 +105,12 @@ func runTradeSim(t *testing.T, cfg simConfig) *tradeWorld {
 	net := map[string]int64{} // account/market -> signed contracts from fills
 	var live []simOrder
 	tally := map[string]int{}
-	executedLegs := map[string]int{} // account/ocoGroup -> legs executed
+	// account/order id -> contracts its fills moved (a bracket's entry),
+	// and account/bracket id -> contracts its legs' fills closed: from
+	// LevelPartialLegsKeepSibling both legs may execute, the second only
+	// for what the first left, so the legs never close more than the
+	// entry opened.
+	filledN, legsClosed := map[string]int64{}, map[string]int64{}
 	w.events = nil
 	for i := 0; i < cfg.entries; i++ {
 		ak := pick()
@@ -218,6 +223,15 @@ func runTradeSim(t *testing.T, cfg simConfig) *tradeWorld {
 				net[f.AccountID+"/"+f.MarketID] += q
 				touched[f.AccountID+"/"+f.MarketID] = true
 				checkSimFill(t, w, f)
+				filledN[ev.Account+"/"+f.OrderID] += int64(f.ClosedContracts + f.OpenedContracts)
+				for _, suffix := range []string{trade.StopLegSuffix, trade.TakeProfitLegSuffix} {
+					if g, ok := strings.CutSuffix(f.OrderID, suffix); ok {
+						g = ev.Account + "/" + g
+						if legsClosed[g] += int64(f.ClosedContracts); legsClosed[g] > filledN[g] {
+							t.Fatalf("entry %d: the legs of bracket %s closed %d contracts, its entry filled %d", i, g, legsClosed[g], filledN[g])
+						}
+					}
+				}
 				if f.ReservedMarginMsat > 0 {
 					tally["resting order filled"]++
 				}
@@ -254,12 +268,7 @@ func runTradeSim(t *testing.T, cfg simConfig) *tradeWorld {
 				if v.Reason != nil {
 					tally["trigger "+v.Status+": "+*v.Reason]++
 				}
-				if v.Status == trade.TrigExecuted && v.OCOGroup != nil && v.OrderID != *v.OCOGroup {
-					g := ev.Account + "/" + *v.OCOGroup
-					if executedLegs[g]++; executedLegs[g] > 1 {
-						t.Fatalf("entry %d: both legs of bracket %s executed", i, g)
-					}
-				}
+
 			}
 		}
 		w.events = nil

@@ -253,9 +253,14 @@ func TestBracketPartialLegsAndPositionClose(t *testing.T) {
 	created(t, w.order(acct, key, b), trade.StatusFilled)
 	w.print("BTCUSD", usdQ8(103_500))
 	w.wantTrigger(acct, "b.stop", trade.TrigExecuted, "")
-	w.wantTrigger(acct, "b.tp", trade.TrigCancelled, trade.ReasonOCO)
+	// The take-profit stays for the 600 left (LevelPartialLegsKeepSibling;
+	// oco below it, TestPartialTakeProfitLeavesTheStopForTheRest).
+	w.wantTrigger(acct, "b.tp", trade.TrigArmed, "")
 	if p := w.position(acct, "BTC-PERP"); p.Side != trade.Short || p.Contracts != 600 {
 		t.Fatalf("after a partial stop %+v", p)
+	}
+	if n := w.orderOf(acct, "b.tp").Contracts; n != 600 {
+		t.Fatalf("the take-profit covers %d, want the 600 left", n)
 	}
 
 	// A second bracket's legs go when the position is closed by hand.
@@ -265,6 +270,7 @@ func TestBracketPartialLegsAndPositionClose(t *testing.T) {
 	created(t, w.order(acct, key, mktOrder("flat", "BTC-PERP", "buy", 700)), trade.StatusFilled)
 	w.wantTrigger(acct, "c.stop", trade.TrigCancelled, trade.ReasonPositionClosed)
 	w.wantTrigger(acct, "c.tp", trade.TrigCancelled, trade.ReasonPositionClosed)
+	w.wantTrigger(acct, "b.tp", trade.TrigCancelled, trade.ReasonPositionClosed)
 
 	// Leg ids are taken: a bracket whose leg id is in use is refused.
 	created(t, w.order(acct, key, mktOrder("d.tp", "BTC-PERP", "buy", 1)), trade.StatusFilled)

@@ -468,7 +468,16 @@ func (s *State) execTrigger(env *Env, m *market.MarketState, pr market.Print, o 
 func (s *State) afterFill(env *Env, a *Account, o *Order, pl Plan) {
 	if o.Sibling != 0 {
 		if sib, ok := s.Orders[o.Sibling]; ok && sib.Status == StatusAccepted {
-			s.finish(env, sib, StatusCanceled, ReasonOCO)
+			if left := s.bracketLeft(env, o, pl); left > 0 {
+				// A partial leg executed: the other keeps protecting
+				// what is left of the bracket's position, and no more.
+				if sib.Contracts > left {
+					sib.Contracts = left
+					s.changed(env, sib)
+				}
+			} else {
+				s.finish(env, sib, StatusCanceled, ReasonOCO)
+			}
 		}
 	}
 	if pl.Before.Contracts > 0 && (pl.After.Contracts == 0 || pl.After.Side != pl.Before.Side) {
@@ -489,6 +498,31 @@ func (s *State) afterFill(env *Env, a *Account, o *Order, pl Plan) {
 		}
 	}
 }
+
+// bracketLeft is how many contracts of the position bracket leg o's entry
+// opened are still open after the leg executed (plan pl), from
+// LevelPartialLegsKeepSibling; 0 below it, or when the entry is no longer
+// kept, or the position closed or flipped.
+func (s *State) bracketLeft(env *Env, o *Order, pl Plan) int64 {
+	if env.Level < LevelPartialLegsKeepSibling || pl.After.Contracts == 0 || pl.After.Side != pl.Before.Side {
+		return 0
+	}
+	entry, ok := s.Orders[o.Parent]
+	if !ok || entry.Status != StatusFilled {
+		return 0
+	}
+	return min(max(entry.Contracts-pl.Closed, 0), pl.After.Contracts)
+}
+
+// LevelPartialLegsKeepSibling is the feature level (fsm.FeatureLevel) from
+// which a bracket leg that executes for part of the bracket's position
+// (takeProfitContracts or stopContracts below the entry's) leaves the
+// other leg armed for the rest, trimmed to it, instead of cancelling it
+// (oco). Below it a take-profit for 5 of 10 contracts cancelled the stop
+// for all 10, and the 5 left had no stop (a trading review of
+// 2026-11-27). A leg that leaves nothing of the bracket's position still
+// cancels the other (oco).
+const LevelPartialLegsKeepSibling uint32 = 8
 
 // LevelLegsNeedPosition is the feature level (fsm.FeatureLevel) from which
 // a bracket's legs are cancelled (position_closed) when its entry's fill

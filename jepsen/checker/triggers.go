@@ -19,7 +19,12 @@ import (
 //     closes, at most its contracts, since the engine trims it to the
 //     position; any other order fills exactly its contracts (markets stay
 //     live during a run, so nothing else trims them);
-//   - one-cancels-other: at most one leg of a bracket has a fill;
+//   - one-cancels-other: at most one leg of a bracket has a fill, unless
+//     the first leg to fill closed only part of the bracket's contracts
+//     (feature level 8, trade.LevelPartialLegsKeepSibling): then the other
+//     stays armed for the rest, trimmed to at most what was left (the
+//     entry's contracts less the first leg's, and no more than the
+//     position the first leg's fill left), and fills at most that;
 //   - a leg executes only after its entry: the bracket's own id has a
 //     fill with a smaller seq (seqs come from one increasing space);
 //   - an acknowledged trigger (or trigger-entry bracket) answered
@@ -137,14 +142,60 @@ func checkTriggerAnswers(res *Result, a string, orders []Write) {
 	}
 }
 
-// checkSpecs holds one node's fills and listed orders to what the run
-// asked for, and checks each bracket's legs against each other and their
-// entry.
-func checkSpecs(bad func(*int, string, ...any), v *TraderView, placed map[string]placement) {
+// fillsByOrder groups a view's fills by order id.
+func fillsByOrder(v *TraderView) map[string][]FillFinal {
 	fillsOf := map[string][]FillFinal{}
 	for _, f := range v.Fills {
 		fillsOf[f.OrderID] = append(fillsOf[f.OrderID], f)
 	}
+	return fillsOf
+}
+
+// legsLeft finds, for each bracket whose first leg to fill closed only
+// part of its entry's contracts, what the other leg may still cover: the
+// entry's contracts less the first leg's, at most the position the first
+// leg's fill left, at most the leg's own contracts. Such a leg may be
+// listed trimmed to it and fill at most it; a leg missing from the map
+// must not fill once its sibling did.
+func legsLeft(fillsOf map[string][]FillFinal, placed map[string]placement) map[string]int64 {
+	out := map[string]int64{}
+	for _, id := range sortedMapKeys(placed) {
+		p := placed[id]
+		if p.leg != nil || p.spec() == nil || p.spec().Kind != history.KindBracket || len(p.spec().Legs) != 2 {
+			continue
+		}
+		legs := p.spec().Legs
+		first, other := -1, -1
+		var firstSeq uint64
+		for i, l := range legs {
+			if lf := fillsOf[l.ID]; len(lf) > 0 {
+				if seq, err := strconv.ParseUint(lf[0].Seq, 10, 64); err == nil && (first < 0 || seq < firstSeq) {
+					first, firstSeq = i, seq
+				}
+			}
+		}
+		if first < 0 {
+			continue
+		}
+		other = 1 - first
+		f := fillsOf[legs[first].ID][0]
+		after := f.AfterContracts
+		if after < 0 {
+			after = -after
+		}
+		if left := min(p.spec().Contracts-f.Closed, after, legs[other].Contracts); left > 0 {
+			out[legs[other].ID] = left
+		}
+	}
+	return out
+}
+
+// checkSpecs holds one node's fills and listed orders to what the run
+// asked for, and checks each bracket's legs against each other and their
+// entry.
+func checkSpecs(bad func(*int, string, ...any), v *TraderView, placed map[string]placement) {
+	fillsOf := fillsByOrder(v)
+	left := legsLeft(fillsOf, placed)
 	for _, id := range sortedMapKeys(fillsOf) {
 		want := placed[id].want()
 		if want == nil {
@@ -187,7 +238,19 @@ func checkSpecs(bad func(*int, string, ...any), v *TraderView, placed map[string
 			}
 		}
 		if len(filled) > 1 {
-			bad(nil, "both legs of bracket %s filled (%s and %s): one-cancels-other broken", id, filled[0], filled[1])
+			// Each leg's first fill is what legsLeft ordered by seq; the
+			// later one is allowed only for what the earlier one left.
+			for _, l := range filled {
+				if n, ok := left[l]; ok {
+					if c := fillsOf[l][0].Closed; c > n {
+						bad(nil, "leg %s of bracket %s closed %d contracts after its sibling left %d", l, id, c, n)
+					}
+					continue
+				}
+				if !legFilledFirst(fillsOf, filled, l) {
+					bad(nil, "both legs of bracket %s filled (%s and %s): one-cancels-other broken", id, filled[0], filled[1])
+				}
+			}
 		}
 	}
 	for _, o := range v.Orders {
@@ -195,11 +258,35 @@ func checkSpecs(bad func(*int, string, ...any), v *TraderView, placed map[string
 		if want == nil || o.Type == "" {
 			continue
 		}
-		if o.Type != want.orderType || o.Buy != want.buy || o.Contracts != want.contracts || o.MarketID != want.market {
+		if o.Type != want.orderType || o.Buy != want.buy || !listedContracts(o.Contracts, want.contracts, left, o.OrderID) || o.MarketID != want.market {
 			bad(nil, "order %s is listed as %s %s %d in %s, it was placed as %s %s %d in %s", o.OrderID,
 				o.Type, sideName(o.Buy), o.Contracts, o.MarketID, want.orderType, sideName(want.buy), want.contracts, want.market)
 		}
 	}
+}
+
+// legFilledFirst reports whether leg l's first fill comes before every
+// other leg's in filled.
+func legFilledFirst(fillsOf map[string][]FillFinal, filled []string, l string) bool {
+	mine, err := strconv.ParseUint(fillsOf[l][0].Seq, 10, 64)
+	if err != nil {
+		return false
+	}
+	for _, o := range filled {
+		if seq, err := strconv.ParseUint(fillsOf[o][0].Seq, 10, 64); o != l && (err != nil || seq < mine) {
+			return false
+		}
+	}
+	return true
+}
+
+// listedContracts: an order is listed with the contracts it was placed
+// with, or a leg with what its partially filled sibling left it.
+func listedContracts(got, placed int64, left map[string]int64, id string) bool {
+	if n, ok := left[id]; ok && got == n {
+		return true
+	}
+	return got == placed
 }
 
 // checkTriggers checks one node's triggers page: each record was placed
@@ -211,6 +298,7 @@ func checkTriggers(res *Result, a, node string, v *TraderView, placed map[string
 		res.addf("%s on %s: "+format, append([]any{a, node}, args...)...)
 	}
 	onPage := map[string]bool{}
+	left := legsLeft(fillsByOrder(v), placed)
 	for _, t := range v.Triggers {
 		if onPage[t.OrderID] {
 			bad("trigger %s is on the triggers page twice", t.OrderID)
@@ -226,7 +314,7 @@ func checkTriggers(res *Result, a, node string, v *TraderView, placed map[string
 		case want == nil:
 		case !want.trigger:
 			bad("order %s (%s) is on the triggers page", t.OrderID, want.kind)
-		case t.Kind != want.kind || t.Buy != want.buy || t.Contracts != want.contracts || t.LevelQ8 != want.levelQ8 ||
+		case t.Kind != want.kind || t.Buy != want.buy || !listedContracts(t.Contracts, want.contracts, left, t.OrderID) || t.LevelQ8 != want.levelQ8 ||
 			t.ReduceOnly != want.reduceOnly || t.OCOGroup != want.ocoGroup || t.MarketID != want.market:
 			bad("trigger %s is listed as %+v, it was placed as %s %s %d at %d reduceOnly=%t oco=%q in %s", t.OrderID, t,
 				want.kind, sideName(want.buy), want.contracts, want.levelQ8, want.reduceOnly, want.ocoGroup, want.market)

@@ -115,7 +115,7 @@ func TestTriggersCatchPlantedBugs(t *testing.T) {
 				v.Positions[0].Contracts -= 5
 				v.Orders[4].Status, v.Orders[4].Reason = "filled", ""
 			})
-		}, "both legs of bracket b1 filled", nil},
+		}, "leg b1.stop of bracket b1 closed 5 contracts after its sibling left 2", nil},
 		{"a leg executes before its entry", false, func(f *tradingFixture) {
 			setFill(f, "b1.tp", func(x *FillFinal) { x.Seq = "19" })
 		}, "leg b1.tp filled at seq 19, not after its entry's fill at seq 20", nil},
@@ -258,5 +258,36 @@ func setOrderIn(v *TraderView, id, status, reason string) {
 		if v.Orders[i].OrderID == id {
 			v.Orders[i].Status, v.Orders[i].Reason = status, reason
 		}
+	}
+}
+
+// TestLegsLeftAfterAPartialLeg: b1 buys 5 with a stop for 5 and a
+// take-profit for 3. Once the take-profit filled for 3 (leaving a
+// position of 8, of which the bracket's 2), the stop may stay for 2 and
+// fill at most 2 (level 8's partial legs); a take-profit for all 5 leaves
+// nothing, and then a stop fill is a broken one-cancels-other.
+func TestLegsLeftAfterAPartialLeg(t *testing.T) {
+	placed := placements([]Write{{Invoke: history.Op{IdemKey: "b1", Spec: &history.OrderSpec{Market: "BTC-PERP", Buy: true, Contracts: 5,
+		Kind: history.KindBracket, Legs: []history.LegSpec{{ID: "b1.stop", Kind: history.KindStop, Contracts: 5},
+			{ID: "b1.tp", Kind: history.KindTakeProfit, Contracts: 3}}}}}})
+	fills := map[string][]FillFinal{
+		"b1":    {{OrderID: "b1", Opened: 5, AfterContracts: 11, Seq: "20"}},
+		"b1.tp": {{OrderID: "b1.tp", Closed: 3, AfterContracts: 8, Seq: "25"}},
+	}
+	left := legsLeft(fills, placed)
+	if len(left) != 1 || left["b1.stop"] != 2 {
+		t.Fatalf("left %v, want b1.stop: 2", left)
+	}
+	if !listedContracts(2, 5, left, "b1.stop") || !listedContracts(5, 5, left, "b1.stop") || listedContracts(3, 5, left, "b1.stop") {
+		t.Fatal("a trimmed leg is listed with its placed contracts or what was left, nothing else")
+	}
+	fills["b1.tp"][0].Closed = 5
+	if left := legsLeft(fills, placed); len(left) != 0 {
+		t.Fatalf("a full take-profit left %v", left)
+	}
+	// A short's stop leg: the position the fill left is negative.
+	fills["b1.tp"][0].Closed, fills["b1.tp"][0].AfterContracts = 3, -1
+	if left := legsLeft(fills, placed); left["b1.stop"] != 1 {
+		t.Fatalf("left %v, want b1.stop: 1 (the position left)", left)
 	}
 }
