@@ -100,7 +100,16 @@ import (
 //	   a bracket whose entry's fill leaves no position on the entry's side
 //	   cancels its legs instead of arming them (trade.LevelLegsNeedPosition);
 //	   a limit order whose maxSlippageQ9 is below its market's base spread
-//	   (it could never fill) is refused (trade.LevelSlippageBelowSpread).
+//	   (it could never fill) is refused (trade.LevelSlippageBelowSpread);
+//	   market parameters (a genesis catalogue, an operator's change) are
+//	   refused when a maximum-size order's spread into a balanced book is
+//	   not below (imRate - mmRate) / (1 + imRate), what an open at the
+//	   most leverage holds above maintenance; a market already past it
+//	   keeps trading and may change in any way that does not take it
+//	   further past (LevelSpreadFitsMargin); the liquidation penalty is
+//	   the notional x mmRate / 2 rounded up once, not x (mmRate / 2
+//	   truncated), which for an odd mmRate undercharged
+//	   (trade.LevelExactPenalty).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
