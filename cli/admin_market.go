@@ -111,7 +111,10 @@ func adminMarketSetCmd(f *adminFlags) *cobra.Command {
 		Short: "Change a market's status (live, reduce_only, halted) and/or parameters through the log",
 		Long: "Change a market. --param takes a Market field name and its value, e.g. --param takerFeeQ9=400000;\n" +
 			"integers are given in the field's unit (q8, q9, ms, contracts). The whole resulting parameter set is\n" +
-			"validated by the state machine; underlying, contractType and quantoMultiplierMsat cannot change.",
+			"validated by the state machine; underlying, contractType and quantoMultiplierMsat cannot change.\n" +
+			"From feature level 8 baseSpreadQ9 plus one maxOrderContracts order's impact (25000 q9) must stay below\n" +
+			"(imRateQ9 - mmRateQ9) / (1 + imRateQ9), so that an open at the most leverage is not under maintenance\n" +
+			"at birth; a market already past it may change in any way that does not take it further past.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body, err := marketSetBody(id, status, params)

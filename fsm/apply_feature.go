@@ -104,7 +104,16 @@ import (
 //	   an order id starting with "adl-", the prefix of auto-deleveraging's
 //	   fills, is refused (trade.LevelADLIDsReserved); a bracket leg that
 //	   executes for part of the bracket's position leaves the other leg
-//	   armed for the rest (trade.LevelPartialLegsKeepSibling).
+//	   armed for the rest (trade.LevelPartialLegsKeepSibling);
+//	   market parameters (a genesis catalogue, an operator's change) are
+//	   refused when a maximum-size order's spread into a balanced book is
+//	   not below (imRate - mmRate) / (1 + imRate), what an open at the
+//	   most leverage holds above maintenance; a market already past it
+//	   keeps trading and may change in any way that does not take it
+//	   further past (LevelSpreadFitsMargin); the liquidation penalty is
+//	   the notional x mmRate / 2 rounded up once, not x (mmRate / 2
+//	   truncated), which for an odd mmRate undercharged
+//	   (trade.LevelExactPenalty).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

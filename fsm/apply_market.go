@@ -151,6 +151,13 @@ func applyMarketsGenesis(c *Ctx) (int, any, *wire.Refusal) {
 		ids = append(ids, m.MarketID)
 	}
 	sort.Strings(ids)
+	if c.St.FeatureLevel >= LevelSpreadFitsMargin {
+		for _, m := range p.Markets {
+			if ref := checkSpreadFits(m, nil); ref != nil {
+				return 0, nil, ref
+			}
+		}
+	}
 	// Build the whole book aside and install it only when every market and
 	// every seeded history is accepted: a refusal changes nothing.
 	book, err := market.New(c.Now(), p.Markets)
@@ -368,6 +375,11 @@ func applyMarketSet(c *Ctx) (int, any, *wire.Refusal) {
 			return 0, nil, ref
 		}
 	}
+	if c.St.FeatureLevel >= LevelSpreadFitsMargin {
+		if ref := checkSpreadFits(next, &m.Params); ref != nil {
+			return 0, nil, ref
+		}
+	}
 	if err := c.St.Market.SetParams(c.Now(), next); err != nil {
 		return 0, nil, marketRefusal(err)
 	}
@@ -425,6 +437,49 @@ func (c *Ctx) checkFeedChange(marketID string, next market.Params) *wire.Refusal
 			next.OracleFeedID, newLast.MidQ8, market.PrintJumpFactor, marketID, cur.MidQ8)
 	}
 	return nil
+}
+
+// LevelSpreadFitsMargin is the feature level from which a market's
+// parameters (a catalogue listed at genesis, or an operator's change) are
+// refused when one maximum-size order opening into a balanced book at the
+// market's most leverage would pay more spread than its initial margin
+// holds above maintenance (checkSpreadFits). Found by a review of
+// 2026-11-27: validation asked only mmRateQ9 < imRateQ9 and baseSpreadQ9
+// <= 10%, so a market of baseSpreadQ9 1.5% at 1% initial margin was
+// valid, and from trade.LevelOpensAboveMaintenance it refuses every open
+// at its most leverage (below it each such open was liquidated in its own
+// entry).
+const LevelSpreadFitsMargin uint32 = 8
+
+// checkSpreadFits refuses params whose trade.OpenSpreadQ9 is not below
+// trade.OpenSpreadLimitQ9, saying by how much. A market that already
+// breaks the bound (old, its parameters before the change; set before the
+// level) keeps trading and may take any change that does not take it
+// further past the bound (a halt, a fee, a smaller spread), so an
+// operator is never stuck with it. Params that fail market validation are
+// left to it, which names the field.
+func checkSpreadFits(next market.Params, old *market.Params) *wire.Refusal {
+	if next.Validate() != nil {
+		return nil
+	}
+	excess, spread, limit, err := trade.OpenSpreadExcessQ9(&next)
+	if err != nil {
+		return wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "market %s: %v", next.MarketID, err)
+	}
+	if excess <= 0 {
+		return nil
+	}
+	if old != nil {
+		if was, _, _, err := trade.OpenSpreadExcessQ9(old); err == nil && excess <= was {
+			return nil
+		}
+	}
+	return wire.Refuse(http.StatusBadRequest, wire.CodeValidation,
+		"market %s: a maxOrderContracts open into a balanced book pays baseSpreadQ9 %d + impact %d = %d q9 of spread, "+
+			"and an open at the most leverage stays above maintenance only while the spread is below "+
+			"(imRateQ9 - mmRateQ9) / (1 + imRateQ9), at most %d q9 here (imRateQ9 %d, mmRateQ9 %d): over by %d q9; "+
+			"lower baseSpreadQ9 or widen imRateQ9 - mmRateQ9",
+		next.MarketID, next.BaseSpreadQ9, spread-next.BaseSpreadQ9, spread, limit, next.IMRateQ9, next.MMRateQ9, excess)
 }
 
 // OraclePinPayload holds a feed at one price.

@@ -15,7 +15,7 @@ import (
 )
 
 // TestOpeningUnderMaintenanceIsRefused: a market whose base spread (1.5%,
-// valid) passes its initial margin (1%). A 2x short opens at 100,000 and
+// valid below LevelSpreadFitsMargin) passes its initial margin (1%). A 2x short opens at 100,000 and
 // is in profit at 97,000; then a 100x long of 100,000 contracts buys at
 // 98,455.5 with 1% of margin, already bankrupt at the mid. At level 7 the
 // order fills, the sweep liquidates it in the same entry with a deficit of
@@ -27,9 +27,15 @@ import (
 func TestOpeningUnderMaintenanceIsRefused(t *testing.T) {
 	for _, level := range []uint32{trade.LevelOpensAboveMaintenance - 1, trade.LevelOpensAboveMaintenance} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
-			w := newTradeWorldAt(t, level)
+			// The spread is set below the level: from LevelSpreadFitsMargin
+			// no market may be given one past its margin cushion, but one
+			// set before it keeps it.
+			w := newTradeWorldAt(t, trade.LevelOpensAboveMaintenance-1)
 			spread := int64(15_000_000)
 			w.setMarket(MarketSetPayload{MarketID: "BTC-PERP", BaseSpreadQ9: &spread})
+			if level >= trade.LevelOpensAboveMaintenance {
+				w.raiseLevel(level)
+			}
 			s, sk := w.account(btcBTC)
 			created(t, w.order(s, sk, levered(mktOrder("s", "BTC-PERP", "sell", 100_000), 2)), trade.StatusFilled)
 			w.print("BTCUSD", usdQ8(97_000))

@@ -150,7 +150,7 @@ func (s *State) liquidate(env *Env, m *market.MarketState, pr market.Print, acco
 	margin := ledger.Margin(accountID, mkt)
 	after := Position{}
 	shortfall := int64(0)
-	if q, pnl, penalty, ok := s.partialLiquidation(p, pos, pr.MidQ8, quote, env.Level >= LevelBookedPartial); ok {
+	if q, pnl, penalty, ok := s.partialLiquidation(p, pos, pr.MidQ8, quote, env.Level); ok {
 		qt := quote(q)
 		transfer(l, ledger.House, margin, max(pnl, 0))
 		transfer(l, margin, ledger.House, max(-pnl, 0))
@@ -175,7 +175,7 @@ func (s *State) liquidate(env *Env, m *market.MarketState, pr market.Print, acco
 			left -= fromMargin
 			lq.DeficitMsat = -pnl - fromMargin
 		}
-		lq.PenaltyMsat = min(liquidationPenalty(p, q, qt.ExecQ8), left)
+		lq.PenaltyMsat = min(liquidationPenalty(p, q, qt.ExecQ8, env.Level), left)
 		transfer(l, margin, ledger.Insurance, lq.PenaltyMsat)
 		lq.RemainderMsat = left - lq.PenaltyMsat
 		transfer(l, margin, ledger.Free(accountID), lq.RemainderMsat)
@@ -215,13 +215,13 @@ func (s *State) liquidate(env *Env, m *market.MarketState, pr market.Print, acco
 // under maintenance. ok is false when no such q leaves at least
 // minOrderContracts open (the liquidation is then full).
 //
-// From LevelBookedPartial (booked) the close is first sized on the booked
+// From LevelBookedPartial (level) the close is first sized on the booked
 // figures: the fewest q (by bisection from the rational estimate up to
 // the most that leaves minOrderContracts) after which the remainder's
 // booked margin plus its unrealised PnL at the mid is at least the target;
 // only when even that largest partial close misses the target does the
 // older rule (not under maintenance) apply.
-func (s *State) partialLiquidation(p *market.Params, pos Position, midQ8 int64, quote func(int64) Quote, booked bool) (q, pnl, penalty int64, ok bool) {
+func (s *State) partialLiquidation(p *market.Params, pos Position, midQ8 int64, quote func(int64) Quote, level uint32) (q, pnl, penalty int64, ok bool) {
 	n := pos.Contracts
 	vNum, vDen := valueExact(p, n, midQ8)
 	vn := new(big.Rat).SetFrac(vNum.big(), vDen.big())
@@ -241,8 +241,8 @@ func (s *State) partialLiquidation(p *market.Params, pos Position, midQ8 int64, 
 	ratio := new(big.Rat).Quo(need, new(big.Rat).Mul(perContract, vn))
 	ratio.Mul(ratio, new(big.Rat).SetInt64(n))
 	first := ceilRat(ratio)
-	if booked {
-		if q, pnl, penalty, ok := bookedPartial(p, pos, midQ8, quote, max(first, 1), target); ok {
+	if level >= LevelBookedPartial {
+		if q, pnl, penalty, ok := bookedPartial(p, pos, midQ8, quote, max(first, 1), target, level); ok {
 			return q, pnl, penalty, true
 		}
 	}
@@ -255,7 +255,7 @@ func (s *State) partialLiquidation(p *market.Params, pos Position, midQ8 int64, 
 		if err != nil {
 			return 0, 0, 0, false
 		}
-		penalty = liquidationPenalty(p, q, qt.ExecQ8)
+		penalty = liquidationPenalty(p, q, qt.ExecQ8, level)
 		rest := Position{Side: pos.Side, Contracts: n - q, EntryQ8: pos.EntryQ8, MarginMsat: pos.MarginMsat + pnl - penalty}
 		if rest.MarginMsat > 0 && !UnderMaintenance(p, rest, midQ8) {
 			return q, pnl, penalty, true
@@ -279,7 +279,7 @@ const LevelBookedPartial uint32 = 4
 // frees; bisection takes the fewest q under that shape, and any q it
 // returns meets the target. ok is false when the largest partial close
 // does not.
-func bookedPartial(p *market.Params, pos Position, midQ8 int64, quote func(int64) Quote, lo int64, target *big.Rat) (q, pnl, penalty int64, ok bool) {
+func bookedPartial(p *market.Params, pos Position, midQ8 int64, quote func(int64) Quote, lo int64, target *big.Rat, level uint32) (q, pnl, penalty int64, ok bool) {
 	n := pos.Contracts
 	hi := n - p.MinOrderContracts
 	type figures struct{ pnl, penalty int64 }
@@ -289,7 +289,7 @@ func bookedPartial(p *market.Params, pos Position, midQ8 int64, quote func(int64
 		if err != nil {
 			return figures{}, false
 		}
-		penalty := liquidationPenalty(p, q, qt.ExecQ8)
+		penalty := liquidationPenalty(p, q, qt.ExecQ8, level)
 		margin := pos.MarginMsat + pnl - penalty
 		if margin <= 0 {
 			return figures{}, false
@@ -347,11 +347,26 @@ func ceilRat(r *big.Rat) int64 {
 }
 
 // liquidationPenalty is the closed notional at execQ8 times
-// mmRate/LiquidationPenaltyDivisor, rounded up.
-func liquidationPenalty(p *market.Params, q, execQ8 int64) int64 {
+// mmRate/LiquidationPenaltyDivisor, rounded up. From LevelExactPenalty
+// that is one rounding of the exact product; below it the rate was
+// halved first in integer division, which for an odd mmRateQ9 dropped
+// half a q9 unit of rate in the trader's favour.
+func liquidationPenalty(p *market.Params, q, execQ8 int64, level uint32) int64 {
 	notional := mustMath(NotionalMsat(p, q, execQ8))
-	return mustMath(rateOf(notional, p.MMRateQ9/LiquidationPenaltyDivisor))
+	if level < LevelExactPenalty {
+		return mustMath(rateOf(notional, p.MMRateQ9/LiquidationPenaltyDivisor))
+	}
+	return mustMath(ceilw(mulw(w(notional), w(p.MMRateQ9)), w(q9*LiquidationPenaltyDivisor)).toInt64())
 }
+
+// LevelExactPenalty is the feature level (fsm.FeatureLevel) from which
+// the liquidation penalty is ceil(notional x mmRateQ9 / (2 x 1e9)), the
+// venue's rounding of the stated rate. Found by a review of 2026-11-27:
+// below it the rate was mmRateQ9/2 in integer division, so an odd rate
+// (a valid 5,000,001) charged 2,500,000 q9: 0.5 msat less per 1e9 msat
+// closed, 50 msat on a 1 BTC close, always against the insurance fund.
+// With an even rate (every catalogue market) both give the same figure.
+const LevelExactPenalty uint32 = 8
 
 func mustMath(v int64, err error) int64 {
 	if err != nil {
