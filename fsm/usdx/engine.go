@@ -487,9 +487,15 @@ func (s *State) Redeem(e *Env, accountID, id string, q int64) (SagaView, *wire.R
 // payRedemption closes the saga's contracts and pays its holder.
 func (s *State) payRedemption(e *Env, sg *Saga, pz priced) {
 	hf := ledger.Free(HedgeAccount)
+	pos := e.hedge()
 	s.hedgeOrder(e, "buy", sg.Usdx, true)
 	if got := e.T.Ledger.Balance(hf); got != pz.hedgeOutlay {
 		panic(fmt.Sprintf("usdx: redemption freed %d msat, planned %d", got, pz.hedgeOutlay))
+	}
+	if e.T.Level >= LevelHoleLeavesWithContracts {
+		// The closed contracts released their share of a short margin:
+		// that part of the hole left with them (the redeemer bore it).
+		s.UncoveredShortfallMsat -= holeShare(pos.MarginMsat, s.UncoveredShortfallMsat, sg.Usdx, pos.Contracts)
 	}
 	s.move(e, hf, ledger.Free(sg.AccountID), pz.sats)
 	s.move(e, hf, Reserve, pz.baseFee)

@@ -97,3 +97,18 @@ func SharePriceQ9(staked, susdxSupply int64) int64 {
 	}
 	return mulDivFloor(staked, Q9, susdxSupply)
 }
+
+// holeShare is the part of a hole of hole msat in the hedge's margin
+// (margin msat for n contracts) that closing q of them carries out: what
+// they would release from a whole margin less what they release from this
+// one, with the trading book's rounding (floor(margin x q / n), all of it
+// when q == n). The rest of the hole stays with the contracts left.
+func holeShare(margin, hole, q, n int64) int64 {
+	if hole <= 0 || q <= 0 || n <= 0 {
+		return 0
+	}
+	if q >= n {
+		return hole
+	}
+	return mulDivFloor(satAdd(margin, hole), q, n) - mulDivFloor(margin, q, n)
+}

@@ -1,0 +1,117 @@
+package fsm
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/perpd/perpd/fsm/usdx"
+	"github.com/perpd/perpd/fsm/wire"
+)
+
+// hedgeMargin is the hedge position's margin and contracts.
+func (w *usdxWorld) hedgeMargin() (marginMsat, contracts int64) {
+	w.m.Read(func(st *State, _ uint64) {
+		p := st.Trade.Position(usdx.HedgeAccount, usdx.HedgeMarket)
+		marginMsat, contracts = p.MarginMsat, p.Contracts
+	})
+	return marginMsat, contracts
+}
+
+// TestRedemptionsTakeTheirShareOfTheHole: the review's hole (negative
+// boundaries with an empty reserve, 15,000,000 msat uncovered on 100,000
+// USDx). A redemption is paid its contracts' share of the short margin,
+// so it carries that share of the hole out. Below
+// LevelHoleLeavesWithContracts the uncovered shortfall stayed whole: after
+// the whole supply was redeemed it was still 15,000,000 msat with no hedge
+// left to receive the funding that repays it, so mints and stakes stayed
+// halted for good. From it half the supply redeemed halves the hole, and
+// the whole supply closes it.
+func TestRedemptionsTakeTheirShareOfTheHole(t *testing.T) {
+	for _, level := range []uint32{usdx.LevelHoleLeavesWithContracts - 1, usdx.LevelHoleLeavesWithContracts} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
+			w.params(USDxParamsPayload{BaseFeeQ9: i64(0)}) // an empty reserve
+			a, ka := w.account(20 * btcBTC)
+			b, kb := w.account(20 * btcBTC)
+			w.mintN(a, ka, 100_000)
+			s, sk := w.account(btcBTC)
+			wantOK(t, w.order(s, sk, mktOrder("short1", "BTC-PERP", "sell", 500_000)))
+			for range 3 {
+				w.nextBoundary()
+			}
+			hole := w.st().u.UncoveredShortfallMsat
+			if hole <= 0 {
+				t.Fatal("no uncovered shortfall")
+			}
+			wantOK(t, w.order(s, sk, mktOrder("cover1", "BTC-PERP", "buy", 500_000))) // no more funding either way
+			wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+			wantOK(t, w.cmd(a, ka, CmdUSDxRedeem, USDxAmountPayload{ID: w.id("r"), Amount: 50_000}, ""))
+			half := w.st().u.UncoveredShortfallMsat
+			wantOK(t, w.cmd(a, ka, CmdUSDxRedeem, USDxAmountPayload{ID: w.id("r"), Amount: 50_000}, ""))
+			st := w.st()
+			res, _ := w.quote(b, kb, usdx.SideMint, 1_000)
+			t.Logf("hole %d msat; after half the supply redeemed %d, after all %d (supply %d)", hole, half, st.u.UncoveredShortfallMsat, st.u.Supply)
+			if st.u.Supply != 0 || st.hedge != 0 {
+				t.Fatalf("supply %d, hedge %d", st.u.Supply, st.hedge)
+			}
+			if level < usdx.LevelHoleLeavesWithContracts {
+				if half != hole || st.u.UncoveredShortfallMsat != hole {
+					t.Fatalf("below the level the hole was expected to stay: %d -> %d -> %d", hole, half, st.u.UncoveredShortfallMsat)
+				}
+				wantRefused(t, res, http.StatusConflict, wire.CodeUSDxMintsHalted)
+				return
+			}
+			if half != hole-hole/2 || st.u.UncoveredShortfallMsat != 0 {
+				t.Fatalf("hole %d: %d after half the supply, %d after all of it", hole, half, st.u.UncoveredShortfallMsat)
+			}
+			wantOK(t, res)
+		})
+	}
+}
+
+// TestMarkdownCountsItsContractsShareOfTheLoss: 20 USDx minted, all
+// staked, the reserve held at its floor, and a negative flow of 1,000
+// msat, so one staked USDx is burnt. Its contract released its twentieth
+// of a margin already short by the loss, so it bore 50 msat of it. Below
+// LevelHoleLeavesWithContracts the whole loss was refilled on top: the
+// nineteen contracts left held 50 msat more than their 1x margin, taken
+// from the stakers' surplus. From it they hold exactly their margin.
+func TestMarkdownCountsItsContractsShareOfTheLoss(t *testing.T) {
+	for _, level := range []uint32{usdx.LevelHoleLeavesWithContracts - 1, usdx.LevelHoleLeavesWithContracts} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
+			a, k := w.account(btcBTC)
+			w.mintN(a, k, 20)
+			s, sk := w.account(btcBTC)
+			wantOK(t, w.order(s, sk, mktOrder("short1", "BTC-PERP", "sell", 5_000))) // shorts heavier: the hedge pays
+			w.stakeFor(a, k, 20)
+			w.params(USDxParamsPayload{ReserveTargetQ9: i64(1_000_000_000), ReserveFloorQ9: i64(1_000_000_000)})
+			m0, n0 := w.hedgeMargin()
+			before := w.st().u
+			wf := w.nextBoundary()
+			after := w.st().u
+			m1, n1 := w.hedgeMargin()
+			loss := -wf.FlowMsat
+			if wf.Markdown != 1 || n1 != n0-1 || loss <= 0 || wf.FromReserveMsat != 0 || wf.UncoveredMsat != 0 {
+				t.Fatalf("want a one-USDx markdown of a small loss: %+v", wf)
+			}
+			whole := m0 - m0*wf.Markdown/n0 // what the contracts left hold at 1x
+			share := loss * wf.Markdown / n0
+			t.Logf("loss %d msat; margin %d for %d contracts -> %d for %d (whole %d); escrow +%d",
+				loss, m0, n0, m1, n1, whole, after.YieldEscrowMsat-before.YieldEscrowMsat)
+			if level < usdx.LevelHoleLeavesWithContracts {
+				if m1-whole < share-1 || m1-whole > share+1 {
+					t.Fatalf("below the level the margin was expected over-funded by the share %d: %d", share, m1-whole)
+				}
+				return
+			}
+			if m1 != whole {
+				t.Fatalf("the hedge's margin is %d after the markdown, %d whole", m1, whole)
+			}
+			if wf.ToStakersMsat != after.YieldEscrowMsat-before.YieldEscrowMsat || after.ReserveMsat != before.ReserveMsat {
+				t.Fatalf("escrow %d -> %d, reserve %d -> %d: %+v", before.YieldEscrowMsat, after.YieldEscrowMsat, before.ReserveMsat, after.ReserveMsat, wf)
+			}
+		})
+	}
+}
