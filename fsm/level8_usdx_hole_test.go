@@ -115,3 +115,49 @@ func TestMarkdownCountsItsContractsShareOfTheLoss(t *testing.T) {
 		})
 	}
 }
+
+// TestQuoteOrderStaysWithinTheOpenQuotes: one account holds a quote, then
+// another asks for 300 in a row and keeps QuotesPerAccountMax of them
+// open. Below LevelQuoteOrderBounded the expiry order kept every id behind
+// the first account's open quote until it expired and its grace passed
+// (10.5 minutes); from it at most twice the open quotes and one
+// account's bound.
+func TestQuoteOrderStaysWithinTheOpenQuotes(t *testing.T) {
+	for _, level := range []uint32{usdx.LevelQuoteOrderBounded - 1, usdx.LevelQuoteOrderBounded} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
+			h, hk := w.account(btcBTC)
+			res, _ := w.quote(h, hk, usdx.SideMint, 10)
+			wantOK(t, res)
+			a, k := w.account(btcBTC)
+			var last usdx.QuoteView
+			for range 300 {
+				var res *Result
+				res, last = w.quote(a, k, usdx.SideMint, 10)
+				wantOK(t, res)
+			}
+			st := w.st().u
+			t.Logf("%d open quotes, %d ids in the expiry order", len(st.Quotes), len(st.QuoteOrder))
+			if len(st.Quotes) != usdx.QuotesPerAccountMax+1 {
+				t.Fatalf("%d open quotes", len(st.Quotes))
+			}
+			if level < usdx.LevelQuoteOrderBounded {
+				if len(st.QuoteOrder) != 301 {
+					t.Fatalf("below the level every id was expected to stay: %d", len(st.QuoteOrder))
+				}
+				return
+			}
+			if len(st.QuoteOrder) > 3*usdx.QuotesPerAccountMax {
+				t.Fatalf("%d ids in the expiry order for %d open quotes", len(st.QuoteOrder), len(st.Quotes))
+			}
+			// The open quotes still expire: a mint on the last one works, and
+			// after expiry and grace every id is gone.
+			res, _ = w.mint(a, k, last.QuoteID)
+			wantOK(t, res)
+			w.walkTo(w.ts + usdx.QuoteGraceMs + 60_000)
+			if st := w.st().u; len(st.Quotes) != 0 || len(st.QuoteOrder) != 0 {
+				t.Fatalf("after expiry: %d quotes, %d ids", len(st.Quotes), len(st.QuoteOrder))
+			}
+		})
+	}
+}

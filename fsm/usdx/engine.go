@@ -339,8 +339,32 @@ func (s *State) storeQuote(e *Env, accountID, id, side string, q int64, pz price
 		delete(s.Quotes, h.Quotes[0])
 		h.Quotes = h.Quotes[1:]
 	}
+	if e.T.Level >= LevelQuoteOrderBounded && len(s.QuoteOrder) > 2*len(s.Quotes)+QuotesPerAccountMax {
+		// Ids of quotes dropped early (the account's bound, a mint, a
+		// requote) leave the expiry order too, so it stays within twice
+		// the open quotes (amortised: one pass per that many quotes).
+		kept := s.QuoteOrder[:0]
+		for _, id := range s.QuoteOrder {
+			if _, ok := s.Quotes[id]; ok {
+				kept = append(kept, id)
+			}
+		}
+		clear(s.QuoteOrder[len(kept):])
+		s.QuoteOrder = kept
+	}
 	return qu
 }
+
+// LevelQuoteOrderBounded is the feature level (fsm.FeatureLevel) from
+// which the quotes' expiry order (State.QuoteOrder) drops the ids of
+// quotes already gone. Below it the expiry timer dropped them only from
+// the head of the order, so behind one open quote (any account's) every
+// later id stayed until that quote's expiry and grace had passed
+// (QuoteGraceMs after quoteTtlMs, 10.5 minutes), whether or not its own
+// quote still existed: the bound of QuotesPerAccountMax open quotes did
+// not bound it, and one account quoting at its read budget (3,000 a
+// minute) kept 31,500 ids in the state (found by a review on 2026-11-27).
+const LevelQuoteOrderBounded uint32 = 8
 
 func (s *State) dropQuote(qu *Quote) {
 	delete(s.Quotes, qu.ID)
