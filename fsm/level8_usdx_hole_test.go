@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	mbig "math/big"
 	"net/http"
 	"testing"
 
@@ -157,6 +158,41 @@ func TestQuoteOrderStaysWithinTheOpenQuotes(t *testing.T) {
 			w.walkTo(w.ts + usdx.QuoteGraceMs + 60_000)
 			if st := w.st().u; len(st.Quotes) != 0 || len(st.QuoteOrder) != 0 {
 				t.Fatalf("after expiry: %d quotes, %d ids", len(st.Quotes), len(st.QuoteOrder))
+			}
+		})
+	}
+}
+
+// TestDynFeeIsTheExactRateRoundedUp: a mint of 2,000 USDx under a hard
+// cap of 3,000 (utilisation 2/3, between the default curve's knots at 0.5
+// and 0.8: a rate of 555,555.5 q9). Below LevelExactDynFee the rate was
+// rounded down to 555,555 q9 before the fee, which fell 1 msat short of
+// the exact fee on this notional of about 2,000,000,000 msat (at most
+// notional / 1e9 msat); from it the quote's dynFeeMsat is the exact rate
+// x notional rounded up once.
+func TestDynFeeIsTheExactRateRoundedUp(t *testing.T) {
+	for _, level := range []uint32{usdx.LevelExactDynFee - 1, usdx.LevelExactDynFee} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
+			w.params(USDxParamsPayload{HardCap: i64(3_000)})
+			a, k := w.account(btcBTC)
+			res, q := w.quote(a, k, usdx.SideMint, 2_000)
+			wantOK(t, res)
+			// notional = ceil(2000 x 1e19 / price); rate = 1e6 x (2/3 - 1/2) / (3/10) = 5e6/9 q9.
+			notional := new(mbig.Int).Mul(mbig.NewInt(2_000), new(mbig.Int).SetUint64(10_000_000_000_000_000_000))
+			notional.Add(notional, mbig.NewInt(int64(q.PriceQ8)-1)).Quo(notional, mbig.NewInt(int64(q.PriceQ8)))
+			exact := new(mbig.Int).Mul(notional, mbig.NewInt(5_000_000))
+			d := mbig.NewInt(9 * 1_000_000_000)
+			exact.Add(exact, d).Sub(exact, mbig.NewInt(1)).Quo(exact, d)
+			t.Logf("notional %s msat: dynFeeMsat %d, exact %s", notional, q.DynFeeMsat, exact)
+			if level < usdx.LevelExactDynFee {
+				if int64(q.DynFeeMsat) >= exact.Int64() {
+					t.Fatalf("below the level the fee was expected short of %s: %d", exact, q.DynFeeMsat)
+				}
+				return
+			}
+			if int64(q.DynFeeMsat) != exact.Int64() {
+				t.Fatalf("dynFeeMsat %d, exact %s", q.DynFeeMsat, exact)
 			}
 		})
 	}

@@ -107,8 +107,12 @@ func (s *State) price(e *Env, side string, q int64) (priced, *wire.Refusal) {
 		out.hedgeOutlay = pl.OpenMarginMsat + pl.FeeMsat
 		out.baseFee = mulDivCeil(pl.TradeNotionalMsat, s.Params.BaseFeeQ9, Q9)
 		hc := max(s.Params.HardCap, 1)
-		u := mulDivFloor(s.Supply+q, Q9, hc)
-		out.dynFee = mulDivCeil(pl.TradeNotionalMsat, DynFeeRateQ9(s.Params.DynFeeCurve, u), Q9)
+		if e.T.Level >= LevelExactDynFee {
+			out.dynFee = dynFeeCeil(pl.TradeNotionalMsat, s.Params.DynFeeCurve, s.Supply+q, hc)
+		} else {
+			u := mulDivFloor(s.Supply+q, Q9, hc)
+			out.dynFee = mulDivCeil(pl.TradeNotionalMsat, DynFeeRateQ9(s.Params.DynFeeCurve, u), Q9)
+		}
 		out.sats = out.hedgeOutlay + out.baseFee + out.dynFee
 		return out, nil
 	}
@@ -132,6 +136,14 @@ func (s *State) price(e *Env, side string, q int64) (priced, *wire.Refusal) {
 	}
 	return out, nil
 }
+
+// LevelExactDynFee is the feature level (fsm.FeatureLevel) from which the
+// dynamic fee is the curve's exact rate x notional, rounded up once
+// (dynFeeCeil). Below it the utilisation and then the interpolated rate
+// were each rounded down to a whole q9 before the fee was rounded up, so
+// the fee fell short by up to notional / 1e9 msat, in the minter's
+// favour (found by a review on 2026-11-27).
+const LevelExactDynFee uint32 = 8
 
 // Sides of a quote or saga.
 const (
