@@ -100,7 +100,14 @@ import (
 //	   a bracket whose entry's fill leaves no position on the entry's side
 //	   cancels its legs instead of arming them (trade.LevelLegsNeedPosition);
 //	   a limit order whose maxSlippageQ9 is below its market's base spread
-//	   (it could never fill) is refused (trade.LevelSlippageBelowSpread).
+//	   (it could never fill) is refused (trade.LevelSlippageBelowSpread);
+//	   USDx hedge contracts that close take their share of a hole in the
+//	   hedge's margin with them: a redemption lowers the uncovered
+//	   shortfall by its share, a markdown counts its contracts' share of
+//	   the loss as covered (usdx.LevelHoleLeavesWithContracts); the quotes'
+//	   expiry order drops ids of quotes already gone
+//	   (usdx.LevelQuoteOrderBounded); the dynamic fee is the curve's exact
+//	   rate x notional, rounded up once (usdx.LevelExactDynFee).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
