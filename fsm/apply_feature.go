@@ -113,7 +113,14 @@ import (
 //	   further past (LevelSpreadFitsMargin); the liquidation penalty is
 //	   the notional x mmRate / 2 rounded up once, not x (mmRate / 2
 //	   truncated), which for an odd mmRate undercharged
-//	   (trade.LevelExactPenalty).
+//	   (trade.LevelExactPenalty);
+//	   USDx hedge contracts that close take their share of a hole in the
+//	   hedge's margin with them: a redemption lowers the uncovered
+//	   shortfall by its share, a markdown counts its contracts' share of
+//	   the loss as covered (usdx.LevelHoleLeavesWithContracts); the quotes'
+//	   expiry order drops ids of quotes already gone
+//	   (usdx.LevelQuoteOrderBounded); the dynamic fee is the curve's exact
+//	   rate x notional, rounded up once (usdx.LevelExactDynFee).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -107,8 +107,12 @@ func (s *State) price(e *Env, side string, q int64) (priced, *wire.Refusal) {
 		out.hedgeOutlay = pl.OpenMarginMsat + pl.FeeMsat
 		out.baseFee = mulDivCeil(pl.TradeNotionalMsat, s.Params.BaseFeeQ9, Q9)
 		hc := max(s.Params.HardCap, 1)
-		u := mulDivFloor(s.Supply+q, Q9, hc)
-		out.dynFee = mulDivCeil(pl.TradeNotionalMsat, DynFeeRateQ9(s.Params.DynFeeCurve, u), Q9)
+		if e.T.Level >= LevelExactDynFee {
+			out.dynFee = dynFeeCeil(pl.TradeNotionalMsat, s.Params.DynFeeCurve, s.Supply+q, hc)
+		} else {
+			u := mulDivFloor(s.Supply+q, Q9, hc)
+			out.dynFee = mulDivCeil(pl.TradeNotionalMsat, DynFeeRateQ9(s.Params.DynFeeCurve, u), Q9)
+		}
 		out.sats = out.hedgeOutlay + out.baseFee + out.dynFee
 		return out, nil
 	}
@@ -132,6 +136,14 @@ func (s *State) price(e *Env, side string, q int64) (priced, *wire.Refusal) {
 	}
 	return out, nil
 }
+
+// LevelExactDynFee is the feature level (fsm.FeatureLevel) from which the
+// dynamic fee is the curve's exact rate x notional, rounded up once
+// (dynFeeCeil). Below it the utilisation and then the interpolated rate
+// were each rounded down to a whole q9 before the fee was rounded up, so
+// the fee fell short by up to notional / 1e9 msat, in the minter's
+// favour (found by a review on 2026-11-27).
+const LevelExactDynFee uint32 = 8
 
 // Sides of a quote or saga.
 const (
@@ -339,8 +351,32 @@ func (s *State) storeQuote(e *Env, accountID, id, side string, q int64, pz price
 		delete(s.Quotes, h.Quotes[0])
 		h.Quotes = h.Quotes[1:]
 	}
+	if e.T.Level >= LevelQuoteOrderBounded && len(s.QuoteOrder) > 2*len(s.Quotes)+QuotesPerAccountMax {
+		// Ids of quotes dropped early (the account's bound, a mint, a
+		// requote) leave the expiry order too, so it stays within twice
+		// the open quotes (amortised: one pass per that many quotes).
+		kept := s.QuoteOrder[:0]
+		for _, id := range s.QuoteOrder {
+			if _, ok := s.Quotes[id]; ok {
+				kept = append(kept, id)
+			}
+		}
+		clear(s.QuoteOrder[len(kept):])
+		s.QuoteOrder = kept
+	}
 	return qu
 }
+
+// LevelQuoteOrderBounded is the feature level (fsm.FeatureLevel) from
+// which the quotes' expiry order (State.QuoteOrder) drops the ids of
+// quotes already gone. Below it the expiry timer dropped them only from
+// the head of the order, so behind one open quote (any account's) every
+// later id stayed until that quote's expiry and grace had passed
+// (QuoteGraceMs after quoteTtlMs, 10.5 minutes), whether or not its own
+// quote still existed: the bound of QuotesPerAccountMax open quotes did
+// not bound it, and one account quoting at its read budget (3,000 a
+// minute) kept 31,500 ids in the state (found by a review on 2026-11-27).
+const LevelQuoteOrderBounded uint32 = 8
 
 func (s *State) dropQuote(qu *Quote) {
 	delete(s.Quotes, qu.ID)
@@ -487,9 +523,15 @@ func (s *State) Redeem(e *Env, accountID, id string, q int64) (SagaView, *wire.R
 // payRedemption closes the saga's contracts and pays its holder.
 func (s *State) payRedemption(e *Env, sg *Saga, pz priced) {
 	hf := ledger.Free(HedgeAccount)
+	pos := e.hedge()
 	s.hedgeOrder(e, "buy", sg.Usdx, true)
 	if got := e.T.Ledger.Balance(hf); got != pz.hedgeOutlay {
 		panic(fmt.Sprintf("usdx: redemption freed %d msat, planned %d", got, pz.hedgeOutlay))
+	}
+	if e.T.Level >= LevelHoleLeavesWithContracts {
+		// The closed contracts released their share of a short margin:
+		// that part of the hole left with them (the redeemer bore it).
+		s.UncoveredShortfallMsat -= holeShare(pos.MarginMsat, s.UncoveredShortfallMsat, sg.Usdx, pos.Contracts)
 	}
 	s.move(e, hf, ledger.Free(sg.AccountID), pz.sats)
 	s.move(e, hf, Reserve, pz.baseFee)

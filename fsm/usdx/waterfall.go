@@ -139,6 +139,22 @@ const LevelRepayShortfall uint32 = 4
 // in a pool of 11 USDx).
 const LevelMarkdownSurplusToStakers uint32 = 8
 
+// LevelHoleLeavesWithContracts is the feature level (fsm.FeatureLevel)
+// from which hedge contracts that close take their share of a hole in
+// the hedge's margin with them. The trading book releases a closed
+// contract's pro-rata part of the margin, so a redemption during an
+// uncovered shortfall is paid short by its share of it (decisions.md),
+// and a markdown's contracts release less by their share of the loss
+// being covered. Below it neither was counted: the uncovered shortfall
+// stayed whole after the redemptions that bore it (a hole of 15,000,000
+// msat outlived the redemption of the whole supply, and with it the halt
+// of mints and stakes, which no funding could repay any more: no hedge
+// was left to receive it), and a markdown refilled the whole loss into the
+// margin on top of its contracts' share, so the stakers lost that share
+// twice (50 msat more for a loss of 1,000 msat, 20 USDx all staked) and
+// the remaining hedge was over-funded by it.
+const LevelHoleLeavesWithContracts uint32 = 8
+
 // mintYield mints as many whole USDx into the staking pool as the escrow
 // pays for (margin at leverage 1 plus the taker fee of each contract),
 // within the hard cap and the open-interest limits. It needs the hedge
@@ -218,9 +234,12 @@ func (s *State) negative(e *Env, markQ8 int64, w *Waterfall) {
 	w.FromEscrowMsat = esc
 	// 3. The staking pool.
 	if need > 0 && s.Staked > 0 {
-		k, freed := s.markdown(e, need)
+		k, freed, carried, carriedHole := s.markdown(e, need)
 		if k > 0 {
-			cover := min(freed, need)
+			// The closed contracts already bore carried of the loss
+			// (their margin was short by it); the rest is refilled.
+			cover := min(freed, need-carried)
+			s.UncoveredShortfallMsat -= carriedHole
 			if e.hedge().Contracts > 0 {
 				refill(cover)
 			} else {
@@ -238,7 +257,7 @@ func (s *State) negative(e *Env, markQ8 int64, w *Waterfall) {
 				s.move(e, hf, Reserve, surplus)
 				s.ReserveMsat += surplus
 			}
-			need -= cover
+			need -= carried + cover
 			w.Markdown = k
 		}
 	}
@@ -260,12 +279,21 @@ func (s *State) negative(e *Env, markQ8 int64, w *Waterfall) {
 
 // markdown burns the fewest whole USDx of the staking pool whose hedge
 // contracts, closed, free at least need msat (all of the pool if none
-// suffices), and returns how many and what they freed (in the hedge's
-// free balance).
-func (s *State) markdown(e *Env, need int64) (int64, int64) {
+// suffices), and returns how many, what they freed (in the hedge's free
+// balance), and, from LevelHoleLeavesWithContracts, the shares of need
+// and of the uncovered shortfall they carried out (the margin they
+// released was short by them; they count toward need).
+func (s *State) markdown(e *Env, need int64) (k, got, carried, carriedHole int64) {
 	m, pr, ok := e.hedgeMarket()
 	if !ok {
-		return 0, 0
+		return 0, 0, 0, 0
+	}
+	pos := e.hedge()
+	carry := func(k int64) int64 {
+		if e.T.Level < LevelHoleLeavesWithContracts {
+			return 0
+		}
+		return holeShare(pos.MarginMsat, need, k, pos.Contracts)
 	}
 	freed := func(k int64) (int64, bool) {
 		qt, err := trade.QuoteTrade(m, pr, trade.Long, k)
@@ -278,17 +306,17 @@ func (s *State) markdown(e *Env, need int64) (int64, int64) {
 		}
 		return pl.MarginToFree, true
 	}
-	limit := min(s.Staked, e.hedge().Contracts, m.Params.MaxOrderContracts)
+	limit := min(s.Staked, pos.Contracts, m.Params.MaxOrderContracts)
 	if limit < 1 {
-		return 0, 0
+		return 0, 0, 0, 0
 	}
 	lo, hi := int64(1), limit
-	if f, ok := freed(limit); !ok || f < need {
+	if f, ok := freed(limit); !ok || f+carry(limit) < need {
 		lo = limit
 	} else {
 		for lo < hi {
 			mid := lo + (hi-lo)/2
-			if f, ok := freed(mid); ok && f >= need {
+			if f, ok := freed(mid); ok && f+carry(mid) >= need {
 				hi = mid
 			} else {
 				lo = mid + 1
@@ -297,13 +325,13 @@ func (s *State) markdown(e *Env, need int64) (int64, int64) {
 	}
 	if lo < m.Params.MinOrderContracts {
 		if limit < m.Params.MinOrderContracts {
-			return 0, 0
+			return 0, 0, 0, 0
 		}
 		lo = m.Params.MinOrderContracts
 	}
-	got, ok := freed(lo)
+	got, ok = freed(lo)
 	if !ok {
-		return 0, 0
+		return 0, 0, 0, 0
 	}
 	s.hedgeOrder(e, "buy", lo, true)
 	if bal := e.T.Ledger.Balance(ledger.Free(HedgeAccount)); bal != got {
@@ -311,5 +339,9 @@ func (s *State) markdown(e *Env, need int64) (int64, int64) {
 	}
 	s.Staked -= lo
 	s.Supply -= lo
-	return lo, got
+	carried = carry(lo)
+	if e.T.Level >= LevelHoleLeavesWithContracts {
+		carriedHole = holeShare(satAdd(pos.MarginMsat, need), s.UncoveredShortfallMsat, lo, pos.Contracts)
+	}
+	return lo, got, carried, carriedHole
 }
