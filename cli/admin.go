@@ -183,7 +183,7 @@ func adminReplicasCmd(f *adminFlags) *cobra.Command {
 
 func adminJoinCmd(f *adminFlags) *cobra.Command {
 	var id, raftAddr string
-	var replace bool
+	var replace, force bool
 	cmd := &cobra.Command{
 		Use:   "join",
 		Short: "Add a voting member (any node relays it to the leader)",
@@ -198,7 +198,7 @@ func adminJoinCmd(f *adminFlags) *cobra.Command {
 			}
 			ctx, cancel := f.ctx()
 			defer cancel()
-			out, err := c.Join(ctx, id, raftAddr, replace)
+			out, err := c.JoinWith(ctx, cluster.JoinRequest{ID: id, Raft: raftAddr, Replace: replace, Force: force})
 			if err != nil {
 				return err
 			}
@@ -208,6 +208,7 @@ func adminJoinCmd(f *adminFlags) *cobra.Command {
 	cmd.Flags().StringVar(&id, "id", "", "id of the node to add")
 	cmd.Flags().StringVar(&raftAddr, "raft", "", "raft address of the node to add")
 	cmd.Flags().BoolVar(&replace, "replace", false, "move a member already in the cluster to this raft address (refused without it)")
+	cmd.Flags().BoolVar(&force, "force", false, "add it even if a majority of the voters would then not answer (refused without it: the cluster would stop)")
 	return cmd
 }
 
@@ -221,6 +222,7 @@ func printRaw(w io.Writer, raw json.RawMessage) error {
 
 func adminRemoveCmd(f *adminFlags) *cobra.Command {
 	var id string
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "remove",
 		Short: "Remove a member from the cluster",
@@ -235,7 +237,7 @@ func adminRemoveCmd(f *adminFlags) *cobra.Command {
 			}
 			ctx, cancel := f.ctx()
 			defer cancel()
-			out, err := c.Remove(ctx, id)
+			out, err := c.RemoveWith(ctx, cluster.RemoveRequest{ID: id, Force: force})
 			if err != nil {
 				return err
 			}
@@ -243,6 +245,7 @@ func adminRemoveCmd(f *adminFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&id, "id", "", "id of the member to remove")
+	cmd.Flags().BoolVar(&force, "force", false, "remove it even if a majority of the voters left would not answer (refused without it: the cluster would stop)")
 	return cmd
 }
 

@@ -114,14 +114,24 @@ func (c *AdminClient) Replicas(ctx context.Context) (*ReplicasView, error) {
 // Join adds a voter (relayed to the leader by any member). replace
 // allows moving an existing member to raftAddr (JoinRequest.Replace).
 func (c *AdminClient) Join(ctx context.Context, id, raftAddr string, replace bool) (json.RawMessage, error) {
+	return c.JoinWith(ctx, JoinRequest{ID: id, Raft: raftAddr, Replace: replace})
+}
+
+// JoinWith sends a join request as given (Replace, Force).
+func (c *AdminClient) JoinWith(ctx context.Context, req JoinRequest) (json.RawMessage, error) {
 	var out json.RawMessage
-	return out, c.Do(ctx, http.MethodPost, "/admin/join", JoinRequest{ID: id, Raft: raftAddr, Replace: replace}, &out)
+	return out, c.Do(ctx, http.MethodPost, "/admin/join", req, &out)
 }
 
 // Remove removes a member.
 func (c *AdminClient) Remove(ctx context.Context, id string) (json.RawMessage, error) {
+	return c.RemoveWith(ctx, RemoveRequest{ID: id})
+}
+
+// RemoveWith sends a remove request as given (Force).
+func (c *AdminClient) RemoveWith(ctx context.Context, req RemoveRequest) (json.RawMessage, error) {
 	var out json.RawMessage
-	return out, c.Do(ctx, http.MethodPost, "/admin/remove", RemoveRequest{ID: id}, &out)
+	return out, c.Do(ctx, http.MethodPost, "/admin/remove", req, &out)
 }
 
 // TransferLeadership hands leadership to `to` (any when empty).

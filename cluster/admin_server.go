@@ -196,6 +196,9 @@ type JoinRequest struct {
 	// address. A starting node's own join (JoinNode) never sets it: a new
 	// node under a live member's id would evict that member.
 	Replace bool `json:"replace,omitempty"`
+	// Force adds the voter even when a majority of the voters would then
+	// not answer (node.ErrQuorumAtRisk). A starting node never sets it.
+	Force bool `json:"force,omitempty"`
 }
 
 func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
@@ -222,7 +225,7 @@ func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if err := s.n.AddVoter(req.ID, req.Raft); err != nil {
+	if err := s.n.AddVoter(req.ID, req.Raft, req.Force); err != nil {
 		writeJSON(w, statusFor(err), errBody(err.Error()))
 		return
 	}
@@ -236,6 +239,9 @@ const CodeMemberElsewhere = "member_at_another_address"
 // RemoveRequest asks the leader to remove a member.
 type RemoveRequest struct {
 	ID string `json:"id"`
+	// Force removes the member even when a majority of the voters left
+	// would not answer (node.ErrQuorumAtRisk).
+	Force bool `json:"force,omitempty"`
 }
 
 func (s *AdminServer) remove(w http.ResponseWriter, r *http.Request) {
@@ -243,7 +249,7 @@ func (s *AdminServer) remove(w http.ResponseWriter, r *http.Request) {
 	if !DecodeJSON(w, r, &req) {
 		return
 	}
-	if err := s.n.RemoveServer(req.ID); err != nil {
+	if err := s.n.RemoveServer(req.ID, req.Force); err != nil {
 		writeJSON(w, statusFor(err), errBody(err.Error()))
 		return
 	}

@@ -187,3 +187,63 @@ func TestStartingNodeDoesNotEvictALiveMemberOfItsID(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRemoveThatWouldLoseQuorumIsRefused: with node3 down, `admin remove
+// --id node2` (a live voter) used to be accepted: the configuration became
+// {node1, node3} with node3 dead, the leader stepped down for good and the
+// cluster took no write again (no admin command could undo it: they need a
+// leader). It is refused, naming the member that does not answer;
+// removing the dead member instead is accepted.
+func TestRemoveThatWouldLoseQuorumIsRefused(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	fs := c.Followers()
+	dead, live := fs[0], fs[1]
+	c.Kill(dead.ID)
+	leader := c.Leader()
+	admin := cluster.NewAdminClient(leader.AdminAddr, c.Token)
+	_, err := admin.Remove(ctx(t), live.ID)
+	if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), "quorum") ||
+		!strings.Contains(err.Error(), dead.ID) {
+		t.Fatalf("removing live %s while %s is down: %v", live.ID, dead.ID, err)
+	}
+	if v := voters(t, leader.Node); len(v) != 3 {
+		t.Fatalf("voters after the refused remove: %v", v)
+	}
+	propose(t, leader.Node, "acct:after-refused-remove")
+	if _, err := admin.Remove(ctx(t), dead.ID); err != nil {
+		t.Fatalf("removing the dead %s: %v", dead.ID, err)
+	}
+	propose(t, c.Leader().Node, "acct:after-removing-the-dead")
+}
+
+// TestJoinThatWouldLoseQuorumIsRefused: `admin join --id node2 --raft
+// <typo>` on a cluster of one used to answer 200 and make it a cluster of
+// two voters, one of them nowhere: the leader stepped down and never
+// came back. It is refused with the address that did not answer, unless
+// --force; the cluster keeps taking writes.
+func TestJoinThatWouldLoseQuorumIsRefused(t *testing.T) {
+	c := clustertest.Start(t, 1)
+	leader := c.Leader()
+	admin := cluster.NewAdminClient(leader.AdminAddr, c.Token)
+	nowhere := clustertest.FreeAddr(t)
+	_, err := admin.Join(ctx(t), "node9", nowhere, false)
+	if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), nowhere) {
+		t.Fatalf("joining node9 at %s (nothing listens): %v", nowhere, err)
+	}
+	if v := voters(t, leader.Node); len(v) != 1 {
+		t.Fatalf("voters after the refused join: %v", v)
+	}
+	propose(t, leader.Node, "acct:after-refused-join")
+}
+
+// TestRemovingTheLastVoterIsRefusedPlainly: raft's own refusal read
+// "need at least one voter in configuration: {[]}"; the answer now says
+// what the operator was about to do.
+func TestRemovingTheLastVoterIsRefusedPlainly(t *testing.T) {
+	c := clustertest.Start(t, 1)
+	leader := c.Leader()
+	_, err := cluster.NewAdminClient(leader.AdminAddr, c.Token).RemoveWith(ctx(t), cluster.RemoveRequest{ID: leader.ID, Force: true})
+	if err == nil || !strings.Contains(err.Error(), "last voter") {
+		t.Fatalf("removing the only voter: %v", err)
+	}
+}
