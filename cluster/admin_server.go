@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/node"
 )
 
@@ -317,6 +318,36 @@ func (s *AdminServer) snapshot(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(w, rc)
 }
 
+// restoreLevelCheck refuses a snapshot above the cluster's feature level
+// unless every member's build implements it: a restore is then a raise,
+// and an older build that receives it refuses the install (or, replaying
+// the raise, halts). A snapshot at or below the current level needs no
+// question: the raise that brought the cluster there asked already.
+func (s *AdminServer) restoreLevelCheck(ctx context.Context) func(fsm.SnapshotFacts) error {
+	return func(f fsm.SnapshotFacts) error {
+		var current uint32
+		s.n.Machine().Read(func(st *fsm.State, _ uint64) { current = st.FeatureLevel })
+		if f.FeatureLevel <= current {
+			return nil
+		}
+		members, err := s.memberLevels(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range members {
+			if m.Error != "" {
+				return fmt.Errorf("the snapshot is at feature level %d, above the cluster's %d, and member %s did not say which level its build implements (%s): "+
+					"bring it back or remove it first", f.FeatureLevel, current, m.ID, m.Error)
+			}
+			if m.Level < f.FeatureLevel {
+				return fmt.Errorf("the snapshot is at feature level %d and member %s runs a build that implements %d at most: upgrade it first",
+					f.FeatureLevel, m.ID, m.Level)
+			}
+		}
+		return nil
+	}
+}
+
 func (s *AdminServer) restore(w http.ResponseWriter, r *http.Request) {
 	liftDeadlines(w) // a large upload takes longer than the read timeout
 	var meta raft.SnapshotMeta
@@ -331,7 +362,7 @@ func (s *AdminServer) restore(w http.ResponseWriter, r *http.Request) {
 	}
 	meta.Size = int64(len(body))
 	before := s.n.Raft.LastIndex()
-	if err := s.n.RestoreSnapshot(&meta, bytes.NewReader(body)); err != nil {
+	if err := s.n.RestoreSnapshot(&meta, bytes.NewReader(body), s.restoreLevelCheck(r.Context())); err != nil {
 		writeJSON(w, statusFor(err), errBody(err.Error()))
 		return
 	}
