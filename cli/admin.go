@@ -291,8 +291,14 @@ func adminSnapshotCmd(f *adminFlags) *cobra.Command {
 				return err
 			}
 			tmp := out + ".partial"
-			file, err := os.Create(tmp)
+			// The whole venue's books: private, as a scheduled backup is
+			// (Chmod too: a stale .partial keeps its mode through OpenFile).
+			file, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 			if err != nil {
+				return err
+			}
+			if err := file.Chmod(0o600); err != nil {
+				file.Close()
 				return err
 			}
 			defer os.Remove(tmp)
