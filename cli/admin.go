@@ -136,11 +136,19 @@ func adminShowCmd[V any](f *adminFlags, use, short string, fetch func(*cluster.A
 
 func adminStatusCmd(f *adminFlags) *cobra.Command {
 	return adminShowCmd(f, "status", "Show a node's view of the cluster: leader, members, indexes, state hash",
-		(*cluster.AdminClient).Status, printStatusTable, nil)
+		(*cluster.AdminClient).Status, printStatusTable, func(st *node.Status) error {
+			if st.Halted != "" {
+				return errors.New(st.Halted) // a non-zero exit, for scripts
+			}
+			return nil
+		})
 }
 
 func printStatusTable(w io.Writer, st *node.Status) error {
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	if st.Halted != "" {
+		fmt.Fprintf(tw, "HALTED\t%s\n", st.Halted)
+	}
 	fmt.Fprintf(tw, "node\t%s (%s)\n", st.ID, st.State)
 	fmt.Fprintf(tw, "leader\t%s raft=%s http=%s\n", st.Leader.ID, st.Leader.Raft, st.Leader.HTTP)
 	fmt.Fprintf(tw, "applied/commit\t%s / %s\n", st.AppliedIndex, st.CommitIndex)

@@ -276,6 +276,9 @@ type Status struct {
 	CommitIndex       string   `json:"commitIndex"`
 	LastSnapshotIndex string   `json:"lastSnapshotIndex"`
 	StateHash         string   `json:"stateHash"`
+	// Halted, on a replica that stopped itself (halt.go), says why and
+	// what to do; its state hash is then of a half-applied entry.
+	Halted string `json:"halted,omitempty"`
 }
 
 // Leader names the current leader.
@@ -297,7 +300,13 @@ func (n *Node) Status() (*Status, error) {
 	}
 	id, raftAddr, httpAddr, _ := n.LeaderInfo()
 	stats := n.Raft.Stats()
+	var halted string
+	if h := n.Halted(); h != nil {
+		halted = h.Error() + ": it applies and serves nothing; keep its data directory for the post-mortem, " +
+			"then remove it, wipe it and rejoin it (docs/deploy.md, \"When a node dies\")"
+	}
 	return &Status{
+		Halted:            halted,
 		ID:                n.cfg.ID,
 		State:             n.Raft.State().String(),
 		Leader:            Leader{ID: id, Raft: raftAddr, HTTP: httpAddr},
