@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/node"
 )
 
@@ -243,7 +244,8 @@ var ErrJoinRefused = errors.New("join refused")
 // purpose with `perpd admin join --replace`).
 func JoinNode(ctx context.Context, n *node.Node, via string) error {
 	cfg := n.Config()
-	body, err := json.Marshal(JoinRequest{ID: cfg.ID, Raft: n.RaftAddr()})
+	level := fsm.FeatureLevel
+	body, err := json.Marshal(JoinRequest{ID: cfg.ID, Raft: n.RaftAddr(), BuildLevel: &level})
 	if err != nil {
 		return err
 	}
@@ -283,7 +285,7 @@ func joinOnce(ctx context.Context, n *node.Node, via string, body []byte) error 
 		return fmt.Errorf("%w by %s: %s", ErrJoinRefused, via, strings.TrimSpace(string(b)))
 	}
 	var e struct{ Code, Error string }
-	if resp.StatusCode == http.StatusConflict && json.Unmarshal(b, &e) == nil && e.Code == CodeMemberElsewhere {
+	if resp.StatusCode == http.StatusConflict && json.Unmarshal(b, &e) == nil && (e.Code == CodeMemberElsewhere || e.Code == CodeBuildTooOld) {
 		return fmt.Errorf("%w by %s: %s", ErrJoinRefused, via, e.Error)
 	}
 	return fmt.Errorf("join via %s: %d: %s", via, resp.StatusCode, strings.TrimSpace(string(b)))

@@ -200,6 +200,9 @@ type JoinRequest struct {
 	// Force adds the voter even when a majority of the voters would then
 	// not answer (node.ErrQuorumAtRisk). A starting node never sets it.
 	Force bool `json:"force,omitempty"`
+	// BuildLevel is the feature level the joining node's build implements
+	// (JoinNode sends it; absent from an operator's join and older builds).
+	BuildLevel *uint32 `json:"buildLevel,omitempty"`
 }
 
 func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
@@ -210,6 +213,18 @@ func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
 	if req.ID == "" || req.Raft == "" {
 		writeJSON(w, http.StatusBadRequest, errBody("id and raft are required"))
 		return
+	}
+	if req.BuildLevel != nil {
+		// A build below the cluster's level cannot install its state: it
+		// would sit in the configuration as a voter that never catches up.
+		var level uint32
+		s.n.Machine().Read(func(st *fsm.State, _ uint64) { level = st.FeatureLevel })
+		if *req.BuildLevel < level {
+			writeJSON(w, http.StatusConflict, map[string]string{"code": CodeBuildTooOld,
+				"error": fmt.Sprintf("node %q runs a build that implements feature level %d and the cluster is at %d: "+
+					"start it with a build that implements %d or more", req.ID, *req.BuildLevel, level, level)})
+			return
+		}
 	}
 	if !req.Replace {
 		members, err := s.n.Members()
@@ -236,6 +251,10 @@ func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
 // CodeMemberElsewhere is the code of a join refused because its id is a
 // member at another raft address: final for a starting node (JoinNode).
 const CodeMemberElsewhere = "member_at_another_address"
+
+// CodeBuildTooOld is the code of a join refused because the node's build
+// implements less than the cluster's feature level: final for JoinNode.
+const CodeBuildTooOld = "build_below_feature_level"
 
 // RemoveRequest asks the leader to remove a member.
 type RemoveRequest struct {

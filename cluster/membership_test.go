@@ -11,6 +11,7 @@ import (
 
 	"github.com/perpd/perpd/cluster"
 	"github.com/perpd/perpd/cluster/clustertest"
+	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/node"
 )
 
@@ -245,5 +246,24 @@ func TestRemovingTheLastVoterIsRefusedPlainly(t *testing.T) {
 	_, err := cluster.NewAdminClient(leader.AdminAddr, c.Token).RemoveWith(ctx(t), cluster.RemoveRequest{ID: leader.ID, Force: true})
 	if err == nil || !strings.Contains(err.Error(), "last voter") {
 		t.Fatalf("removing the only voter: %v", err)
+	}
+}
+
+// TestJoinOfABuildBelowTheClustersLevelIsRefused: a node started with an
+// old binary after the raise (a host replaced from an old package) was
+// added as a voter, then refused every snapshot the leader sent (its
+// build cannot install the level): a voter that never catches up, one
+// failure from an outage. A starting node names its build's level and is
+// refused, for good, with what to run instead.
+func TestJoinOfABuildBelowTheClustersLevelIsRefused(t *testing.T) {
+	c := clustertest.Start(t, 1)
+	leader := c.Leader()
+	old := fsm.FeatureLevel - 1
+	_, err := c.Admin(leader.ID).JoinWith(ctx(t), cluster.JoinRequest{ID: "node9", Raft: clustertest.FreeAddr(t), BuildLevel: &old})
+	if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), fmt.Sprintf("feature level %d and the cluster is at %d", old, fsm.FeatureLevel)) {
+		t.Fatalf("a level-%d build joining a level-%d cluster: %v", old, fsm.FeatureLevel, err)
+	}
+	if v := voters(t, leader.Node); len(v) != 1 {
+		t.Fatalf("voters after the refused join: %v", v)
 	}
 }
