@@ -136,11 +136,19 @@ func adminShowCmd[V any](f *adminFlags, use, short string, fetch func(*cluster.A
 
 func adminStatusCmd(f *adminFlags) *cobra.Command {
 	return adminShowCmd(f, "status", "Show a node's view of the cluster: leader, members, indexes, state hash",
-		(*cluster.AdminClient).Status, printStatusTable, nil)
+		(*cluster.AdminClient).Status, printStatusTable, func(st *node.Status) error {
+			if st.Halted != "" {
+				return errors.New(st.Halted) // a non-zero exit, for scripts
+			}
+			return nil
+		})
 }
 
 func printStatusTable(w io.Writer, st *node.Status) error {
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	if st.Halted != "" {
+		fmt.Fprintf(tw, "HALTED\t%s\n", st.Halted)
+	}
 	fmt.Fprintf(tw, "node\t%s (%s)\n", st.ID, st.State)
 	fmt.Fprintf(tw, "leader\t%s raft=%s http=%s\n", st.Leader.ID, st.Leader.Raft, st.Leader.HTTP)
 	fmt.Fprintf(tw, "applied/commit\t%s / %s\n", st.AppliedIndex, st.CommitIndex)
@@ -183,7 +191,7 @@ func adminReplicasCmd(f *adminFlags) *cobra.Command {
 
 func adminJoinCmd(f *adminFlags) *cobra.Command {
 	var id, raftAddr string
-	var replace bool
+	var replace, force bool
 	cmd := &cobra.Command{
 		Use:   "join",
 		Short: "Add a voting member (any node relays it to the leader)",
@@ -198,7 +206,7 @@ func adminJoinCmd(f *adminFlags) *cobra.Command {
 			}
 			ctx, cancel := f.ctx()
 			defer cancel()
-			out, err := c.Join(ctx, id, raftAddr, replace)
+			out, err := c.JoinWith(ctx, cluster.JoinRequest{ID: id, Raft: raftAddr, Replace: replace, Force: force})
 			if err != nil {
 				return err
 			}
@@ -208,6 +216,7 @@ func adminJoinCmd(f *adminFlags) *cobra.Command {
 	cmd.Flags().StringVar(&id, "id", "", "id of the node to add")
 	cmd.Flags().StringVar(&raftAddr, "raft", "", "raft address of the node to add")
 	cmd.Flags().BoolVar(&replace, "replace", false, "move a member already in the cluster to this raft address (refused without it)")
+	cmd.Flags().BoolVar(&force, "force", false, "add it even if a majority of the voters would then not answer (refused without it: the cluster would stop)")
 	return cmd
 }
 
@@ -221,6 +230,7 @@ func printRaw(w io.Writer, raw json.RawMessage) error {
 
 func adminRemoveCmd(f *adminFlags) *cobra.Command {
 	var id string
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "remove",
 		Short: "Remove a member from the cluster",
@@ -235,7 +245,7 @@ func adminRemoveCmd(f *adminFlags) *cobra.Command {
 			}
 			ctx, cancel := f.ctx()
 			defer cancel()
-			out, err := c.Remove(ctx, id)
+			out, err := c.RemoveWith(ctx, cluster.RemoveRequest{ID: id, Force: force})
 			if err != nil {
 				return err
 			}
@@ -243,6 +253,7 @@ func adminRemoveCmd(f *adminFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&id, "id", "", "id of the member to remove")
+	cmd.Flags().BoolVar(&force, "force", false, "remove it even if a majority of the voters left would not answer (refused without it: the cluster would stop)")
 	return cmd
 }
 
@@ -288,8 +299,14 @@ func adminSnapshotCmd(f *adminFlags) *cobra.Command {
 				return err
 			}
 			tmp := out + ".partial"
-			file, err := os.Create(tmp)
+			// The whole venue's books: private, as a scheduled backup is
+			// (Chmod too: a stale .partial keeps its mode through OpenFile).
+			file, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 			if err != nil {
+				return err
+			}
+			if err := file.Chmod(0o600); err != nil {
+				file.Close()
 				return err
 			}
 			defer os.Remove(tmp)

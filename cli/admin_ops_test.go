@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -59,5 +60,27 @@ func TestAdminVerifyBackupAndFeatureLevelCommands(t *testing.T) {
 	}
 	if _, err := runAdmin(t, append(args, "--raise", "1")...); err == nil || !strings.Contains(err.Error(), "levels only rise") {
 		t.Fatalf("raising to the same level again: %v", err)
+	}
+}
+
+// TestAdminSnapshotFileIsPrivate: `perpd admin snapshot --out F` wrote F
+// (every account, balance and key hash of the venue) with mode 0644, for
+// every user of the machine to read, while its .sha256 and manifest beside
+// it, and every scheduled backup, are 0600.
+func TestAdminSnapshotFileIsPrivate(t *testing.T) {
+	c := clustertest.Start(t, 1)
+	n := c.Leader()
+	out := filepath.Join(t.TempDir(), "b.snap")
+	if _, err := runAdmin(t, "snapshot", "--addr", n.AdminAddr, "--admin-token-file", tokenFile(t, c.Token), "--out", out); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{out, out + ".sha256", cluster.ManifestPath(out)} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := fi.Mode().Perm(); m != 0o600 {
+			t.Errorf("%s has mode %o, want 600", filepath.Base(f), m)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/node"
 )
 
@@ -114,14 +115,24 @@ func (c *AdminClient) Replicas(ctx context.Context) (*ReplicasView, error) {
 // Join adds a voter (relayed to the leader by any member). replace
 // allows moving an existing member to raftAddr (JoinRequest.Replace).
 func (c *AdminClient) Join(ctx context.Context, id, raftAddr string, replace bool) (json.RawMessage, error) {
+	return c.JoinWith(ctx, JoinRequest{ID: id, Raft: raftAddr, Replace: replace})
+}
+
+// JoinWith sends a join request as given (Replace, Force).
+func (c *AdminClient) JoinWith(ctx context.Context, req JoinRequest) (json.RawMessage, error) {
 	var out json.RawMessage
-	return out, c.Do(ctx, http.MethodPost, "/admin/join", JoinRequest{ID: id, Raft: raftAddr, Replace: replace}, &out)
+	return out, c.Do(ctx, http.MethodPost, "/admin/join", req, &out)
 }
 
 // Remove removes a member.
 func (c *AdminClient) Remove(ctx context.Context, id string) (json.RawMessage, error) {
+	return c.RemoveWith(ctx, RemoveRequest{ID: id})
+}
+
+// RemoveWith sends a remove request as given (Force).
+func (c *AdminClient) RemoveWith(ctx context.Context, req RemoveRequest) (json.RawMessage, error) {
 	var out json.RawMessage
-	return out, c.Do(ctx, http.MethodPost, "/admin/remove", RemoveRequest{ID: id}, &out)
+	return out, c.Do(ctx, http.MethodPost, "/admin/remove", req, &out)
 }
 
 // TransferLeadership hands leadership to `to` (any when empty).
@@ -233,7 +244,8 @@ var ErrJoinRefused = errors.New("join refused")
 // purpose with `perpd admin join --replace`).
 func JoinNode(ctx context.Context, n *node.Node, via string) error {
 	cfg := n.Config()
-	body, err := json.Marshal(JoinRequest{ID: cfg.ID, Raft: n.RaftAddr()})
+	level := fsm.FeatureLevel
+	body, err := json.Marshal(JoinRequest{ID: cfg.ID, Raft: n.RaftAddr(), BuildLevel: &level})
 	if err != nil {
 		return err
 	}
@@ -273,7 +285,7 @@ func joinOnce(ctx context.Context, n *node.Node, via string, body []byte) error 
 		return fmt.Errorf("%w by %s: %s", ErrJoinRefused, via, strings.TrimSpace(string(b)))
 	}
 	var e struct{ Code, Error string }
-	if resp.StatusCode == http.StatusConflict && json.Unmarshal(b, &e) == nil && e.Code == CodeMemberElsewhere {
+	if resp.StatusCode == http.StatusConflict && json.Unmarshal(b, &e) == nil && (e.Code == CodeMemberElsewhere || e.Code == CodeBuildTooOld) {
 		return fmt.Errorf("%w by %s: %s", ErrJoinRefused, via, e.Error)
 	}
 	return fmt.Errorf("join via %s: %d: %s", via, resp.StatusCode, strings.TrimSpace(string(b)))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/node"
 )
 
@@ -196,6 +197,12 @@ type JoinRequest struct {
 	// address. A starting node's own join (JoinNode) never sets it: a new
 	// node under a live member's id would evict that member.
 	Replace bool `json:"replace,omitempty"`
+	// Force adds the voter even when a majority of the voters would then
+	// not answer (node.ErrQuorumAtRisk). A starting node never sets it.
+	Force bool `json:"force,omitempty"`
+	// BuildLevel is the feature level the joining node's build implements
+	// (JoinNode sends it; absent from an operator's join and older builds).
+	BuildLevel *uint32 `json:"buildLevel,omitempty"`
 }
 
 func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
@@ -206,6 +213,18 @@ func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
 	if req.ID == "" || req.Raft == "" {
 		writeJSON(w, http.StatusBadRequest, errBody("id and raft are required"))
 		return
+	}
+	if req.BuildLevel != nil {
+		// A build below the cluster's level cannot install its state: it
+		// would sit in the configuration as a voter that never catches up.
+		var level uint32
+		s.n.Machine().Read(func(st *fsm.State, _ uint64) { level = st.FeatureLevel })
+		if *req.BuildLevel < level {
+			writeJSON(w, http.StatusConflict, map[string]string{"code": CodeBuildTooOld,
+				"error": fmt.Sprintf("node %q runs a build that implements feature level %d and the cluster is at %d: "+
+					"start it with a build that implements %d or more", req.ID, *req.BuildLevel, level, level)})
+			return
+		}
 	}
 	if !req.Replace {
 		members, err := s.n.Members()
@@ -222,7 +241,7 @@ func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if err := s.n.AddVoter(req.ID, req.Raft); err != nil {
+	if err := s.n.AddVoter(req.ID, req.Raft, req.Force); err != nil {
 		writeJSON(w, statusFor(err), errBody(err.Error()))
 		return
 	}
@@ -233,9 +252,16 @@ func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
 // member at another raft address: final for a starting node (JoinNode).
 const CodeMemberElsewhere = "member_at_another_address"
 
+// CodeBuildTooOld is the code of a join refused because the node's build
+// implements less than the cluster's feature level: final for JoinNode.
+const CodeBuildTooOld = "build_below_feature_level"
+
 // RemoveRequest asks the leader to remove a member.
 type RemoveRequest struct {
 	ID string `json:"id"`
+	// Force removes the member even when a majority of the voters left
+	// would not answer (node.ErrQuorumAtRisk).
+	Force bool `json:"force,omitempty"`
 }
 
 func (s *AdminServer) remove(w http.ResponseWriter, r *http.Request) {
@@ -243,7 +269,7 @@ func (s *AdminServer) remove(w http.ResponseWriter, r *http.Request) {
 	if !DecodeJSON(w, r, &req) {
 		return
 	}
-	if err := s.n.RemoveServer(req.ID); err != nil {
+	if err := s.n.RemoveServer(req.ID, req.Force); err != nil {
 		writeJSON(w, statusFor(err), errBody(err.Error()))
 		return
 	}
@@ -311,6 +337,36 @@ func (s *AdminServer) snapshot(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(w, rc)
 }
 
+// restoreLevelCheck refuses a snapshot above the cluster's feature level
+// unless every member's build implements it: a restore is then a raise,
+// and an older build that receives it refuses the install (or, replaying
+// the raise, halts). A snapshot at or below the current level needs no
+// question: the raise that brought the cluster there asked already.
+func (s *AdminServer) restoreLevelCheck(ctx context.Context) func(fsm.SnapshotFacts) error {
+	return func(f fsm.SnapshotFacts) error {
+		var current uint32
+		s.n.Machine().Read(func(st *fsm.State, _ uint64) { current = st.FeatureLevel })
+		if f.FeatureLevel <= current {
+			return nil
+		}
+		members, err := s.memberLevels(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range members {
+			if m.Error != "" {
+				return fmt.Errorf("the snapshot is at feature level %d, above the cluster's %d, and member %s did not say which level its build implements (%s): "+
+					"bring it back or remove it first", f.FeatureLevel, current, m.ID, m.Error)
+			}
+			if m.Level < f.FeatureLevel {
+				return fmt.Errorf("the snapshot is at feature level %d and member %s runs a build that implements %d at most: upgrade it first",
+					f.FeatureLevel, m.ID, m.Level)
+			}
+		}
+		return nil
+	}
+}
+
 func (s *AdminServer) restore(w http.ResponseWriter, r *http.Request) {
 	liftDeadlines(w) // a large upload takes longer than the read timeout
 	var meta raft.SnapshotMeta
@@ -325,7 +381,7 @@ func (s *AdminServer) restore(w http.ResponseWriter, r *http.Request) {
 	}
 	meta.Size = int64(len(body))
 	before := s.n.Raft.LastIndex()
-	if err := s.n.RestoreSnapshot(&meta, bytes.NewReader(body)); err != nil {
+	if err := s.n.RestoreSnapshot(&meta, bytes.NewReader(body), s.restoreLevelCheck(r.Context())); err != nil {
 		writeJSON(w, statusFor(err), errBody(err.Error()))
 		return
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/perpd/perpd/cluster"
 	"github.com/perpd/perpd/cluster/clustertest"
+	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/node"
 )
 
@@ -185,5 +186,84 @@ func TestStartingNodeDoesNotEvictALiveMemberOfItsID(t *testing.T) {
 	// answer was lost, joining again).
 	if _, err := cluster.NewAdminClient(c.Leader().AdminAddr, c.Token).Join(ctx(t), f.ID, f.RaftAddr, false); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRemoveThatWouldLoseQuorumIsRefused: with node3 down, `admin remove
+// --id node2` (a live voter) used to be accepted: the configuration became
+// {node1, node3} with node3 dead, the leader stepped down for good and the
+// cluster took no write again (no admin command could undo it: they need a
+// leader). It is refused, naming the member that does not answer;
+// removing the dead member instead is accepted.
+func TestRemoveThatWouldLoseQuorumIsRefused(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	fs := c.Followers()
+	dead, live := fs[0], fs[1]
+	c.Kill(dead.ID)
+	leader := c.Leader()
+	admin := cluster.NewAdminClient(leader.AdminAddr, c.Token)
+	_, err := admin.Remove(ctx(t), live.ID)
+	if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), "quorum") ||
+		!strings.Contains(err.Error(), dead.ID) {
+		t.Fatalf("removing live %s while %s is down: %v", live.ID, dead.ID, err)
+	}
+	if v := voters(t, leader.Node); len(v) != 3 {
+		t.Fatalf("voters after the refused remove: %v", v)
+	}
+	propose(t, leader.Node, "acct:after-refused-remove")
+	if _, err := admin.Remove(ctx(t), dead.ID); err != nil {
+		t.Fatalf("removing the dead %s: %v", dead.ID, err)
+	}
+	propose(t, c.Leader().Node, "acct:after-removing-the-dead")
+}
+
+// TestJoinThatWouldLoseQuorumIsRefused: `admin join --id node2 --raft
+// <typo>` on a cluster of one used to answer 200 and make it a cluster of
+// two voters, one of them nowhere: the leader stepped down and never
+// came back. It is refused with the address that did not answer, unless
+// --force; the cluster keeps taking writes.
+func TestJoinThatWouldLoseQuorumIsRefused(t *testing.T) {
+	c := clustertest.Start(t, 1)
+	leader := c.Leader()
+	admin := cluster.NewAdminClient(leader.AdminAddr, c.Token)
+	nowhere := clustertest.FreeAddr(t)
+	_, err := admin.Join(ctx(t), "node9", nowhere, false)
+	if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), nowhere) {
+		t.Fatalf("joining node9 at %s (nothing listens): %v", nowhere, err)
+	}
+	if v := voters(t, leader.Node); len(v) != 1 {
+		t.Fatalf("voters after the refused join: %v", v)
+	}
+	propose(t, leader.Node, "acct:after-refused-join")
+}
+
+// TestRemovingTheLastVoterIsRefusedPlainly: raft's own refusal read
+// "need at least one voter in configuration: {[]}"; the answer now says
+// what the operator was about to do.
+func TestRemovingTheLastVoterIsRefusedPlainly(t *testing.T) {
+	c := clustertest.Start(t, 1)
+	leader := c.Leader()
+	_, err := cluster.NewAdminClient(leader.AdminAddr, c.Token).RemoveWith(ctx(t), cluster.RemoveRequest{ID: leader.ID, Force: true})
+	if err == nil || !strings.Contains(err.Error(), "last voter") {
+		t.Fatalf("removing the only voter: %v", err)
+	}
+}
+
+// TestJoinOfABuildBelowTheClustersLevelIsRefused: a node started with an
+// old binary after the raise (a host replaced from an old package) was
+// added as a voter, then refused every snapshot the leader sent (its
+// build cannot install the level): a voter that never catches up, one
+// failure from an outage. A starting node names its build's level and is
+// refused, for good, with what to run instead.
+func TestJoinOfABuildBelowTheClustersLevelIsRefused(t *testing.T) {
+	c := clustertest.Start(t, 1)
+	leader := c.Leader()
+	old := fsm.FeatureLevel - 1
+	_, err := c.Admin(leader.ID).JoinWith(ctx(t), cluster.JoinRequest{ID: "node9", Raft: clustertest.FreeAddr(t), BuildLevel: &old})
+	if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), fmt.Sprintf("feature level %d and the cluster is at %d", old, fsm.FeatureLevel)) {
+		t.Fatalf("a level-%d build joining a level-%d cluster: %v", old, fsm.FeatureLevel, err)
+	}
+	if v := voters(t, leader.Node); len(v) != 1 {
+		t.Fatalf("voters after the refused join: %v", v)
 	}
 }

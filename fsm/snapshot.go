@@ -84,11 +84,30 @@ func (m *Machine) install(st *State, index uint64) error {
 // installing it. Raft panics when a user restore fails inside the state
 // machine, so an operator's file is checked before raft sees it.
 func ValidateSnapshot(data []byte) error {
+	_, err := InspectSnapshot(data)
+	return err
+}
+
+// SnapshotFacts is what a restore checks a snapshot against the cluster
+// it would replace.
+type SnapshotFacts struct {
+	// Deployment is the snapshot's genesis deployment ("" before genesis).
+	Deployment string
+	// FeatureLevel is the level the snapshot's state is at.
+	FeatureLevel uint32
+}
+
+// InspectSnapshot is ValidateSnapshot that also returns the snapshot's facts.
+func InspectSnapshot(data []byte) (SnapshotFacts, error) {
 	st, _, err := decodeSnapshot(data)
 	if err != nil {
-		return err
+		return SnapshotFacts{}, err
 	}
-	return checkBuildLevel(st)
+	f := SnapshotFacts{FeatureLevel: st.FeatureLevel}
+	if st.Genesis != nil {
+		f.Deployment = st.Genesis.Deployment
+	}
+	return f, checkBuildLevel(st)
 }
 
 // checkBuildLevel refuses a state raised past this build's feature level:

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -78,6 +79,13 @@ func wantHaltedNode(t *testing.T, c *clustertest.Cluster, id string, index uint6
 	}
 	if m.Node.Machine().Applied() >= index {
 		t.Fatalf("%s applied the halting entry (applied %d)", id, m.Node.Machine().Applied())
+	}
+	// The operator's status of the node names the halt and what to do; it
+	// read as a member in raft state "Shutdown", with a state hash, and no
+	// word of why.
+	sv, err := c.Admin(id).Status(context.Background())
+	if err != nil || !strings.Contains(sv.Halted, fmt.Sprintf("halted at index %d", index)) || !strings.Contains(sv.Halted, "rejoin") {
+		t.Fatalf("%s: admin status on a halted node: %v %+v", id, err, sv)
 	}
 }
 

@@ -59,7 +59,7 @@ func startLinCluster(t *testing.T, size int) []*linNode {
 			waitFor(t, 10*time.Second, "first node leads", n.IsLeader)
 			continue
 		}
-		if err := nodes[0].AddVoter(n.cfg.ID, n.cfg.RaftAddr); err != nil {
+		if err := nodes[0].AddVoter(n.cfg.ID, n.cfg.RaftAddr, false); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -53,29 +55,71 @@ func (n *Node) InConfiguration() bool {
 // ErrNotLeaderAdmin is returned by membership calls made on a follower.
 var ErrNotLeaderAdmin = errors.New("membership changes must be made on the leader")
 
-// AddVoter adds (or re-adds) a voting member. Leader only.
-func (n *Node) AddVoter(id, raftAddr string) error {
+// ErrQuorumAtRisk refuses a membership change after which fewer than a
+// majority of the voters would answer: raft counts the new configuration
+// at once, so the cluster would stop taking writes, and no admin command
+// could undo the change (it needs a leader).
+var ErrQuorumAtRisk = errors.New("the change would leave the cluster without a quorum")
+
+// raftProbeTimeout bounds one reachability check of a voter's raft listener.
+const raftProbeTimeout = 2 * time.Second
+
+// AddVoter adds (or re-adds) a voting member. Leader only. Unless force,
+// it is refused when a majority of the voters it leaves (the new one
+// included) would not answer: one wrong --raft address makes a cluster of
+// one a cluster of two that can never elect a leader.
+func (n *Node) AddVoter(id, raftAddr string, force bool) error {
 	if !n.IsLeader() {
 		return ErrNotLeaderAdmin
+	}
+	if !force {
+		cfg := n.Raft.GetConfiguration()
+		if err := cfg.Error(); err != nil {
+			return err
+		}
+		next := []raft.Server{{ID: raft.ServerID(id), Address: raft.ServerAddress(raftAddr), Suffrage: raft.Voter}}
+		for _, s := range cfg.Configuration().Servers {
+			if string(s.ID) != id {
+				next = append(next, s)
+			}
+		}
+		if err := n.checkQuorum(next, fmt.Sprintf("adding %s at %s", id, raftAddr)); err != nil {
+			return err
+		}
 	}
 	return n.Raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, membershipTimeout).Error()
 }
 
-// RemoveServer removes a member. Leader only.
-func (n *Node) RemoveServer(id string) error {
+// RemoveServer removes a member. Leader only. Unless force, it is refused
+// when a majority of the voters left would not answer (a live member
+// removed while another is down), and removing the last voter always is.
+func (n *Node) RemoveServer(id string, force bool) error {
 	if !n.IsLeader() {
 		return ErrNotLeaderAdmin
 	}
-	members, err := n.Members()
-	if err != nil {
+	cfg := n.Raft.GetConfiguration()
+	if err := cfg.Error(); err != nil {
 		return err
 	}
 	found := false
-	for _, m := range members {
-		found = found || m.ID == id
+	var next []raft.Server
+	for _, s := range cfg.Configuration().Servers {
+		if string(s.ID) == id {
+			found = true
+		} else {
+			next = append(next, s)
+		}
 	}
 	if !found {
 		return fmt.Errorf("no member %q", id)
+	}
+	if !hasVoter(next) {
+		return fmt.Errorf("%w: %s is its last voter; a cluster with no voter can never elect a leader", ErrQuorumAtRisk, id)
+	}
+	if !force {
+		if err := n.checkQuorum(next, "removing "+id); err != nil {
+			return err
+		}
 	}
 	if err := n.Raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout).Error(); err != nil {
 		return err
@@ -84,6 +128,57 @@ func (n *Node) RemoveServer(id string) error {
 	// leader's reconciliation drops the record later.
 	if _, err := n.proposeInternal(fsm.CmdNodeGone, fsm.NodeGonePayload{ID: id}); err != nil {
 		n.cfg.Logger.Warn("remove: dropping the node record failed; reconciliation will retry", "id", id, "err", err)
+	}
+	return nil
+}
+
+func hasVoter(servers []raft.Server) bool {
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			return true
+		}
+	}
+	return false
+}
+
+// checkQuorum refuses a configuration in which fewer than a majority of
+// the voters answer: this node counts itself, every other voter's raft
+// listener is dialled (with TLS, a handshake as a member of this cluster).
+func (n *Node) checkQuorum(next []raft.Server, change string) error {
+	var voters []raft.Server
+	for _, s := range next {
+		if s.Suffrage == raft.Voter {
+			voters = append(voters, s)
+		}
+	}
+	down := make([]error, len(voters))
+	var wg sync.WaitGroup
+	for i, s := range voters {
+		if string(s.ID) == n.cfg.ID {
+			continue
+		}
+		wg.Add(1)
+		go func(i int, s raft.Server) {
+			defer wg.Done()
+			c, err := n.dialRaft(s.Address, raftProbeTimeout)
+			if err != nil {
+				down[i] = fmt.Errorf("%s at %s: %v", s.ID, s.Address, err)
+				return
+			}
+			_ = c.Close()
+		}(i, s)
+	}
+	wg.Wait()
+	var why []string
+	for _, err := range down {
+		if err != nil {
+			why = append(why, err.Error())
+		}
+	}
+	if live := len(voters) - len(why); live*2 <= len(voters) {
+		return fmt.Errorf("%w: %s leaves %d voters and only %d answer (%s); it needs %d. "+
+			"Bring the unreachable members back or remove them first; --force makes the change anyway",
+			ErrQuorumAtRisk, change, len(voters), live, strings.Join(why, "; "), len(voters)/2+1)
 	}
 	return nil
 }
@@ -181,6 +276,9 @@ type Status struct {
 	CommitIndex       string   `json:"commitIndex"`
 	LastSnapshotIndex string   `json:"lastSnapshotIndex"`
 	StateHash         string   `json:"stateHash"`
+	// Halted, on a replica that stopped itself (halt.go), says why and
+	// what to do; its state hash is then of a half-applied entry.
+	Halted string `json:"halted,omitempty"`
 }
 
 // Leader names the current leader.
@@ -202,7 +300,13 @@ func (n *Node) Status() (*Status, error) {
 	}
 	id, raftAddr, httpAddr, _ := n.LeaderInfo()
 	stats := n.Raft.Stats()
+	var halted string
+	if h := n.Halted(); h != nil {
+		halted = h.Error() + ": it applies and serves nothing; keep its data directory for the post-mortem, " +
+			"then remove it, wipe it and rejoin it (docs/deploy.md, \"When a node dies\")"
+	}
 	return &Status{
+		Halted:            halted,
 		ID:                n.cfg.ID,
 		State:             n.Raft.State().String(),
 		Leader:            Leader{ID: id, Raft: raftAddr, HTTP: httpAddr},

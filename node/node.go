@@ -26,7 +26,10 @@ type Node struct {
 	store   *raftboltdb.BoltStore
 	snaps   *raft.FileSnapshotStore
 	trans   *snapshotGuard
-	Events  *Bus
+	// dialRaft opens a connection to a peer's raft listener the way raft
+	// does (with TLS, a handshake as a member of this cluster).
+	dialRaft func(raft.ServerAddress, time.Duration) (net.Conn, error)
+	Events   *Bus
 
 	forwarder     *forwarder
 	keys          *keys
@@ -122,10 +125,11 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
 	n.snaps = snaps
-	netTrans, err := newTransport(cfg, ks.fingerprint)
+	netTrans, dial, err := newTransport(cfg, ks.fingerprint)
 	if err != nil {
 		return nil, fmt.Errorf("raft transport: %w", err)
 	}
+	n.dialRaft = dial
 	trans := newSnapshotGuard(netTrans, cfg.Logger.Named("transport"))
 	n.trans = trans
 
@@ -178,20 +182,24 @@ func New(cfg Config) (*Node, error) {
 // newTransport is raft over mutual TLS when cfg.TLS is set, plain TCP
 // (loopback only, checked in New) otherwise. fingerprint names the
 // cluster in the TLS handshake (newTLSStream).
-func newTransport(cfg Config, fingerprint string) (*raft.NetworkTransport, error) {
+func newTransport(cfg Config, fingerprint string) (*raft.NetworkTransport, func(raft.ServerAddress, time.Duration) (net.Conn, error), error) {
 	log := cfg.Logger.Named("transport")
 	if cfg.TLS != nil {
 		stream, err := newTLSStream(cfg.RaftAddr, cfg.TLS, fingerprint)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return raft.NewNetworkTransportWithLogger(stream, 3, 10*time.Second, log), nil
+		return raft.NewNetworkTransportWithLogger(stream, 3, 10*time.Second, log), stream.Dial, nil
 	}
 	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return raft.NewTCPTransportWithLogger(cfg.RaftAddr, addr, 3, 10*time.Second, log)
+	t, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, addr, 3, 10*time.Second, log)
+	dial := func(a raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+		return net.DialTimeout("tcp", string(a), timeout)
+	}
+	return t, dial, err
 }
 
 // Start runs the background drivers. Register leader drivers before it.

@@ -31,10 +31,15 @@ func (n *Node) TakeSnapshot() (*raft.SnapshotMeta, io.ReadCloser, error) {
 	return n.snaps.Open(list[0].ID)
 }
 
+// ErrRestoreRefused is a snapshot that decodes but does not belong in this
+// cluster.
+var ErrRestoreRefused = errors.New("restore refused")
+
 // RestoreSnapshot replaces the whole cluster's state with a snapshot, through
 // raft's user restore (leader only): the leader installs it and followers
-// receive it by snapshot install.
-func (n *Node) RestoreSnapshot(meta *raft.SnapshotMeta, r io.Reader) error {
+// receive it by snapshot install. check, when set, may refuse the snapshot
+// on its facts before anything is installed.
+func (n *Node) RestoreSnapshot(meta *raft.SnapshotMeta, r io.Reader, check func(fsm.SnapshotFacts) error) error {
 	if !n.IsLeader() {
 		return ErrNotLeaderAdmin
 	}
@@ -43,8 +48,21 @@ func (n *Node) RestoreSnapshot(meta *raft.SnapshotMeta, r io.Reader) error {
 		return err
 	}
 	// Raft panics if the state machine refuses a user restore: check first.
-	if err := fsm.ValidateSnapshot(b); err != nil {
+	facts, err := fsm.InspectSnapshot(b)
+	if err != nil {
 		return fmt.Errorf("restore: %w", err)
+	}
+	// Another deployment's state (a testnet's faucet balances on prod) is
+	// never this venue's, and every member would then refuse to restart
+	// (its --deployment no longer matches the genesis).
+	if facts.Deployment != "" && facts.Deployment != n.cfg.Deployment {
+		return fmt.Errorf("%w: the snapshot is of a %q deployment and this cluster runs %q: "+
+			"restore it into a cluster started with --deployment %s", ErrRestoreRefused, facts.Deployment, n.cfg.Deployment, facts.Deployment)
+	}
+	if check != nil {
+		if err := check(facts); err != nil {
+			return fmt.Errorf("%w: %w", ErrRestoreRefused, err)
+		}
 	}
 	meta.Size = int64(len(b))
 	if err := n.Raft.Restore(meta, bytes.NewReader(b), 2*time.Minute); err != nil {

@@ -1,6 +1,11 @@
 package node
 
 import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
 )
@@ -14,9 +19,22 @@ import (
 // freelist is not synced (bolt rebuilds it by scanning the file when it
 // opens, which costs a read of the file at start) and is kept as a map
 // (allocation without sorting a long array), as etcd runs its bolt.
+//
+// The file lock is waited for briefly: another process holding it (a
+// second serve on this data directory) would otherwise hang the start
+// forever without a word.
 func openLogStore(path string) (*raftboltdb.BoltStore, error) {
-	return raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bolt.Options{
+	s, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bolt.Options{
 		NoFreelistSync: true,
 		FreelistType:   bolt.FreelistMapType,
+		Timeout:        logStoreLockWait,
 	}})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("%s is locked by another process (is a perpd already serving %s?): stop it first, "+
+			"or give this node its own --data", path, filepath.Dir(path))
+	}
+	return s, err
 }
+
+// logStoreLockWait bounds the wait for the raft log's file lock.
+const logStoreLockWait = 3 * time.Second

@@ -2,7 +2,9 @@ package node
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -73,5 +75,34 @@ func TestLogAppendAfterCompactionWritesNoFreelist(t *testing.T) {
 	idx++
 	if err := s.StoreLog(&raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: data}); err != nil {
 		t.Fatalf("append after reopening: %v", err)
+	}
+}
+
+// TestDataDirectoryInUseIsRefused: a second `perpd serve` on a running
+// node's data directory (a unit started twice, a copied command line)
+// waited for the raft log's file lock forever, saying nothing. It is
+// refused after a short wait, naming the directory and what to do.
+func TestDataDirectoryInUseIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openLogStore(filepath.Join(dir, "raft.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	done := make(chan error, 1)
+	go func() {
+		s2, err := openLogStore(filepath.Join(dir, "raft.db"))
+		if err == nil {
+			s2.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "another process") {
+			t.Fatalf("a second open of a held raft log: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a second open of a held raft log waits for the lock forever")
 	}
 }

@@ -44,7 +44,7 @@ func TestSnapshotRestoreClosesSubscribedSockets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	if err := e.node.RestoreSnapshot(meta, rc); err != nil {
+	if err := e.node.RestoreSnapshot(meta, rc, nil); err != nil {
 		t.Fatal(err)
 	}
 	ce := closeWithin(t, c, 5*time.Second)
