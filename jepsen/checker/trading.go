@@ -254,12 +254,33 @@ func Trading(ops []history.Op, final *Final) (Result, TradingReport) {
 	return res, rep
 }
 
+// partialLegBeforeCancel: from feature level 8 a bracket leg that closed
+// only part of the bracket leaves its sibling armed for the rest
+// (legsLeft), and a later cancel of the bracket answers canceled for that
+// sibling alone. So the leg of an acknowledged bracket cancel that filled
+// first and partially filled before the cancel, provided its sibling has
+// no fill; had it filled after, the cancel would have ended it.
+func partialLegBeforeCancel(id, why string, pl placement, fillsOf map[string][]FillFinal, left map[string]int64) bool {
+	if why != "with its bracket, acknowledged" || pl.leg == nil {
+		return false
+	}
+	for _, l := range pl.spec().Legs {
+		if l.ID == id {
+			continue
+		}
+		_, sibLeft := left[l.ID]
+		return sibLeft && len(fillsOf[l.ID]) == 0
+	}
+	return false
+}
+
 // clientCanceled maps each order an acknowledged client cancel canceled
 // to that cancel's op id (ackCanceled) and to why (canceled). A bracket's
 // cancel answered canceled ends whatever of it was live: its entry, or its
 // legs once the entry executed. Either way neither leg fills afterwards
-// (had one executed, the other would have gone with it and nothing would
-// have been live), so the legs are held to "never fills"; the entry is
+// (had one executed in full, the other would have gone with it and nothing would
+// have been live), so the legs are held to "never fills", except a
+// partial leg that filled before it (partialLegBeforeCancel); the entry is
 // not, since it may have filled before, and its listed status says which.
 func clientCanceled(cancels []Write, placed map[string]placement) (map[string]int, map[string]string) {
 	ackCanceled, canceled := map[string]int{}, map[string]string{}
@@ -337,6 +358,8 @@ func checkView(res *Result, rep *TradingReport, a, node string, v *TraderView, p
 		fills[f.OrderID]++
 		net += f.NetMsat()
 	}
+	fillsOf := fillsByOrder(v)
+	left := legsLeft(fillsOf, placed)
 	for _, id := range sortedMapKeys(fills) {
 		n := fills[id]
 		pl, ok := placed[id]
@@ -352,7 +375,7 @@ func checkView(res *Result, rep *TradingReport, a, node string, v *TraderView, p
 			rep.DoubledFills += n - 1
 			bad(nil, "order %s filled %d times", id, n)
 		}
-		if why := canceled[id]; why != "" {
+		if why := canceled[id]; why != "" && !partialLegBeforeCancel(id, why, pl, fillsOf, left) {
 			bad(&rep.CanceledFilled, "order %s was canceled (%s) but filled", id, why)
 		}
 	}

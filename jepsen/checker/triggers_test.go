@@ -291,3 +291,29 @@ func TestLegsLeftAfterAPartialLeg(t *testing.T) {
 		t.Fatalf("left %v, want b1.stop: 1 (the position left)", left)
 	}
 }
+
+// TestBracketCanceledAfterAPartialLeg: b1's take-profit closed 3 of its 5
+// contracts, so from feature level 8 its stop stayed armed for the 2
+// left, and a later cancel of b1 answered canceled for that stop. The
+// take-profit's fill came before the cancel and is not a fill after it;
+// a stop fill would be.
+func TestBracketCanceledAfterAPartialLeg(t *testing.T) {
+	cancelB1 := func(f *tradingFixture) {
+		f.write(25, history.FCancel, "c1", "b1", history.OK, history.Op{OrderStatus: "canceled"})
+		setOrderEverywhere(f, "b1.stop", "canceled", "")
+	}
+	f := newTriggerFixture()
+	cancelB1(f)
+	if res, _ := Trading(f.ops, f.final); res.Verdict != Valid {
+		t.Fatalf("a partial take-profit before the cancel: verdict %s: %v", res.Verdict, res.Details)
+	}
+	f = newTriggerFixture()
+	cancelB1(f)
+	eachNode(f, func(v *TraderView) {
+		v.Fills = append(v.Fills, FillFinal{OrderID: "b1.stop", MarketID: "BTC-PERP", Closed: 2, AfterContracts: 4, Seq: "26"})
+	})
+	res, _ := Trading(f.ops, f.final)
+	if res.Verdict != Violation || !strings.Contains(strings.Join(res.Details, "\n"), "order b1.stop was canceled (with its bracket, acknowledged) but filled") {
+		t.Fatalf("a stop fill after the acknowledged cancel: verdict %s: %v", res.Verdict, res.Details)
+	}
+}
