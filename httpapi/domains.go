@@ -15,17 +15,21 @@ import (
 // (USDx, referral, promoter, leaderboards, Proof of Reserves).
 var domainPrefixes = []string{"/v1/usdx", "/v1/referral", "/v1/promoter", "/v1/leaderboard", "/por", "/v1/por"}
 
+// isDomainRoute reports whether path belongs to one of those domains.
+func isDomainRoute(path string) bool {
+	for _, p := range domainPrefixes {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // domainGuard answers 503 feature_unavailable on a domain route while the
 // cluster runs below fsm.LevelDomains (an upgraded cluster whose operator
 // has not raised the level yet): the domain's state does not exist then.
 func (s *Server) domainGuard(r *Route) gin.HandlerFunc {
-	on := false
-	for _, p := range domainPrefixes {
-		if r.Path == p || strings.HasPrefix(r.Path, p+"/") {
-			on = true
-		}
-	}
-	if !on {
+	if !isDomainRoute(r.Path) {
 		return nil
 	}
 	return func(c *gin.Context) {

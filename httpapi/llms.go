@@ -17,6 +17,12 @@ func (s *Server) LLMSText(full bool) string {
 	b.WriteString("Wire rules: every money, price, rate, timestamp, duration, contract count and sequence value is a JSON string of a decimal integer (^-?[0-9]+$); never parse it as a float. ")
 	b.WriteString("Units: msat (1 sat = 1000 msat), sats, q8 (price x 1e8), q9 (rate x 1e9), ms, seq, contracts, int. ")
 	b.WriteString("Errors are {error, code}; branch on code. Keyed routes take the key in the x-api-key header only. ")
+	if full {
+		b.WriteString("Any route may refuse 400 validation, 401 unauthorized, 404 not_found, 405 validation, 413 body_too_large, 429 rate_limited (with Retry-After), 500 or 503 unavailable; " +
+			"keyed routes also 403 insufficient_scope; idem routes also 409 idempotency_key_reused (the key was used with another body) or conflict; " +
+			"USDx, referral, promoter, leaderboard and Proof of Reserves routes also 503 feature_unavailable (the cluster's feature level is below them). " +
+			"A route's own refusals are listed under it (refuses:), as in /openapi.json. ")
+	}
 	b.WriteString("Routes marked idem need an idempotency-key header; a retry with the same key and body returns the original answer. ")
 	b.WriteString("Reads accept X-Min-Index: N (wait until this node applied log index N, as returned in X-Raft-Index) and X-Consistency: linearizable.\n\n")
 	b.WriteString("Typical loop: POST /v1/signup, POST /v1/faucet, GET /v1/markets, subscribe to prices on /v1/ws, POST /v1/orders, POST /v1/sessions for a read+trade delegate key, POST /v1/cancel-all-after, POST /v1/withdrawals/quote then POST /v1/withdrawals.\n\n")
@@ -58,6 +64,9 @@ func (s *Server) LLMSText(full bool) string {
 			}
 			fmt.Fprintf(&b, "  %d: %s\n", st, fieldList(reflect.TypeOf(body), false))
 		}
+		if len(r.Refuses) > 0 {
+			fmt.Fprintf(&b, "  refuses: %s\n", refusesList(r.Refuses))
+		}
 	}
 	if full {
 		b.WriteString(wsProtocol)
@@ -79,6 +88,22 @@ Limits: opening a connection draws one read token of the client address (429 rat
 Authenticating again on an open connection: a key of the same account with scope read keeps the account subscription (key rotation); any other key ends it with {op:"unsubscribed", channel:"account"} before its auth acknowledgement.
 A revoked key loses the account channel when the revocation applies: an error frame with code unauthorized, then no more account events on that connection (public channels stay).
 `
+
+// refusesList renders a route's own refusals: "400 a|b; 409 c".
+func refusesList(m map[int][]string) string {
+	statuses := make([]int, 0, len(m))
+	for st := range m {
+		statuses = append(statuses, st)
+	}
+	sort.Ints(statuses)
+	parts := make([]string, len(statuses))
+	for i, st := range statuses {
+		codes := append([]string(nil), m[st]...)
+		sort.Strings(codes)
+		parts[i] = fmt.Sprintf("%d %s", st, strings.Join(codes, "|"))
+	}
+	return strings.Join(parts, "; ")
+}
 
 // fieldList renders a struct's fields as name:type[unit], marking required
 // request fields with "!" and nullable response fields with "?".

@@ -139,16 +139,72 @@ func (g *schemaGen) operation(r *Route) map[string]any {
 			"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(r.Request), true)}}}
 	}
 	responses := map[string]any{}
+	codes := refusalCodes(r)
 	for st, body := range r.Responses {
-		responses[strconv.Itoa(st)] = g.response(st, body, r.Content)
+		responses[strconv.Itoa(st)] = g.response(st, body, r.Content, codes[st])
 	}
 	for _, st := range commonErrors(r) {
 		if _, ok := responses[strconv.Itoa(st)]; !ok {
-			responses[strconv.Itoa(st)] = g.response(st, wire.ErrorBody{}, "")
+			responses[strconv.Itoa(st)] = g.response(st, wire.ErrorBody{}, "", codes[st])
+		}
+	}
+	for st := range r.Refuses {
+		if _, ok := responses[strconv.Itoa(st)]; !ok {
+			responses[strconv.Itoa(st)] = g.response(st, wire.ErrorBody{}, "", codes[st])
 		}
 	}
 	op["responses"] = responses
 	return op
+}
+
+// refusalCodes are the error codes a route's refusals may carry, by
+// status: those of every route of its kind (the guards in front of its
+// handler, the engine, the state machine's answer to any command) and the
+// route's own (Route.Refuses), sorted.
+func refusalCodes(r *Route) map[int][]string {
+	set := map[int]map[string]bool{}
+	add := func(st int, codes ...string) {
+		if set[st] == nil {
+			set[st] = map[string]bool{}
+		}
+		for _, c := range codes {
+			set[st][c] = true
+		}
+	}
+	// Any route: a malformed X-Min-Index or body, a key in the URL, an
+	// unknown resource, a method the path does not take, a body past
+	// MaxBodyBytes, an empty budget, a bug, a wait for the log that timed
+	// out or a halted replica.
+	add(400, wire.CodeValidation)
+	add(401, wire.CodeUnauthorized)
+	add(404, wire.CodeNotFound)
+	add(405, wire.CodeValidation)
+	add(413, wire.CodeBodyTooLarge)
+	add(429, wire.CodeRateLimited)
+	add(500, wire.CodeUnavailable)
+	add(503, wire.CodeUnavailable)
+	if r.Auth == Keyed {
+		add(403, wire.CodeInsufficientScope)
+	}
+	if r.Idem || r.IdemOptional {
+		// A key reused with another body; a retry whose stored answer the
+		// bounded idempotency store dropped early.
+		add(409, wire.CodeIdempotencyReused, wire.CodeConflict)
+	}
+	if isDomainRoute(r.Path) {
+		add(503, wire.CodeFeatureUnavailable)
+	}
+	for st, codes := range r.Refuses {
+		add(st, codes...)
+	}
+	out := map[int][]string{}
+	for st, m := range set {
+		for c := range m {
+			out[st] = append(out[st], c)
+		}
+		sort.Strings(out[st])
+	}
+	return out
 }
 
 // commonErrors are the refusals any route of its kind may give.
@@ -172,8 +228,17 @@ func commonErrors(r *Route) []int {
 // decides (GET /v1/orders: the orders page, or the triggers page).
 type oneOf []any
 
-func (g *schemaGen) response(status int, body any, content string) map[string]any {
+func (g *schemaGen) response(status int, body any, content string, codes []string) map[string]any {
 	desc := http.StatusText(status)
+	if status >= 400 {
+		// Refusals are JSON whatever the success's content type.
+		content = ""
+		if body != nil && reflect.TypeOf(body).Kind() == reflect.Struct && hasCodeField(reflect.TypeOf(body)) && len(codes) > 0 {
+			desc += "; code: " + strings.Join(codes, ", ")
+		} else {
+			codes = nil
+		}
+	}
 	if content == "" {
 		content = "application/json"
 	}
@@ -193,6 +258,16 @@ func (g *schemaGen) response(status int, body any, content string) map[string]an
 			schema = map[string]any{"type": "object"}
 		} else {
 			schema = g.schema(reflect.TypeOf(body), false)
+			if len(codes) > 0 && hasCodeField(reflect.TypeOf(body)) {
+				// The shared refusal body, with the codes this status
+				// of this route may carry.
+				enum := make([]any, len(codes))
+				for i, c := range codes {
+					enum[i] = c
+				}
+				schema = map[string]any{"allOf": []any{schema},
+					"properties": map[string]any{"code": map[string]any{"enum": enum}}}
+			}
 		}
 	case "text/plain", "text/html":
 		schema = map[string]any{"type": "string"}
@@ -204,6 +279,16 @@ func (g *schemaGen) response(status int, body any, content string) map[string]an
 		out["headers"] = map[string]any{"Retry-After": map[string]any{"schema": map[string]any{"type": "integer"}}}
 	}
 	return out
+}
+
+// hasCodeField reports whether a body type carries the ErrorCode field.
+func hasCodeField(t reflect.Type) bool {
+	for _, wf := range wireFields(t) {
+		if wf.Name == "code" {
+			return true
+		}
+	}
+	return false
 }
 
 func operationID(r *Route) string {

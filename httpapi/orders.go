@@ -43,8 +43,8 @@ type OrderRequest struct {
 	ReduceOnly     bool          `json:"reduceOnly" req:"true" doc:"true: the order may only reduce the position; never increases or flips it"`
 	LimitPriceQ8   *wire.Int     `json:"limitPriceQ8" unit:"q8" min:"1" doc:"required for limit orders; a multiple of tickSizeQ8"`
 	TriggerPriceQ8 *wire.Int     `json:"triggerPriceQ8" unit:"q8" min:"1" doc:"required for stop_market and take_profit_market: the oracle mid that fires it (a stop buys on a rise and sells on a fall; a take-profit the other way); a multiple of tickSizeQ8"`
-	Leverage       *wire.Int     `json:"leverage" unit:"int" min:"1" doc:"margin the opened contracts take: notional / leverage (at least the market's imRateQ9); 1 to maxLeverage, default maxLeverage. Isolated: a position's margin is what its fills put in"`
-	MaxSlippageQ9  *wire.Int     `json:"maxSlippageQ9" unit:"q9" min:"0" max:"999999999" doc:"refuse rather than fill worse than the oracle mid by more than this fraction (a trigger that fires beyond it is blocked with reason slippage)"`
+	Leverage       *wire.Int     `json:"leverage" unit:"int" min:"1" doc:"margin the opened contracts take: notional / leverage (at least the market's imRateQ9); 1 to maxLeverage, default maxLeverage. Isolated: a position's margin is what its fills put in. A fill that opens contracts and would leave the position under maintenance at the mid (spread and impact beyond what initial margin holds above it) is refused insufficient_margin: the order with 400, a resting limit is canceled and a trigger blocked with that reason"`
+	MaxSlippageQ9  *wire.Int     `json:"maxSlippageQ9" unit:"q9" min:"0" max:"999999999" doc:"refuse rather than fill worse than the oracle mid by more than this fraction (a trigger that fires beyond it is blocked with reason slippage; a limit order waits). A limit order's bound below the market's baseSpreadQ9 could never fill and is refused, 400 validation"`
 	Trigger        *OrderTrigger `json:"trigger" doc:"with type market: a trigger that executes the order when the mid reaches level; entry fires toward the level from the current mid"`
 	Bracket        *OrderBracket `json:"bracket" doc:"with type market: an entry (market now, or a trigger at entryLevel) plus reduce-only stop and take-profit legs in one OCO group named by the order id; legs have ids <orderId>.stop and <orderId>.tp"`
 }
@@ -68,7 +68,9 @@ func (s *Server) orderRoutes() []*Route {
 		{Method: http.MethodPost, Path: "/v1/orders", Summary: "Place an order; the idempotency-key is the order id",
 			Auth: Keyed, Scope: "trade", Budget: "order", Idem: true, Request: OrderRequest{}, Routine: true,
 			Responses: map[int]any{201: CreatedOrder{}, 400: wire.ErrorBody{}, 404: wire.ErrorBody{}, 409: wire.ErrorBody{}},
-			Handler:   s.placeOrder},
+			Refuses: map[int][]string{400: {wire.CodeInsufficientBalance, wire.CodeInsufficientMargin, wire.CodeMarketHalted,
+				wire.CodeOICap, wire.CodeOracleStale, wire.CodePositionLimit, wire.CodeReduceOnly}},
+			Handler: s.placeOrder},
 		{Method: http.MethodGet, Path: "/v1/orders", Summary: "Orders, newest change first; with state, the triggers page",
 			Auth: Keyed, Scope: "read", Budget: "read", Query: OrdersQuery{},
 			Responses: map[int]any{200: oneOf{trade.OrdersPage{}, trade.TriggersPage{}}, 400: wire.ErrorBody{}}, Handler: s.orders},

@@ -87,6 +87,7 @@ func (s *Server) railRoutes() []*Route {
 		{Method: http.MethodPost, Path: "/v1/withdrawals", Summary: "Withdraw to a Spark address or a Lightning invoice (works in every halt mode)",
 			Auth: Keyed, Scope: "withdraw", Budget: "withdraw", Idem: true, Request: WithdrawRequest{},
 			Responses: map[int]any{201: funds.WithdrawalCreated{}, 409: wire.ErrorBody{}, 428: ConfirmationRequiredBody{}},
+			Refuses:   map[int][]string{409: {wire.CodeInsufficientBalance}, 428: {wire.CodeConfirmationNeeded}},
 			Handler:   s.createWithdrawal},
 		{Method: http.MethodGet, Path: "/v1/withdrawals", Summary: "Withdrawals, newest first",
 			Auth: Keyed, Scope: "read", Budget: "read", Query: PageQuery{},

@@ -34,6 +34,12 @@ type Route struct {
 	Query any
 	// Responses maps a status to a zero value of its body type.
 	Responses map[int]any
+	// Refuses lists the error codes of this route's own refusals, by
+	// status, beyond those every route of its kind may give
+	// (refusalCodes). The description lists them under each status; a test
+	// reads the handlers and the state machine for the refusals each route
+	// can reach and checks they are all here.
+	Refuses map[int][]string
 	// Content overrides the JSON content type of the success response.
 	Content string
 	// Routine marks the order flow (placing, canceling, the dead-man

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/fsm/wire"
 	"github.com/perpd/perpd/node"
 	"github.com/perpd/perpd/node/rail"
 	"github.com/perpd/perpd/node/tokenrail"
@@ -85,7 +86,7 @@ func New(n *node.Node, log hclog.Logger, opts ...Option) *Server {
 	e.Use(s.requestLog, gin.CustomRecoveryWithWriter(log.StandardWriter(&hclog.StandardLoggerOptions{}), recovery), s.refuseKeyInPath, unescapeParams, s.bodyLimit, s.stampIndex)
 	e.NoRoute(func(c *gin.Context) { notFound(c, "route "+c.Request.URL.Path) })
 	e.NoMethod(func(c *gin.Context) {
-		fail(c, http.StatusMethodNotAllowed, "validation", "method "+c.Request.Method+" not allowed on "+c.Request.URL.Path)
+		fail(c, http.StatusMethodNotAllowed, wire.CodeValidation, "method "+c.Request.Method+" not allowed on "+c.Request.URL.Path)
 	})
 	for _, r := range s.routes() {
 		s.add(r)
@@ -194,7 +195,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.Engine.Se
 // the reader for chunked ones.
 func (s *Server) bodyLimit(c *gin.Context) {
 	if c.Request.ContentLength > MaxBodyBytes {
-		fail(c, http.StatusRequestEntityTooLarge, "body_too_large", "request body exceeds "+strconv.Itoa(MaxBodyBytes)+" bytes")
+		fail(c, http.StatusRequestEntityTooLarge, wire.CodeBodyTooLarge, "request body exceeds "+strconv.Itoa(MaxBodyBytes)+" bytes")
 		return
 	}
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)

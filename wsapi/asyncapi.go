@@ -102,7 +102,7 @@ func Describe(ref refSchema, object objectSchema) map[string]any {
 				"Every frame is one JSON object in a text message, told apart by op (and, for op event, by channel and kind). " +
 				"Every money, price, rate, timestamp, duration, contract count and sequence value is a JSON string of a decimal integer (x-svc-unit names its unit), as in /openapi.json. " +
 				"The node sends {op:'ping'} every " + strconv.FormatInt(PingEvery.Milliseconds()/1000, 10) + " s; no reply is needed. " +
-				"Close code " + strconv.Itoa(CloseResync) + " (resync): the node closes a connection that would lose frames; every frame before the close was delivered in order. " +
+				"Close code " + strconv.Itoa(CloseResync) + " (resync): the node closes a connection that would lose frames (the client reads too slowly, the node's event stream lost events, or it ended because the node halted or is stopping: use another node); every frame before the close was delivered in order. " +
 				"Reconnect recipe: subscribe and wait for the acknowledgement, then take the REST snapshot from the same node, then drop account events whose seq the snapshot already shows. " +
 				"The stream never backfills, so a snapshot taken before the acknowledgement can miss the events applied in between. " +
 				"Client frames that are not JSON objects or carry no op are ignored; an unknown op gets an error frame.",
@@ -118,7 +118,7 @@ func Describe(ref refSchema, object objectSchema) map[string]any {
 		"components": map[string]any{"messages": d.messages},
 		// AsyncAPI has no place for WebSocket close codes: an extension.
 		"x-svc-close-codes": []any{map[string]any{"code": CloseResync, "name": "resync",
-			"description": "Take a REST snapshot and reconnect.", "reasons": []any{ReasonSlowConsumer, ReasonEventsLost, ReasonStreamEnded}}},
+			"description": "Reconnect (to another node when the stream ended), subscribe and wait for the acknowledgement, then take a REST snapshot.", "reasons": []any{ReasonSlowConsumer, ReasonEventsLost, ReasonStreamEnded}}},
 		"x-svc-protocol-version": ProtocolVersion,
 		"x-svc-ping-every-ms":    PingEvery.Milliseconds(),
 		"x-svc-limits": map[string]any{"maxConnectionsPerNode": MaxConnections, "maxConnectionsPerAddress": MaxConnectionsPerAddress,

@@ -65,16 +65,18 @@ const MaxAccountConnections = 32
 
 // CloseResync is the WebSocket close code of a connection that lost, or
 // would lose, frames: its send buffer was full (the client reads too
-// slowly) or the node's event stream overflowed. The client takes a REST
-// snapshot and reconnects (SPEC section 6, rule 6). 4000: the first
+// slowly), the node's event stream lost events or ended. The client
+// reconnects, subscribes and then takes a REST snapshot (SPEC section 6,
+// rule 6, in the order that misses nothing). 4000: the first
 // application-defined code.
 const CloseResync = 4000
 
-// Close reasons sent with CloseResync (at most 123 bytes each).
+// Close reasons sent with CloseResync (at most 123 bytes each). Each
+// gives the reconnect recipe's order: resubscribe, then the snapshot.
 const (
-	ReasonSlowConsumer = "resync: send buffer full (client too slow); frames would be lost. Take a REST snapshot and resubscribe"
-	ReasonEventsLost   = "resync: this node's event stream lost events. Take a REST snapshot and resubscribe"
-	ReasonStreamEnded  = "resync: this node's event stream ended (halted or stopping). Use another node: REST snapshot, resubscribe"
+	ReasonSlowConsumer = "resync: send buffer full (client too slow); frames would be lost. Resubscribe, then take a REST snapshot"
+	ReasonEventsLost   = "resync: this node's event stream lost events. Resubscribe, then take a REST snapshot"
+	ReasonStreamEnded  = "resync: this node's event stream ended (halted or stopping). On another node: resubscribe, then REST snapshot"
 )
 
 // Hub serves /v1/ws for one node.

@@ -16,7 +16,7 @@ type OrderView struct {
 	Type      string   `json:"type" enum:"market,limit,stop_market,take_profit_market"`
 	Contracts wire.Int `json:"contracts" unit:"contracts"`
 	Status    string   `json:"status" enum:"accepted,filled,canceled,rejected"`
-	Reason    *string  `json:"reason"`
+	Reason    *string  `json:"reason" doc:"null while live, on a fill and on a client cancel; else why it ended: cancel_all_after, liquidation (the account's orders in a market being liquidated), oco (the other leg executed), position_closed (the position a bracket leg protected closed or flipped, or the bracket's entry left none), entry_canceled, entry_blocked (a bracket's entry), slippage, or the refusal code that canceled a resting limit or blocked a trigger when it came to execute (insufficient_margin, insufficient_balance, reduce_only, position_limit, oi_cap, validation, market_halted)"`
 }
 
 // NewOrderView renders an order.
@@ -40,7 +40,7 @@ type TriggerView struct {
 	TriggerPriceQ8 wire.Int `json:"triggerPriceQ8" unit:"q8"`
 	ReduceOnly     bool     `json:"reduceOnly"`
 	Status         string   `json:"status" enum:"resting,armed,blocked,executed,cancelled"`
-	Reason         *string  `json:"reason"`
+	Reason         *string  `json:"reason" doc:"null while live, once executed and on a client cancel; else why it was cancelled or blocked, as in the order view: cancel_all_after, liquidation, oco, position_closed, entry_canceled, entry_blocked, slippage, or the refusal code that blocked it when it fired (insufficient_margin, insufficient_balance, reduce_only, position_limit, oi_cap, validation, market_halted)"`
 	OCOGroup       *string  `json:"ocoGroup"`
 }
 
