@@ -62,7 +62,7 @@ func applyMintKey(c *Ctx) (int, any, *wire.Refusal) {
 	if ref != nil {
 		return 0, nil, ref
 	}
-	k, ref := c.St.Access.Mint(minter, p, c.Now(), c.St.FeatureLevel >= access.LevelKeysContained)
+	k, ref := c.St.Access.Mint(minter, p, c.Now())
 	if ref != nil {
 		return 0, nil, ref
 	}
@@ -93,7 +93,7 @@ func applyRevokeKeys(c *Ctx) (int, any, *wire.Refusal) {
 	if ref != nil {
 		return 0, nil, ref
 	}
-	ids, ref := c.St.Access.Revoke(caller, p.KeyID, p.AllButCurrent, c.Now(), c.St.FeatureLevel >= access.LevelKeysContained)
+	ids, ref := c.St.Access.Revoke(caller, p.KeyID, p.AllButCurrent, c.Now())
 	if ref != nil {
 		return 0, nil, ref
 	}

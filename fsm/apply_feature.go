@@ -91,9 +91,7 @@ import (
 //	   under maintenance at the mid, instead of being liquidated in the
 //	   same entry (trade.LevelOpensAboveMaintenance); a
 //	   leaderboard day's return base takes in capital deposited after
-//	   the day's first event (growth.LevelRoiCountsDeposits); a key
-//	   revokes only keys whose scopes are within its own, and a mint left
-//	   with no scope is refused (access.LevelKeysContained);
+//	   the day's first event (growth.LevelRoiCountsDeposits);
 //	   a returned withdrawal past an account's closed-withdrawal bound is
 //	   dropped at once, not held two days like a paid one
 //	   (funds.LevelReturnedNotHeld);

@@ -50,21 +50,21 @@ func TestMintIntersectsAndCaps(t *testing.T) {
 	s := NewState()
 	master := newAccount(t, s, "a")
 	readOnly := ScopeRead
-	k, ref := s.Mint(master, NewKey{KeyID: "r", KeyHashHex: hash(1), Scopes: &readOnly}, 2, true)
+	k, ref := s.Mint(master, NewKey{KeyID: "r", KeyHashHex: hash(1), Scopes: &readOnly}, 2)
 	if ref != nil || k.Scopes != ScopeRead {
 		t.Fatalf("mint %v %v", k, ref)
 	}
 	wide := ScopeAll
-	k2, _ := s.Mint(k, NewKey{KeyID: "r2", KeyHashHex: hash(2), Scopes: &wide}, 3, true)
+	k2, _ := s.Mint(k, NewKey{KeyID: "r2", KeyHashHex: hash(2), Scopes: &wide}, 3)
 	if k2.Scopes != ScopeRead {
 		t.Fatalf("a read key minted %v", k2.Scopes)
 	}
 	for i := 3; s.LiveKeys("a") < MaxLiveKeys; i++ {
-		if _, ref := s.Mint(master, NewKey{KeyID: fmt.Sprint(i), KeyHashHex: hash(i)}, 4, true); ref != nil {
+		if _, ref := s.Mint(master, NewKey{KeyID: fmt.Sprint(i), KeyHashHex: hash(i)}, 4); ref != nil {
 			t.Fatal(ref)
 		}
 	}
-	if _, ref := s.Mint(master, NewKey{KeyID: "over", KeyHashHex: hash(999)}, 5, true); ref == nil || ref.Code != "session_limit" {
+	if _, ref := s.Mint(master, NewKey{KeyID: "over", KeyHashHex: hash(999)}, 5); ref == nil || ref.Code != "session_limit" {
 		t.Fatalf("21st key: %v", ref)
 	}
 	if _, ok := s.Keys["over"]; ok {
@@ -77,9 +77,9 @@ func TestRevokeAllButCurrentAndActor(t *testing.T) {
 	master := newAccount(t, s, "a")
 	other := newAccount(t, s, "b")
 	for i := 0; i < 3; i++ {
-		s.Mint(master, NewKey{KeyID: fmt.Sprint("m", i), KeyHashHex: hash(10 + i)}, 2, true)
+		s.Mint(master, NewKey{KeyID: fmt.Sprint("m", i), KeyHashHex: hash(10 + i)}, 2)
 	}
-	ids, ref := s.Revoke(master, "", true, 5, true)
+	ids, ref := s.Revoke(master, "", true, 5)
 	if ref != nil || len(ids) != 3 {
 		t.Fatalf("revoked %v %v", ids, ref)
 	}
@@ -89,7 +89,7 @@ func TestRevokeAllButCurrentAndActor(t *testing.T) {
 	if _, ref := s.Actor("a", master.ID, ScopeRead); ref != nil {
 		t.Fatal("the caller's key was revoked too")
 	}
-	if _, ref := s.Revoke(master, other.ID, false, 6, true); ref == nil || ref.Code != "not_found" {
+	if _, ref := s.Revoke(master, other.ID, false, 6); ref == nil || ref.Code != "not_found" {
 		t.Fatal("revoking another account's key must look like an unknown key")
 	}
 	if _, ref := s.Actor("b", master.ID, 0); ref == nil {
@@ -101,11 +101,11 @@ func TestRevokedKeysListStaysBounded(t *testing.T) {
 	s := NewState()
 	master := newAccount(t, s, "a")
 	for i := 0; i < MaxKeysPerAccount+50; i++ {
-		k, ref := s.Mint(master, NewKey{KeyID: fmt.Sprint("k", i), KeyHashHex: hash(100 + i)}, int64(i), true)
+		k, ref := s.Mint(master, NewKey{KeyID: fmt.Sprint("k", i), KeyHashHex: hash(100 + i)}, int64(i))
 		if ref != nil {
 			t.Fatal(ref)
 		}
-		s.Revoke(master, k.ID, false, int64(i), true)
+		s.Revoke(master, k.ID, false, int64(i))
 	}
 	if n := len(s.Accounts["a"].KeyIDs); n > MaxKeysPerAccount {
 		t.Fatalf("%d keys listed, bound %d", n, MaxKeysPerAccount)

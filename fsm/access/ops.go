@@ -167,11 +167,7 @@ type NewKey struct {
 
 // Mint creates a delegate key whose scopes are the requested ones
 // intersected with the minter's, so a key never mints a more capable key.
-//
-// From LevelKeysContained (contained true) a mint whose requested scopes
-// intersect the minter's to nothing is refused: the key could do nothing
-// and would take one of the account's live-key slots.
-func (s *State) Mint(minter *Key, p NewKey, nowMs int64, contained bool) (*Key, *wire.Refusal) {
+func (s *State) Mint(minter *Key, p NewKey, nowMs int64) (*Key, *wire.Refusal) {
 	if p.KeyID == "" || len(p.KeyHashHex) != 64 {
 		return nil, wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "mint needs key id and key hash")
 	}
@@ -184,10 +180,6 @@ func (s *State) Mint(minter *Key, p NewKey, nowMs int64, contained bool) (*Key, 
 	scopes := minter.Scopes
 	if p.Scopes != nil {
 		scopes = *p.Scopes & minter.Scopes
-		if contained && scopes == 0 {
-			return nil, wire.Refuse(http.StatusBadRequest, wire.CodeValidation,
-				"this key holds none of the requested scopes (%s); it holds %s", *p.Scopes, minter.Scopes)
-		}
 	}
 	k := &Key{ID: p.KeyID, AccountID: minter.AccountID, HashHex: p.KeyHashHex, Label: p.Label,
 		Scopes: scopes, CreatedTsMs: nowMs, UAClass: p.UAClass}
@@ -197,18 +189,11 @@ func (s *State) Mint(minter *Key, p NewKey, nowMs int64, contained bool) (*Key, 
 
 // Revoke revokes one key of the caller's account, or every live key but
 // the caller's. It returns the revoked ids in creation order.
-//
-// From LevelKeysContained (contained true) a key revokes only itself and
-// keys whose scopes are all its own, as it mints only such keys: a
-// delegate with admin-sessions can no longer revoke the master key and
-// leave the account with no key that may withdraw. allButCurrent then
-// revokes the keys it contains and leaves the others live.
-func (s *State) Revoke(caller *Key, keyID string, allButCurrent bool, nowMs int64, contained bool) ([]string, *wire.Refusal) {
-	within := func(k *Key) bool { return !contained || k.ID == caller.ID || caller.Scopes.Has(k.Scopes) }
+func (s *State) Revoke(caller *Key, keyID string, allButCurrent bool, nowMs int64) ([]string, *wire.Refusal) {
 	var targets []*Key
 	if allButCurrent {
 		for _, k := range s.AccountKeys(caller.AccountID) {
-			if k.Live() && k.ID != caller.ID && within(k) {
+			if k.Live() && k.ID != caller.ID {
 				targets = append(targets, k)
 			}
 		}
@@ -216,10 +201,6 @@ func (s *State) Revoke(caller *Key, keyID string, allButCurrent bool, nowMs int6
 		k := s.Keys[keyID]
 		if k == nil || k.AccountID != caller.AccountID {
 			return nil, wire.Refuse(http.StatusNotFound, wire.CodeNotFound, "no key %q on this account", keyID)
-		}
-		if k.Live() && !within(k) {
-			return nil, wire.Refuse(http.StatusForbidden, wire.CodeInsufficientScope,
-				"key %q holds scopes this key lacks (it holds %s, this key %s); revoke it with a key that holds them", keyID, k.Scopes, caller.Scopes)
 		}
 		if k.Live() {
 			targets = append(targets, k)

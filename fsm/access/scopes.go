@@ -44,12 +44,3 @@ func (s Scope) Names() []string {
 func (s Scope) Has(want Scope) bool { return s&want == want }
 
 func (s Scope) String() string { return strings.Join(s.Names(), ",") }
-
-// LevelKeysContained is the feature level (fsm.FeatureLevel) from which a
-// key revokes only itself and keys whose scopes are within its own, and a
-// mint that would get no scope at all is refused. Below it any
-// admin-sessions key revoked any key of its account: an access review of
-// 2026-11-27 had a read+admin-sessions delegate revoke the master key,
-// after which no key of the account could withdraw, ever (a delegate
-// cannot mint withdraw, and there is no recovery flow).
-const LevelKeysContained uint32 = 8
