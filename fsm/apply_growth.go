@@ -129,12 +129,14 @@ func growthObserveTrade(c *Ctx, accountID string, data any) {
 		return
 	}
 	switch v := data.(type) {
-	case trade.FillView:
-		realized := int64(v.RealizedPnlMsat)
+	case trade.FillEvent:
+		// The fill itself, not its view (FillView's fields are the same
+		// numbers): nothing is rendered for the leaderboards.
+		f := v.Fill
 		g.Observe(c.growthEnv(), growth.Event{AccountID: accountID,
-			PnlMsat: realized + int64(v.DeficitMsat) - int64(v.FeeMsat),
-			Volume:  int64(v.ClosedContracts) + int64(v.OpenedContracts),
-			Trade:   true, Close: v.ClosedContracts > 0, Win: realized > 0})
+			PnlMsat: f.RealizedPnlMsat + f.DeficitMsat - f.FeeMsat,
+			Volume:  f.Closed + f.Opened,
+			Trade:   true, Close: f.Closed > 0, Win: f.RealizedPnlMsat > 0})
 	case trade.FundingFlowView:
 		g.Observe(c.growthEnv(), growth.Event{AccountID: accountID, PnlMsat: int64(v.PaidMsat)})
 	case trade.LiquidationView:

@@ -121,10 +121,11 @@ func (c *Ctx) answerCreated(v trade.Created) *trade.Created {
 }
 
 // decodePlace is Decode for an order, the canonical form without
-// reflection (fastdecode.go). Unmarshal gets a copy on the heap, so that p
+// reflection and, for the order and market ids, without allocating
+// (fastdecode.go). Unmarshal gets a copy on the heap, so that p
 // can stay on the caller's stack.
 func (c *Ctx) decodePlace(p *trade.PlaceRequest) *wire.Refusal {
-	if decodePlaceFast(c.Cmd.Payload, p) {
+	if decodePlaceShared(c.Cmd.Payload, p, c.Cmd.IdemKey, c.St.Market) {
 		return nil
 	}
 	q := new(trade.PlaceRequest)

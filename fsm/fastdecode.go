@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/perpd/perpd/fsm/access"
+	"github.com/perpd/perpd/fsm/market"
 	"github.com/perpd/perpd/fsm/trade"
 )
 
@@ -161,8 +162,10 @@ func (r *canon) utf8() []byte {
 
 // text reads a text string. A few values that every order carries come
 // back as constants rather than fresh strings.
-func (r *canon) text() string {
-	s := r.utf8()
+func (r *canon) text() string { return r.textOf(r.utf8()) }
+
+// textOf is text for the bytes utf8 read.
+func (r *canon) textOf(s []byte) string {
 	if !r.ok {
 		return ""
 	}
@@ -227,14 +230,35 @@ func decodeCommandFast(b []byte, c *Command, alias bool, known *access.State) bo
 // decodePlaceFast decodes a canonical order payload into the zero p; a
 // bracket is left to Unmarshal.
 func decodePlaceFast(b []byte, p *trade.PlaceRequest) bool {
+	return decodePlaceShared(b, p, "", nil)
+}
+
+// decodePlaceShared is decodePlaceFast that allocates neither of the
+// strings every order brings when it can share one with the same value.
+// The order id is the client's idempotency key (SPEC), so the command's
+// scoped key ("acct:<id>:<key>", idemKey) ends with it: the id is that
+// key's tail. A market id markets knows (nil: none) is the market's own
+// string. Both stay alive as long as an order or fill keeps them, as the
+// account and key ids shared by decodeCommandFast do.
+func decodePlaceShared(b []byte, p *trade.PlaceRequest, idemKey string, markets *market.State) bool {
 	r := canon{b: b, ok: true}
 	var prev uint64
 	for n := r.mapLen(14); n > 0 && r.ok; n-- {
 		switch r.key(&prev) {
 		case 1:
-			p.OrderID = r.text()
+			s := r.utf8()
+			if tail := len(idemKey) - len(s); r.ok && tail >= 0 && idemKey[tail:] == string(s) {
+				p.OrderID = idemKey[tail:]
+			} else {
+				p.OrderID = r.textOf(s)
+			}
 		case 2:
-			p.MarketID = r.text()
+			s := r.utf8()
+			if id, ok := markets.MarketIDOf(s); ok {
+				p.MarketID = id
+			} else {
+				p.MarketID = r.textOf(s)
+			}
 		case 3:
 			p.Side = r.text()
 		case 4:

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/perpd/perpd/fsm/access"
+	"github.com/perpd/perpd/fsm/market"
 	"github.com/perpd/perpd/fsm/trade"
 )
 
@@ -27,6 +28,21 @@ var knownAccess = &access.State{
 
 func fastPlace(b []byte, p *trade.PlaceRequest) bool { return decodePlaceFast(b, p) }
 func fastGroup(b []byte, g *GroupPayload) bool       { return decodeGroupFast(b, g) }
+func fastPlaceShared(b []byte, p *trade.PlaceRequest) bool {
+	return decodePlaceShared(b, p, knownIdemKey, knownMarkets)
+}
+
+// knownIdemKey ends with the mutations' order id (m1), not with filled's,
+// so both ways of decoding an order id are taken; knownMarkets holds both
+// their market ids, and an entry whose id differs from its map key, which
+// must not be taken for it.
+const knownIdemKey = "acct:acc_1:m1"
+
+var knownMarkets = &market.State{MarketsByID: map[string]*market.MarketState{
+	"field-b-é": {Params: market.Params{MarketID: "field-b-é"}},
+	"BTC-PERP":  {Params: market.Params{MarketID: "BTC-PERP"}},
+	"a":         {Params: market.Params{MarketID: "b"}},
+}}
 
 // sameAsUnmarshal decodes b with fast; when it takes b, Unmarshal must
 // take it too and decode the same value (nil and empty told apart).
@@ -99,7 +115,7 @@ func TestFastDecodeTakesWhatMarshalWrites(t *testing.T) {
 	places := []trade.PlaceRequest{filled[trade.PlaceRequest](t), {},
 		{OrderID: "o", Side: "sell", Type: "limit", Contracts: math.MaxInt64, LimitPriceQ8: math.MinInt64}}
 	for _, p := range places {
-		if !sameAsUnmarshal(t, mustMarshal(t, p), fastPlace) {
+		if !sameAsUnmarshal(t, mustMarshal(t, p), fastPlace) || !sameAsUnmarshal(t, mustMarshal(t, p), fastPlaceShared) {
 			t.Fatalf("fast path declined %+v", p)
 		}
 	}
@@ -133,7 +149,7 @@ func TestFastDecodeLeavesTheRestToUnmarshal(t *testing.T) {
 		var c Command
 		var p trade.PlaceRequest
 		var g GroupPayload
-		if decodeCommandFast(b, &c, false, nil) || decodePlaceFast(b, &p) || decodeGroupFast(b, &g) {
+		if decodeCommandFast(b, &c, false, nil) || decodePlaceFast(b, &p) || fastPlaceShared(b, &p) || decodeGroupFast(b, &g) {
 			t.Errorf("fast path took %s (% x)", name, b)
 		}
 	}
@@ -158,6 +174,7 @@ func TestFastDecodeAgreesOnMutations(t *testing.T) {
 		sameAsUnmarshal(t, b, fastCommand)
 		sameAsUnmarshal(t, b, fastCommandKnown)
 		sameAsUnmarshal(t, b, fastPlace)
+		sameAsUnmarshal(t, b, fastPlaceShared)
 		sameAsUnmarshal(t, b, fastGroup)
 	}
 	for _, in := range [][]byte{place, cmd, group} {
@@ -190,6 +207,7 @@ func FuzzFastDecode(f *testing.F) {
 		sameAsUnmarshal(t, b, fastCommandAlias)
 		sameAsUnmarshal(t, b, fastCommandKnown)
 		sameAsUnmarshal(t, b, fastPlace)
+		sameAsUnmarshal(t, b, fastPlaceShared)
 		sameAsUnmarshal(t, b, fastGroup)
 	})
 }
@@ -214,6 +232,33 @@ func TestFastDecodeSharesKnownIDs(t *testing.T) {
 		sameKey := tc.shared && unsafe.StringData(c.KeyID) == unsafe.StringData(knownAccess.Keys[tc.key].ID)
 		if sameAccount != tc.shared || sameKey != tc.shared {
 			t.Fatalf("%s/%s: shares the state's strings %v/%v, want %v", tc.account, tc.key, sameAccount, sameKey, tc.shared)
+		}
+	}
+}
+
+// TestFastDecodeSharesOrderAndMarketIDs: an order id that ends the
+// command's idempotency key comes back as that key's tail, and a market id
+// the state holds as the market's own string; anything else comes back as
+// a string of its own with the entry's value.
+func TestFastDecodeSharesOrderAndMarketIDs(t *testing.T) {
+	const key = "acct:acc_1:m1"
+	for _, tc := range []struct {
+		order, market             string
+		sharedOrder, sharedMarket bool
+	}{{"m1", "BTC-PERP", true, true}, {"1", "ETH-PERP", true, false}, {"m2", "a", false, false},
+		{"acct:acc_1:m1", "BTC-PERP", true, true}, {"x:acct:acc_1:m1", "b", false, false}} {
+		var p trade.PlaceRequest
+		if !decodePlaceShared(mustMarshal(t, trade.PlaceRequest{OrderID: tc.order, MarketID: tc.market}), &p, key, knownMarkets) {
+			t.Fatal("fast path declined an order")
+		}
+		if p.OrderID != tc.order || p.MarketID != tc.market {
+			t.Fatalf("decoded %q/%q, want %q/%q", p.OrderID, p.MarketID, tc.order, tc.market)
+		}
+		sameOrder := len(tc.order) <= len(key) && unsafe.StringData(p.OrderID) == unsafe.StringData(key[len(key)-len(tc.order):])
+		m, ok := knownMarkets.MarketsByID[tc.market]
+		sameMarket := ok && unsafe.StringData(p.MarketID) == unsafe.StringData(m.Params.MarketID)
+		if sameOrder != tc.sharedOrder || sameMarket != tc.sharedMarket {
+			t.Fatalf("%s/%s: shares %v/%v, want %v/%v", tc.order, tc.market, sameOrder, sameMarket, tc.sharedOrder, tc.sharedMarket)
 		}
 	}
 }

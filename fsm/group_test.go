@@ -74,7 +74,7 @@ func TestGroupAppliesEachCommandOnItsOwn(t *testing.T) {
 	}
 	var fills []string
 	for _, ev := range evs {
-		if f, ok := ev.Data.(trade.FillView); ok {
+		if f, ok := fillView(ev); ok {
 			fills = append(fills, f.OrderID)
 		}
 	}

@@ -3,6 +3,8 @@ package fsm
 import (
 	"bytes"
 	"testing"
+
+	"github.com/perpd/perpd/fsm/trade"
 )
 
 // replica is a Machine plus the index of the next entry it will apply, the
@@ -125,4 +127,13 @@ func (r *replica) advanceTo(tsMs int64) []Event {
 			return events
 		}
 	}
+}
+
+// fillView is a fill event's FillView (ok false for any other event).
+func fillView(ev Event) (trade.FillView, bool) {
+	e, ok := ev.Data.(trade.FillEvent)
+	if !ok {
+		return trade.FillView{}, false
+	}
+	return e.View(), true
 }

@@ -54,7 +54,7 @@ func TestOpeningUnderMaintenanceIsRefused(t *testing.T) {
 				}
 				adl := false
 				for _, ev := range w.events {
-					if f, ok := ev.Data.(trade.FillView); ok && ev.Account == s && strings.HasPrefix(f.OrderID, trade.ADLOrderPrefix) {
+					if f, ok := fillView(ev); ok && ev.Account == s && strings.HasPrefix(f.OrderID, trade.ADLOrderPrefix) {
 						adl = true
 					}
 				}

@@ -102,6 +102,7 @@ func (m *Machine) ApplyBatch(indexes []uint64, data [][]byte) ([]*Result, []Even
 	// the slice.
 	m.ctx.events, m.ctx.eventsCap, m.ctx.commands = nil, m.eventRoom(len(data)), 0
 	for i, d := range data {
+		m.ctx.resultsLeft = len(data) - i
 		if h := m.halt.Load(); h != nil {
 			if d != nil {
 				results[i] = haltedResult(h, indexes[i])
@@ -129,6 +130,7 @@ func (m *Machine) ApplyBatch(indexes []uint64, data [][]byte) ([]*Result, []Even
 	}
 	events := m.ctx.events
 	m.ctx.events = nil // the caller's now: the next batch starts its own
+	m.ctx.resultBlock = nil
 	m.noteEvents(len(events), m.ctx.commands)
 	return results, events
 }
@@ -213,7 +215,9 @@ func (m *Machine) applyGroup(index uint64, cmd *Command) *Result {
 		m.ctx.eventsCap = max(m.ctx.eventsCap, m.eventRoom(len(subs)))
 	}
 	out := &Result{Index: index, Group: make([]*Result, len(subs))}
+	after := m.ctx.resultsLeft - 1 // the batch's entries after this one
 	for j, sub := range subs {
+		m.ctx.resultsLeft = len(subs) - j + after
 		if h := m.halt.Load(); h != nil {
 			out.Group[j] = haltedResult(h, index)
 			continue
@@ -349,7 +353,7 @@ func (m *Machine) dispatch(c *Ctx) *Result {
 		c.dropEvents(timerEvents)
 		return refusalResult(ref)
 	}
-	res, err := okResult(status, body)
+	res, err := okResultIn(c.newResult(), status, body)
 	if err != nil {
 		panic(err)
 	}
@@ -385,6 +389,25 @@ type Ctx struct {
 	tenv trade.Env
 	// created is the entry's order answer (answerCreated).
 	created trade.Created
+	// resultBlock holds the zero Results that newResult hands out, made
+	// for resultsLeft, the commands of the batch still to answer, so that
+	// a batch of accepted commands makes its answers in one allocation.
+	resultBlock []Result
+	resultsLeft int
+}
+
+// newResult is a zero Result for the command being applied: the next of
+// the batch's block, made when empty with room for every command left (at
+// most one Result each; a refused or replayed command leaves its slot
+// unused). A Result the caller keeps keeps its block alive, at most a
+// batch's answers.
+func (c *Ctx) newResult() *Result {
+	if len(c.resultBlock) == 0 {
+		c.resultBlock = make([]Result, max(c.resultsLeft, 1))
+	}
+	r := &c.resultBlock[0]
+	c.resultBlock = c.resultBlock[1:]
+	return r
 }
 
 // begin readies the Ctx for the entry at index, keeping the batch's

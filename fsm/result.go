@@ -48,17 +48,22 @@ func refusalResult(ref *wire.Refusal) *Result {
 	return &Result{Status: st, Body: body, Code: ref.Code}
 }
 
-func okResult(status int, v any) (*Result, error) {
+func okResult(status int, v any) (*Result, error) { return okResultIn(new(Result), status, v) }
+
+// okResultIn is okResult writing into res, a zero Result.
+func okResultIn(res *Result, status int, v any) (*Result, error) {
 	if c, ok := v.(*trade.Created); ok {
 		if body, ok := appendCreated(nil, c); ok {
-			return &Result{Status: status, Body: body}, nil
+			res.Status, res.Body = status, body
+			return res, nil
 		}
 	}
 	body, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Status: status, Body: body}, nil
+	res.Status, res.Body = status, body
+	return res, nil
 }
 
 // appendCreated writes an order's answer, every order's, without

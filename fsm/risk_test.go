@@ -147,7 +147,7 @@ func TestCrashLiquidatesEveryLeveragedLong(t *testing.T) {
 	// The shorts were deleveraged by fills at the mid.
 	adlFills := 0
 	for _, ev := range w.events {
-		if f, ok := ev.Data.(trade.FillView); ok && strings.HasPrefix(f.OrderID, trade.ADLOrderPrefix) {
+		if f, ok := fillView(ev); ok && strings.HasPrefix(f.OrderID, trade.ADLOrderPrefix) {
 			adlFills++
 			if int64(f.ExecPriceQ8) != usdQ8(60_000) || f.FeeMsat != 0 {
 				t.Fatalf("adl fill %+v", f)
@@ -231,7 +231,7 @@ func TestInsuranceShortfallTriggersADL(t *testing.T) {
 	shortfall := int64(l[0].DeficitMsat - l[0].InsuranceCoveredMsat)
 	var cut int64
 	for _, ev := range w.events {
-		f, ok := ev.Data.(trade.FillView)
+		f, ok := fillView(ev)
 		if !ok || !strings.HasPrefix(f.OrderID, trade.ADLOrderPrefix) {
 			continue
 		}

@@ -215,7 +215,7 @@ func runTradeSim(t *testing.T, cfg simConfig) *tradeWorld {
 		for _, ev := range w.events {
 			switch ev.Kind {
 			case "fill":
-				f := ev.Data.(trade.FillView)
+				f := ev.Data.(trade.FillEvent).View()
 				q := int64(f.ClosedContracts + f.OpenedContracts)
 				if f.Side == "sell" {
 					q = -q

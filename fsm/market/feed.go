@@ -178,3 +178,16 @@ func (s *State) lastPrint(marketID string) *Print {
 	}
 	return f.Last
 }
+
+// MarketIDOf returns the id of the market whose id is b, the market's own
+// string, without allocating; ok is false when there is none (or s is
+// nil). Decoding an order uses it so that the order shares the id.
+func (s *State) MarketIDOf(b []byte) (id string, ok bool) {
+	if s == nil {
+		return "", false
+	}
+	if m, found := s.MarketsByID[string(b)]; found && m.Params.MarketID == string(b) {
+		return m.Params.MarketID, true
+	}
+	return "", false
+}

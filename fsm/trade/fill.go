@@ -71,24 +71,22 @@ func (s *State) fill(env *Env, a *Account, o *Order, pl Plan, reservedMsat int64
 			f.FeeMsat -= r.DiscountMsat
 		}
 	}
-	after := s.recordFill(env, a, f)
+	s.recordFill(env, a, f)
 	s.close(a, o, StatusFilled, "")
 	s.changed(env, o)
-	env.Emit("position", acct, env.NextSeq(), PositionChange{MarketID: mkt, Position: after})
+	env.Emit("position", acct, env.NextSeq(), FillPositionEvent{f})
 	s.afterFill(env, a, o, pl)
 }
 
-// recordFill keeps a fill (bounded) and announces it. It returns the
-// view's positionAfter (f.After rendered), for the position event that
-// follows to share rather than render again.
-func (s *State) recordFill(env *Env, a *Account, f *Fill) *PositionAfter {
+// recordFill keeps a fill (bounded) and announces it. The event holds the
+// fill itself (FillEvent), as the position event that follows does
+// (FillPositionEvent): they are rendered when a subscriber reads them.
+func (s *State) recordFill(env *Env, a *Account, f *Fill) {
 	a.Fills = append(a.Fills, f)
 	if len(a.Fills) > FillsKept {
 		a.Fills = a.Fills[len(a.Fills)-FillsKept:]
 	}
-	v := NewFillView(f)
-	env.Emit("fill", f.AccountID, f.Seq, v)
-	return v.PositionAfter
+	env.Emit("fill", f.AccountID, f.Seq, FillEvent{f})
 }
 
 func mustOI(err error) {

@@ -473,8 +473,8 @@ func (s *State) adlClose(env *Env, m *market.MarketState, pr market.Print, accou
 		Closed: q, ExecQ8: pr.MidQ8, OracleMidQ8: pr.MidQ8, OracleConfQ9: pr.ConfQ9, OracleTsMs: pr.TsMs,
 		TradeNotionalMsat: mustMath(NotionalMsat(p, q, pr.MidQ8)), RealizedPnlMsat: profit - cut,
 		ReleasedMarginMsat: released, After: after, Seq: env.NextSeq(), TsMs: env.NowMs}
-	pa := s.recordFill(env, a, f) // f.After is after
-	env.Emit("position", accountID, env.NextSeq(), PositionChange{MarketID: mkt, Position: pa})
+	s.recordFill(env, a, f)
+	env.Emit("position", accountID, env.NextSeq(), FillPositionEvent{f}) // f.After is after
 	if after.Contracts == 0 {
 		s.cancelLegs(env, a, mkt)
 	}

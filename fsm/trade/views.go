@@ -1,6 +1,7 @@
 package trade
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -136,6 +137,32 @@ type PositionChange struct {
 	MarketID string         `json:"marketId"`
 	Position *PositionAfter `json:"position"`
 }
+
+// FillEvent is the data of a fill's "fill" event: the fill, rendered as
+// its FillView (View) only when a subscriber marshals it, so that
+// applying a fill makes no view nobody reads. A Fill never changes once
+// recorded, so the event may be rendered later and on another goroutine,
+// with the same bytes as the view made at the fill.
+type FillEvent struct{ Fill *Fill }
+
+// View renders the fill.
+func (e FillEvent) View() FillView { return NewFillView(e.Fill) }
+
+// MarshalJSON is the FillView's JSON.
+func (e FillEvent) MarshalJSON() ([]byte, error) { return json.Marshal(e.View()) }
+
+// FillPositionEvent is the data of the "position" event that follows a
+// fill: the fill's market and positionAfter, rendered as a PositionChange
+// (View) only when a subscriber marshals it, as FillEvent.
+type FillPositionEvent struct{ Fill *Fill }
+
+// View renders the position change the fill made.
+func (e FillPositionEvent) View() PositionChange {
+	return NewPositionChange(e.Fill.MarketID, e.Fill.After)
+}
+
+// MarshalJSON is the PositionChange's JSON.
+func (e FillPositionEvent) MarshalJSON() ([]byte, error) { return json.Marshal(e.View()) }
 
 // NewPositionChange renders a position change.
 func NewPositionChange(marketID string, p Position) PositionChange {
