@@ -102,7 +102,9 @@ import (
 //	   an order id starting with "adl-", the prefix of auto-deleveraging's
 //	   fills, is refused (trade.LevelADLIDsReserved); a bracket leg that
 //	   executes for part of the bracket's position leaves the other leg
-//	   armed for the rest (trade.LevelPartialLegsKeepSibling);
+//	   armed for the rest (trade.LevelPartialLegsKeepSibling), and a
+//	   bracket's executed entry stays among the account's closed orders
+//	   while a leg of it is live (trade.LevelEntryKeptWithLegs);
 //	   market parameters (a genesis catalogue, an operator's change) are
 //	   refused when a maximum-size order's spread into a balanced book is
 //	   not below (imRate - mmRate) / (1 + imRate), what an open at the

@@ -72,7 +72,7 @@ func (s *State) fill(env *Env, a *Account, o *Order, pl Plan, reservedMsat int64
 		}
 	}
 	s.recordFill(env, a, f)
-	s.close(a, o, StatusFilled, "")
+	s.close(env, a, o, StatusFilled, "")
 	s.changed(env, o)
 	env.Emit("position", acct, env.NextSeq(), FillPositionEvent{f})
 	s.afterFill(env, a, o, pl)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/perpd/perpd/fsm/ledger"
@@ -439,7 +440,7 @@ func transfer(l *ledger.Ledger, from, to string, msat int64) {
 
 // close ends an order, of the trading account a, that is no longer
 // resting or was never resting.
-func (s *State) close(a *Account, o *Order, status, reason string) {
+func (s *State) close(env *Env, a *Account, o *Order, status, reason string) {
 	if o.Status == StatusAccepted {
 		a.Resting--
 	}
@@ -455,13 +456,51 @@ func (s *State) close(a *Account, o *Order, status, reason string) {
 	}
 	a.Closed = append(a.Closed, o.No)
 	if len(a.Closed) > ClosedOrdersKept {
-		old := a.Closed[0]
-		a.Closed = a.Closed[1:]
+		i := 0
+		if env.Level >= LevelEntryKeptWithLegs {
+			// At most RestingOrdersPerAccountMax entries have a live leg,
+			// fewer than ClosedOrdersKept: one without is always found.
+			for i < len(a.Closed)-1 && s.hasLiveLeg(a.Closed[i]) {
+				i++
+			}
+		}
+		old := a.Closed[i]
+		if i == 0 {
+			a.Closed = a.Closed[1:]
+		} else {
+			a.Closed = slices.Delete(a.Closed, i, i+1)
+		}
 		if oo, ok := s.Orders[old]; ok {
 			delete(a.OrderNos, oo.OrderID)
 			delete(s.Orders, old)
 		}
 	}
+}
+
+// LevelEntryKeptWithLegs is the feature level (fsm.FeatureLevel) from
+// which a bracket's executed entry is not dropped from the account's
+// closed orders (ClosedOrdersKept) while one of its legs is live: the
+// next oldest closed order goes instead. The entry's contracts are what
+// LevelPartialLegsKeepSibling trims the other leg to, and its id is how
+// the bracket is cancelled; found by the release review of 2026-11-27:
+// after ClosedOrdersKept more orders (a bot's day) the entry was gone, a
+// take-profit for 4,000 of 10,000 contracts cancelled the stop for the
+// 6,000 left (oco), and the bracket's id answered 404 while its stop was
+// live.
+const LevelEntryKeptWithLegs uint32 = 8
+
+// hasLiveLeg reports whether order no is a bracket entry with a live leg.
+func (s *State) hasLiveLeg(no uint64) bool {
+	o, ok := s.Orders[no]
+	if !ok {
+		return false
+	}
+	for _, l := range o.Legs {
+		if leg, ok := s.Orders[l]; ok && leg.Status == StatusAccepted {
+			return true
+		}
+	}
+	return false
 }
 
 // Cancel cancels a live order, trigger or bracket. found is false for an
@@ -499,7 +538,7 @@ func (s *State) finish(env *Env, o *Order, status, reason string) {
 		transfer(env.Ledger, a.ledgerReserved(o.AccountID), a.ledgerFree(o.AccountID), o.ReservedMsat)
 	}
 	o.ReservedMsat = 0
-	s.close(a, o, status, reason)
+	s.close(env, a, o, status, reason)
 	s.changed(env, o)
 	legReason := ReasonEntryCanceled
 	if status == StatusRejected {

@@ -243,8 +243,12 @@ func refuseUnderMaintenance(pl Plan) *wire.Refusal {
 		pl.Quote.MidQ8, pl.After.MarginMsat, pl.After.EntryQ8)
 }
 
-// planOrderFill is PlanFillLeveraged for a trader's order (not the venue's
-// own hedge), with the checks trading adds from a feature level.
+// planOrderFill is PlanFillLeveraged for an order placed through the book,
+// with the checks trading adds from a feature level. The USDx hedge's
+// orders come this way too (usdx.hedgeOrder, which halts on a refusal):
+// they open at leverage 1 only while the hedge's margin has no uncovered
+// hole (mints halt then), so margin covers the short's whole value and
+// no price puts it under maintenance.
 func planOrderFill(env *Env, m *market.MarketState, pos Position, side Side, q, leverage int64, qt Quote, freeMsat int64) (Plan, *wire.Refusal) {
 	pl, ref := PlanFillLeveraged(m, pos, side, q, leverage, qt, freeMsat, env.NowMs)
 	if ref == nil && env.Level >= LevelOpensAboveMaintenance && opensUnderMaintenance(&m.Params, pl) {
