@@ -138,17 +138,7 @@ func TestADLOrderIDsAreReserved(t *testing.T) {
 func TestPartialTakeProfitLeavesTheStopForTheRest(t *testing.T) {
 	for _, level := range []uint32{trade.LevelPartialLegsKeepSibling - 1, trade.LevelPartialLegsKeepSibling} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
-			w := newTradeWorldAt(t, level)
-			acct, key := w.account(btcBTC)
-			other := mktOrder("other", "BTC-PERP", "buy", 3_000)
-			other.Leverage = 10
-			created(t, w.order(acct, key, other), trade.StatusFilled)
-			b := bracket("b", "buy", 10_000, 0, usdQ8(95_000), usdQ8(101_000))
-			b.Leverage = 10
-			b.Bracket.TakeProfitContracts = 4_000
-			created(t, w.order(acct, key, b), trade.StatusFilled)
-			w.print("BTCUSD", usdQ8(101_500))
-			w.wantTrigger(acct, "b.tp", trade.TrigExecuted, "")
+			w, acct := takeProfitOnTopOf(t, level, 4_000)
 			if p := w.position(acct, "BTC-PERP"); p.Contracts != 9_000 {
 				t.Fatalf("after the take-profit: %+v", p)
 			}
@@ -176,20 +166,30 @@ func TestPartialTakeProfitLeavesTheStopForTheRest(t *testing.T) {
 func TestFullLegStillCancelsTheOther(t *testing.T) {
 	for _, level := range []uint32{trade.LevelPartialLegsKeepSibling - 1, trade.LevelPartialLegsKeepSibling} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
-			w := newTradeWorldAt(t, level)
-			acct, key := w.account(btcBTC)
-			other := mktOrder("other", "BTC-PERP", "buy", 3_000)
-			other.Leverage = 10
-			created(t, w.order(acct, key, other), trade.StatusFilled)
-			b := bracket("b", "buy", 10_000, 0, usdQ8(95_000), usdQ8(101_000))
-			b.Leverage = 10
-			created(t, w.order(acct, key, b), trade.StatusFilled)
-			w.print("BTCUSD", usdQ8(101_500))
-			w.wantTrigger(acct, "b.tp", trade.TrigExecuted, "")
+			w, acct := takeProfitOnTopOf(t, level, 0)
 			w.wantTrigger(acct, "b.stop", trade.TrigCancelled, trade.ReasonOCO)
 			if p := w.position(acct, "BTC-PERP"); p.Contracts != 3_000 {
 				t.Fatalf("after the take-profit: %+v", p)
 			}
 		})
 	}
+}
+
+// takeProfitOnTopOf opens a 3,000-contract long, then bracket "b" buying
+// 10,000 more (stop 95,000, take-profit 101,000 for tpContracts; 0: all
+// of it), and prints past the take-profit, which executes.
+func takeProfitOnTopOf(t *testing.T, level uint32, tpContracts int64) (*tradeWorld, string) {
+	t.Helper()
+	w := newTradeWorldAt(t, level)
+	acct, key := w.account(btcBTC)
+	other := mktOrder("other", "BTC-PERP", "buy", 3_000)
+	other.Leverage = 10
+	created(t, w.order(acct, key, other), trade.StatusFilled)
+	b := bracket("b", "buy", 10_000, 0, usdQ8(95_000), usdQ8(101_000))
+	b.Leverage = 10
+	b.Bracket.TakeProfitContracts = tpContracts
+	created(t, w.order(acct, key, b), trade.StatusFilled)
+	w.print("BTCUSD", usdQ8(101_500))
+	w.wantTrigger(acct, "b.tp", trade.TrigExecuted, "")
+	return w, acct
 }
