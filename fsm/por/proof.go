@@ -18,7 +18,7 @@ const (
 // sats proof carries the Msat fields (SPEC section 2); the USDx proof the
 // same shape with Micro fields.
 type ProofDoc struct {
-	Asset       string    `json:"asset" enum:"msat,usdx"`
+	Asset       string    `json:"asset" enum:"msat,usdx" doc:"absent in SPEC's sats proof: a proof without it is a sats proof"`
 	RootHash    string    `json:"rootHash"`
 	TotalMsat   string    `json:"totalMsat,omitempty" unit:"msat" doc:"sats tree: the root's sum"`
 	TotalMicro  string    `json:"totalMicro,omitempty" unit:"int" doc:"USDx tree: the root's sum in micro-USDx"`
@@ -90,6 +90,7 @@ type Verdict struct {
 // Every amount must be a non-negative decimal integer within 64 bits
 // signed; every hash 32 bytes of hex.
 func (d ProofDoc) Verify(wantRoot string) (Verdict, error) {
+	d.Asset = d.asset()
 	v := Verdict{Asset: d.Asset, RootHash: d.RootHash, Index: d.Leaf.Index, Depth: len(d.Path)}
 	micro := d.Asset == AssetUsdx
 	if d.Asset != AssetMsat && d.Asset != AssetUsdx {
@@ -153,6 +154,16 @@ func (d ProofDoc) Verify(wantRoot string) (Verdict, error) {
 	return v, nil
 }
 
+// asset is the proof's tree: SPEC's sats proof has no asset field, and
+// the sats tree is the default (GET /v1/por/proof without asset), so a
+// proof without one is a sats proof.
+func (d ProofDoc) asset() string {
+	if d.Asset == "" {
+		return AssetMsat
+	}
+	return d.Asset
+}
+
 func parseHash(what, s string) (Hash, error) {
 	var h Hash
 	if len(s) != 2*HashSize {
@@ -196,7 +207,7 @@ func (d ProofDoc) CheckTag(apiKey, accountID string) error {
 	if err != nil {
 		return err
 	}
-	if d.Asset != AssetMsat && d.Asset != AssetUsdx {
+	if d.Asset = d.asset(); d.Asset != AssetMsat && d.Asset != AssetUsdx {
 		return fmt.Errorf("unknown asset %q", d.Asset)
 	}
 	ts, err := strconv.ParseInt(d.TreeTsMs, 10, 64)

@@ -380,3 +380,47 @@ func TestCheckTagBindsTheLeafToItsAccount(t *testing.T) {
 		t.Fatal("a bad treeTsMs passed")
 	}
 }
+
+// SPEC's sats proof is {rootHash; totalMsat; rootSaltHex; treeTsMs; leaf;
+// path}, without asset: a document of exactly that shape (as a client
+// keeping only the SPEC fields saves it) is a sats proof and verifies, its
+// owner included.
+func TestSpecShapedSatsProofVerifies(t *testing.T) {
+	const ts = 240_000
+	key := sha256.Sum256([]byte("key-A"))
+	salt := RootSalt(AssetMsat, ts, 5)
+	ls := []Leaf{{Tag: AccountTag(key[:], AssetMsat, "acc_A", ts), Amount: 7_000}, {Tag: AccountTag(key[:], AssetMsat, "acc_B", ts), Amount: 1_000}}
+	tr, _ := Build(salt, ls)
+	d, err := NewProofDoc(AssetMsat, tr, salt, ls[0].Tag, 0, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(d)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	delete(m, "asset")
+	b, _ = json.Marshal(m)
+	spec, err := DecodeProof(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := spec.Verify(hexString(tr.Root().Hash))
+	if err != nil {
+		t.Fatalf("SPEC-shaped sats proof refused: %v", err)
+	}
+	if v.Balance != 7_000 || v.Total != 8_000 {
+		t.Fatalf("verdict %+v", v)
+	}
+	if err := spec.CheckTag("key-A", "acc_A"); err != nil {
+		t.Fatalf("SPEC-shaped sats proof's owner: %v", err)
+	}
+	// The default is the sats tree: a USDx proof without asset does not
+	// verify (its amounts are in the micro fields).
+	du, _ := NewProofDoc(AssetUsdx, tr, salt, ls[0].Tag, 0, ts)
+	du.Asset = ""
+	if _, err := du.Verify(""); err == nil {
+		t.Fatal("a USDx proof without asset verified as a sats proof")
+	}
+}
+
+func hexString(h Hash) string { return fmt.Sprintf("%x", h[:]) }
