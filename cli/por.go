@@ -22,7 +22,7 @@ func porCmd() *cobra.Command {
 }
 
 func porVerifyCmd() *cobra.Command {
-	var proofPath, root, account, keyEnv string
+	var proofPath, root, treeTs, account, keyEnv string
 	cmd := &cobra.Command{
 		Use:   "verify --proof FILE [--root HASH]",
 		Short: "Verify a Proof of Reserves inclusion proof offline",
@@ -30,7 +30,10 @@ func porVerifyCmd() *cobra.Command {
 SHA-256(rootSalt || accountTag), then each parent SHA-256(L.hash || L.sum || R.hash || R.sum) with
 8-byte big-endian sums, checking that every sum is a non-negative integer, that the sides agree with
 the leaf index, and that the path ends at the proof's rootHash and total. With --root it also checks
-that root is the one you expect (the rootHash GET /por publishes, liability or liabilityUsdx).
+that root is the one you expect (the rootHash GET /por publishes, liability or liabilityUsdx); pass
+--ts with that tree's tsMs too: the root does not bind the proof's treeTsMs, so without it a leaf
+tagged for an older tree (an older, smaller balance) placed in the current tree passes as "the tree
+of" that older time.
 --proof - reads the proof from standard input. With --account it also checks that the leaf is
 that account's: its accountTag must be HMAC-SHA256(SHA-256(key), "perpd/por/tag/v1" 0 asset 0
 account 0 treeTsMs), with the account's oldest API key still on record (its signup key) read from
@@ -60,7 +63,12 @@ proves a balance is in the tree, not whose. Exit status 0 means the proof is val
 			d, err := por.DecodeProof(io.LimitReader(r, 1<<20))
 			if err == nil {
 				var v por.Verdict
-				if v, err = d.Verify(root); err == nil && account != "" {
+				v, err = d.Verify(root)
+				if err == nil && treeTs != "" && d.TreeTsMs != treeTs {
+					// The leaf's tag binds treeTsMs, the root does not.
+					err = fmt.Errorf("the proof is of the tree of %s, not the expected tree of %s", d.TreeTsMs, treeTs)
+				}
+				if err == nil && account != "" {
 					err = d.CheckTag(apiKey, account)
 				}
 				if err == nil {
@@ -89,6 +97,7 @@ proves a balance is in the tree, not whose. Exit status 0 means the proof is val
 	}
 	cmd.Flags().StringVar(&proofPath, "proof", "", "proof file (JSON from GET /v1/por/proof), or - for standard input")
 	cmd.Flags().StringVar(&root, "root", "", "expected root hash (hex)")
+	cmd.Flags().StringVar(&treeTs, "ts", "", "expected tree time: the tsMs GET /por publishes beside the root")
 	cmd.Flags().StringVar(&account, "account", "", "check that the leaf is this account's (needs its API key in --key-env)")
 	cmd.Flags().StringVar(&keyEnv, "key-env", "PERPD_API_KEY", "environment variable holding the account's API key (used with --account)")
 	return cmd

@@ -120,3 +120,30 @@ func TestPorVerifyChecksTheLeafOwner(t *testing.T) {
 		t.Fatalf("--account without a key: %v", err)
 	}
 }
+
+// The root does not bind treeTsMs, only the leaf's tag does: a venue can
+// put A's leaf tagged for an older tree (1_000 msat, A's balance then)
+// into the current tree while A holds 7_000 now. With the current root and
+// --account the proof passes as "the tree of" the older time; --ts, the
+// tsMs GET /por publishes beside the root, catches it.
+func TestPorVerifyChecksTheTreeTime(t *testing.T) {
+	const old, now = 180_000, 240_000
+	key := sha256.Sum256([]byte("key-A"))
+	salt := por.RootSalt(por.AssetMsat, now, 9)
+	leaves := []por.Leaf{{Tag: por.AccountTag(key[:], por.AssetMsat, "acc_A", old), Amount: 1_000},
+		{Tag: por.AccountTag([]byte("b"), por.AssetMsat, "acc_B", now), Amount: 3_000}}
+	tr, _ := por.Build(salt, leaves)
+	root := tr.Root().Hash
+	d, _ := por.NewProofDoc(por.AssetMsat, tr, salt, leaves[0].Tag, 0, old)
+	proof, _ := json.Marshal(d)
+	t.Setenv("PERPD_API_KEY", "key-A")
+	out, err := runPor(t, proof, "verify", "--proof", "-", "--root", hex.EncodeToString(root[:]), "--ts", "240000", "--account", "acc_A")
+	if !errors.Is(err, errProofInvalid) || !strings.Contains(out, "not the expected tree of 240000") {
+		t.Fatalf("an older tree's leaf in the current root passed: %v\n%s", err, out)
+	}
+	good, _ := por.NewProofDoc(por.AssetMsat, tr, salt, leaves[1].Tag, 1, now)
+	proof, _ = json.Marshal(good)
+	if out, err = runPor(t, proof, "verify", "--proof", "-", "--root", hex.EncodeToString(root[:]), "--ts", "240000"); err != nil {
+		t.Fatalf("the current tree's leaf: %v\n%s", err, out)
+	}
+}
