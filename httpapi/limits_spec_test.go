@@ -1,7 +1,11 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -82,5 +86,59 @@ func TestMeterSpecBudgetBoundaries(t *testing.T) {
 				t.Fatalf("the account admitted %d in the minute after it was drained, SPEC says %d", admitted, tc.perAcct)
 			}
 		})
+	}
+}
+
+// The body limit behind 413 body_too_large, at its boundary, both with a
+// Content-Length and chunked: a body of exactly MaxBodyBytes is read, one
+// byte more is refused and mints nothing. Whitespace pads a valid body.
+func TestBodyLimitBoundary(t *testing.T) {
+	a := newTestAPI(t)
+	master, _ := a.signup()
+	live := func() int {
+		r := a.do(req{method: "GET", path: "/v1/sessions", key: master})
+		var out struct{ Sessions []json.RawMessage }
+		if err := json.Unmarshal(r.body, &out); err != nil || r.status != 200 {
+			t.Fatalf("sessions: %d %s", r.status, r.body)
+		}
+		return len(out.Sessions)
+	}
+	for _, tc := range []struct {
+		name    string
+		size    int
+		chunked bool
+		status  int
+	}{
+		{"at the limit", MaxBodyBytes, false, 201},
+		{"one past", MaxBodyBytes + 1, false, 413},
+		{"at the limit, chunked", MaxBodyBytes, true, 201},
+		{"one past, chunked", MaxBodyBytes + 1, true, 413},
+	} {
+		body := `{"label":"x"}`
+		body += strings.Repeat(" ", tc.size-len(body))
+		var rd io.Reader = strings.NewReader(body)
+		if tc.chunked {
+			rd = io.MultiReader(rd) // no length known up front
+		}
+		hr, err := http.NewRequest("POST", a.http.URL+"/v1/sessions", rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr.Header.Set(KeyHeader, master)
+		hr.Header.Set(IdemHeader, nextIdem())
+		before := live()
+		res, err := a.http.Client().Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		r := resp{status: res.StatusCode, header: res.Header, body: b}
+		if r.status != tc.status || (tc.status == 413 && r.code() != "body_too_large") {
+			t.Fatalf("%s (%d bytes): %d %s, want %d", tc.name, tc.size, r.status, r.body, tc.status)
+		}
+		if grew := live() - before; grew != map[bool]int{true: 1, false: 0}[tc.status == 201] {
+			t.Fatalf("%s: live keys grew by %d", tc.name, grew)
+		}
 	}
 }
