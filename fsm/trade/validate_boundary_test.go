@@ -37,7 +37,7 @@ func TestValidateOrderBoundaries(t *testing.T) {
 		{"limit price on the tick", func(r *PlaceRequest) { r.Type, r.LimitPriceQ8 = TypeLimit, p.TickSizeQ8 }, true},
 		{"limit price off the tick", func(r *PlaceRequest) { r.Type, r.LimitPriceQ8 = TypeLimit, p.TickSizeQ8+1 }, p.TickSizeQ8 == 1},
 		{"highest limit price", func(r *PlaceRequest) { r.Type, r.LimitPriceQ8 = TypeLimit, topQ8 }, true},
-		{"one tick above the highest", func(r *PlaceRequest) { r.Type, r.LimitPriceQ8 = TypeLimit, topQ8 + p.TickSizeQ8 }, false},
+		{"one tick above the highest", func(r *PlaceRequest) { r.Type, r.LimitPriceQ8 = TypeLimit, topQ8+p.TickSizeQ8 }, false},
 		{"slippage just under 1", func(r *PlaceRequest) { r.HasMaxSlippage, r.MaxSlippageQ9 = true, q9-1 }, true},
 		{"slippage of 1", func(r *PlaceRequest) { r.HasMaxSlippage, r.MaxSlippageQ9 = true, q9 }, false},
 	} {
