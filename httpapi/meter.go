@@ -192,7 +192,19 @@ func (m *meter) peek(b Budget, subject, account string, now time.Time) int {
 }
 
 func (m *meter) refused(perMin int, delay time.Duration, now time.Time) verdict {
-	return verdict{limit: perMin, retryAfter: delay, resetUnix: now.Add(delay).Unix() + 1}
+	// The epoch second at which the bucket admits: rounded up, as resetAt
+	// does, not truncated plus one (a whole-second wait named the second
+	// after it).
+	return verdict{limit: perMin, retryAfter: delay, resetUnix: ceilUnix(now.Add(delay))}
+}
+
+// ceilUnix is t in epoch seconds, rounded up.
+func ceilUnix(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() != 0 {
+		s++
+	}
+	return s
 }
 
 // resetAt is the epoch second at which a bucket holding tokens next admits
@@ -202,7 +214,7 @@ func resetAt(now time.Time, tokens float64, perMin int) int64 {
 		return now.Unix()
 	}
 	wait := time.Duration((1 - tokens) * 60 / float64(perMin) * float64(time.Second))
-	return int64(math.Ceil(float64(now.Add(wait).UnixNano()) / 1e9))
+	return ceilUnix(now.Add(wait))
 }
 
 // leaderBudgets are drawn on the leader, with the write they meter.
