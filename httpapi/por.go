@@ -169,13 +169,28 @@ var porTrees = struct {
 	byAsset map[string]*por.Tree
 }{byAsset: map[string]*por.Tree{}}
 
-// porTree returns the levels of the tree whose leaves are ls and whose
-// root is root, from the cache or built now.
-func porTree(asset string, salt, root por.Hash, width int, ls func() []por.Leaf) (*por.Tree, error) {
+// testHookPorProofRead, when a test sets it, runs between a proof's
+// state read and its use of the tree, where another request may replace
+// the cached tree.
+var testHookPorProofRead func()
+
+// cachedPorTree is the cached tree of asset if it is the one with root
+// and salt, else nil. A caller that found it keeps the pointer: another
+// request may replace the cache a moment later.
+func cachedPorTree(asset string, salt, root por.Hash) *por.Tree {
 	porTrees.Lock()
 	t := porTrees.byAsset[asset]
 	porTrees.Unlock()
 	if t != nil && t.Root().Hash == root && t.Salt == salt {
+		return t
+	}
+	return nil
+}
+
+// porTree returns the levels of the tree whose leaves are ls and whose
+// root is root, from the cache or built now.
+func porTree(asset string, salt, root por.Hash, width int, ls func() []por.Leaf) (*por.Tree, error) {
+	if t := cachedPorTree(asset, salt, root); t != nil {
 		return t, nil
 	}
 	t, err := por.BuildWidth(salt, ls(), width)
@@ -210,6 +225,7 @@ func (s *Server) porProof(c *gin.Context) {
 		width      int
 		tsMs       int64
 		leaves     []por.Leaf
+		hit        *por.Tree // the cached tree, when the read found it current
 		treeExists bool
 	)
 	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
@@ -225,10 +241,7 @@ func (s *Server) porProof(c *gin.Context) {
 			return
 		}
 		found, tag, salt, root, tsMs, width = true, tr.Tags[idx], tr.Salt, tr.RootHash, tr.TsMs, tr.Width()
-		porTrees.Lock()
-		cached := porTrees.byAsset[asset]
-		porTrees.Unlock()
-		if cached == nil || cached.Root().Hash != root || cached.Salt != salt {
+		if hit = cachedPorTree(asset, salt, root); hit == nil {
 			leaves = tr.Leaves() // a copy: built into levels outside the lock
 		}
 	})
@@ -240,7 +253,13 @@ func (s *Server) porProof(c *gin.Context) {
 		notFound(c, "account in the latest "+asset+" tree (it is in the next tree built after it was created or first held "+asset+")")
 		return
 	}
-	t, err := porTree(asset, salt, root, width, func() []por.Leaf { return leaves })
+	if testHookPorProofRead != nil {
+		testHookPorProofRead()
+	}
+	t, err := hit, error(nil)
+	if t == nil {
+		t, err = porTree(asset, salt, root, width, func() []por.Leaf { return leaves })
+	}
 	if err == nil && t.Count <= idx {
 		err = errTreeMismatch
 	}

@@ -191,3 +191,43 @@ func TestPorUsdxProofOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPorProofSurvivesTheCacheChangingUnderIt: a proof request found the
+// cached tree current in its state read and so copied no leaves; another
+// request then replaced the cache with another tree (as at a minute's
+// boundary) before this one used it. It answered 503 "the tree changed";
+// now it keeps the tree it found and answers the proof.
+func TestPorProofSurvivesTheCacheChangingUnderIt(t *testing.T) {
+	clk := &skewClock{start: time.Now()}
+	a := newTestAPIWith(t, nil, func(c *node.Config) { c.Clock = clk })
+	k, _ := a.signup()
+	if r := a.do(req{method: "POST", path: "/v1/faucet", key: k, idem: nextIdem(), body: "{}"}); r.status != 201 {
+		t.Fatalf("faucet: %d %s", r.status, r.body)
+	}
+	snap := a.settledPor(clk)
+	root := snap["liability"].(map[string]any)["rootHash"].(string)
+	if r := a.do(req{method: "GET", path: "/v1/por/proof", key: k}); r.status != 200 { // caches the tree
+		t.Fatalf("first proof: %d %s", r.status, r.body)
+	}
+	other, err := por.BuildWidth(por.Hash{1}, []por.Leaf{{Amount: 5}, {Amount: 6}}, por.MinWidth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testHookPorProofRead = func() {
+		porTrees.Lock()
+		porTrees.byAsset[por.AssetMsat] = other
+		porTrees.Unlock()
+	}
+	t.Cleanup(func() { testHookPorProofRead = nil })
+	r := a.do(req{method: "GET", path: "/v1/por/proof", key: k})
+	if r.status != 200 {
+		t.Fatalf("proof with the cache replaced under it: %d %s", r.status, r.body)
+	}
+	d, err := por.DecodeProof(bytes.NewReader(r.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Verify(root); err != nil {
+		t.Fatal(err)
+	}
+}
