@@ -45,7 +45,10 @@ func indexGuard(s *Server, r *Route) gin.HandlerFunc {
 		if linearizable {
 			if err := s.Node.LinearizableRead(c.Request.Context()); err != nil {
 				stamp()
-				unavailable(c, "cannot confirm a linearizable read right now: "+err.Error())
+				// err may carry the leader's id, admin address or
+				// error text: logged, not relayed.
+				s.log.Debug("linearizable read refused", "err", err)
+				unavailable(c, "cannot confirm a linearizable read right now; retry or ask another node")
 				return
 			}
 		}

@@ -80,7 +80,13 @@ func (s *Server) propose(c *gin.Context, cmd *fsm.Command) (*fsm.Result, bool) {
 		if errors.Is(err, node.ErrUnavailable) {
 			unavailable(c, "no leader accepted the write in time; retry with the same idempotency-key")
 		} else {
-			unavailable(c, "write failed: "+err.Error())
+			// The cause may be the leader's own error text (its admin
+			// address, a credential mismatch): the log keeps it, the
+			// client gets what it can act on.
+			if c.Request.Context().Err() == nil { // not a client that left
+				s.log.Warn("write failed", "type", cmd.Type, "err", err)
+			}
+			unavailable(c, "the write was not applied; retry with the same idempotency-key")
 		}
 		return nil, false
 	}
