@@ -12,10 +12,12 @@ const IdemRetentionMs = 24 * 60 * 60 * 1000
 
 // The store is bounded whatever the request rate, by count and by bytes
 // (key, request hash and answer body, plus a fixed per-record allowance):
-// past either bound the oldest records are dropped early. A retry after
-// that re-applies, which the domain rules keep safe for every money
-// command (docs/decisions-core.md says why for each). 64 MiB keeps the
-// store a bounded share of every snapshot and of every follower's memory.
+// past either bound records are dropped early: below LevelIdemFair the
+// oldest, and a retry re-applies (the domain rules keep that safe for
+// most money commands, docs/decisions.md says why for each); from it the
+// largest tenant's, as tombstones that refuse a retry (idem_fair.go).
+// 64 MiB keeps the store a bounded share of every snapshot and of every
+// follower's memory.
 const (
 	IdemMaxRecords = 500_000
 	IdemMaxBytes   = 64 << 20

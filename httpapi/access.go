@@ -319,9 +319,23 @@ func (s *Server) revokeSessions(c *gin.Context) {
 	if req.KeyID != nil {
 		p.KeyID = *req.KeyID
 	}
-	if res, ok := s.submit(c, fsm.CmdRevokeKeys, p, req); ok {
+	// "All but current" spares the calling key, which the body does not
+	// name: the request hash covers it, so the same body sent by another
+	// key under the same idempotency-key is another request (409), not a
+	// replay telling that key its revoke was done.
+	var hashed any = req
+	if all {
+		hashed = revokeAllHashed{RevokeRequest: req, Current: callerOf(c).KeyID}
+	}
+	if res, ok := s.submit(c, fsm.CmdRevokeKeys, p, hashed); ok {
 		respond(c, res)
 	}
+}
+
+// revokeAllHashed is what an allButCurrent revoke's request hash covers.
+type revokeAllHashed struct {
+	RevokeRequest
+	Current string `json:"current"`
 }
 
 // limits reports the caller's budgets: the read budget from this node's

@@ -1,0 +1,32 @@
+package httpapi
+
+import "testing"
+
+// TestRevokeAllButCurrentKeyReusedFromAnotherKey: which key "all but
+// current" spares is the x-api-key's, not the body's. Key A revokes every
+// other key under idempotency-key K; key D (minted by A afterwards) sends
+// the same body under K. Before, the request hash covered only the body,
+// so D got A's stored 200 {revoked: [master]} and A stayed live although
+// D was told all but D were revoked. Now it is another request: 409
+// idempotency_key_reused, and A's own retry still replays.
+func TestRevokeAllButCurrentKeyReusedFromAnotherKey(t *testing.T) {
+	a := newTestAPI(t)
+	master, _ := a.signup()
+	keyA, _ := a.mint(master, "read", "admin-sessions")
+	body := map[string]any{"allButCurrent": true}
+	first := a.do(req{method: "POST", path: "/v1/sessions/revoke", key: keyA, idem: "rv-1", body: body})
+	if first.status != 200 {
+		t.Fatalf("first revoke: %d %s", first.status, first.body)
+	}
+	if r := a.do(req{method: "POST", path: "/v1/sessions/revoke", key: keyA, idem: "rv-1", body: body}); r.status != 200 || string(r.body) != string(first.body) {
+		t.Fatalf("A's own retry: %d %s, want the stored %s", r.status, r.body, first.body)
+	}
+	keyD, _ := a.mint(keyA, "read", "admin-sessions")
+	r := a.do(req{method: "POST", path: "/v1/sessions/revoke", key: keyD, idem: "rv-1", body: body})
+	if r.status != 409 || r.code() != "idempotency_key_reused" {
+		t.Errorf("D's allButCurrent under A's key: %d %s, want 409 idempotency_key_reused", r.status, r.body)
+	}
+	if g := a.do(req{method: "GET", path: "/v1/account", key: keyA}); r.status == 200 && g.status == 200 {
+		t.Errorf("D was answered 200 but key A still works")
+	}
+}
