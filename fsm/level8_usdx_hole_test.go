@@ -81,13 +81,7 @@ func TestRedemptionsTakeTheirShareOfTheHole(t *testing.T) {
 func TestMarkdownCountsItsContractsShareOfTheLoss(t *testing.T) {
 	for _, level := range []uint32{usdx.LevelHoleLeavesWithContracts - 1, usdx.LevelHoleLeavesWithContracts} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
-			w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
-			a, k := w.account(btcBTC)
-			w.mintN(a, k, 20)
-			s, sk := w.account(btcBTC)
-			wantOK(t, w.order(s, sk, mktOrder("short1", "BTC-PERP", "sell", 5_000))) // shorts heavier: the hedge pays
-			w.stakeFor(a, k, 20)
-			w.params(USDxParamsPayload{ReserveTargetQ9: i64(1_000_000_000), ReserveFloorQ9: i64(1_000_000_000)})
+			w := smallMarkdownWorld(t, level, 20)
 			m0, n0 := w.hedgeMargin()
 			before := w.st().u
 			wf := w.nextBoundary()

@@ -17,13 +17,7 @@ import (
 func TestMarkdownTakesTheLossAndNoMore(t *testing.T) {
 	for _, level := range []uint32{usdx.LevelMarkdownSurplusToStakers - 1, usdx.LevelMarkdownSurplusToStakers} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
-			w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
-			a, k := w.account(btcBTC)
-			w.mintN(a, k, 20)
-			s, sk := w.account(btcBTC)
-			wantOK(t, w.order(s, sk, mktOrder("short1", "BTC-PERP", "sell", 5_000))) // shorts heavier: the hedge pays
-			w.stakeFor(a, k, 11)
-			w.params(USDxParamsPayload{ReserveTargetQ9: i64(1_000_000_000), ReserveFloorQ9: i64(1_000_000_000)})
+			w := smallMarkdownWorld(t, level, 11)
 			before := w.st().u
 			wf := w.nextBoundary()
 			after := w.st().u
@@ -57,4 +51,19 @@ func TestMarkdownTakesTheLossAndNoMore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// smallMarkdownWorld: 20 USDx minted, staked of them staked, the organic
+// book short-heavy (the hedge pays funding) and the reserve held at its
+// floor, so the next boundary's small loss marks the pool down.
+func smallMarkdownWorld(t *testing.T, level uint32, staked int64) *usdxWorld {
+	t.Helper()
+	w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
+	a, k := w.account(btcBTC)
+	w.mintN(a, k, 20)
+	s, sk := w.account(btcBTC)
+	wantOK(t, w.order(s, sk, mktOrder("short1", "BTC-PERP", "sell", 5_000))) // shorts heavier: the hedge pays
+	w.stakeFor(a, k, staked)
+	w.params(USDxParamsPayload{ReserveTargetQ9: i64(1_000_000_000), ReserveFloorQ9: i64(1_000_000_000)})
+	return w
 }

@@ -431,13 +431,8 @@ func (s *refusalScan) scanBody(key string, body ast.Node, info *types.Info) {
 // wireCode is the ErrorCode e names, when e is one of fsm/wire's Code
 // constants ("" otherwise: a reason such as "oracle_stale" is not a code).
 func wireCode(info *types.Info, e ast.Expr) string {
-	var id *ast.Ident
-	switch x := e.(type) {
-	case *ast.Ident:
-		id = x
-	case *ast.SelectorExpr:
-		id = x.Sel
-	default:
+	id := nameOf(e)
+	if id == nil {
 		return ""
 	}
 	c, ok := info.Uses[id].(*types.Const)
@@ -459,16 +454,24 @@ func isCodeExpr(e ast.Expr) bool {
 	return false
 }
 
-func calleeKey(info *types.Info, fun ast.Expr) string {
-	var id *ast.Ident
-	switch x := fun.(type) {
+// nameOf is the identifier e names: itself, or a selector's last name
+// (nil for anything else).
+func nameOf(e ast.Expr) *ast.Ident {
+	switch x := e.(type) {
 	case *ast.Ident:
-		id = x
+		return x
 	case *ast.SelectorExpr:
-		id = x.Sel
-	case *ast.IndexExpr:
+		return x.Sel
+	}
+	return nil
+}
+
+func calleeKey(info *types.Info, fun ast.Expr) string {
+	if x, ok := fun.(*ast.IndexExpr); ok {
 		return calleeKey(info, x.X)
-	default:
+	}
+	id := nameOf(fun)
+	if id == nil {
 		return ""
 	}
 	if f, ok := info.Uses[id].(*types.Func); ok {
