@@ -81,14 +81,18 @@ func marketRefusal(err error) *wire.Refusal {
 }
 
 // checkMarketOpen is what order entry asks before it accepts an order in a
-// market: unknown markets are not_found, a halted market is market_halted,
-// and a market whose oracle print is missing or older than its
-// oracleStalenessMs is oracle_stale. Both refusals are 400, the status SPEC
-// section 7 gives refusals on order placement. A reduce_only market passes:
-// whether the order only reduces is the caller's check.
+// market: an unknown market is a validation refusal (not_found below
+// LevelUnknownMarketIs400), a halted market is market_halted, and a market
+// whose oracle print is missing or older than its oracleStalenessMs is
+// oracle_stale. All are 400, the status SPEC section 7 gives refusals on
+// order placement. A reduce_only market passes: whether the order only
+// reduces is the caller's check.
 func checkMarketOpen(st *State, marketID string, nowMs int64) *wire.Refusal {
 	m, ok := st.Market.MarketsByID[marketID]
 	if !ok {
+		if st.FeatureLevel >= LevelUnknownMarketIs400 {
+			return wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "unknown market %q", marketID)
+		}
 		return wire.Refuse(http.StatusNotFound, wire.CodeNotFound, "market %q not found", marketID)
 	}
 	if m.Params.Status == market.StatusHalted {
@@ -100,6 +104,13 @@ func checkMarketOpen(st *State, marketID string, nowMs int64) *wire.Refusal {
 	}
 	return nil
 }
+
+// LevelUnknownMarketIs400 is the level from which an order naming an
+// unknown market is refused 400 validation: SPEC section 7 gives order
+// placement 400 for every refusal and keeps 404 for a resource in the
+// path. Below it the refusal was 404 not_found, and replayed entries keep
+// their stored answers.
+const LevelUnknownMarketIs400 uint32 = 8
 
 // FeedAnchor is the price a feed's seeded pre-launch history ends at: the
 // oracle's first price, so the chart joins the first real bar.

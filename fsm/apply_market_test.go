@@ -357,7 +357,7 @@ func TestCheckMarketOpen(t *testing.T) {
 		}
 	}
 	want("no print yet", check("BTC-PERP", ts), http.StatusBadRequest, wire.CodeOracleStale)
-	want("unknown market", check("SOL-PERP", ts), http.StatusNotFound, wire.CodeNotFound)
+	want("unknown market", check("SOL-PERP", ts), http.StatusBadRequest, wire.CodeValidation)
 	wantOK(t, r.apply(printAt(t, ts, "BTCUSD", btcAnchorQ8, ts)))
 	want("fresh print", check("BTC-PERP", ts), 0, "")
 	want("exactly oracleStalenessMs old", check("BTC-PERP", ts+10_000), 0, "")

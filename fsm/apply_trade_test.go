@@ -469,7 +469,7 @@ func TestOrderRefusalsChangeNothing(t *testing.T) {
 		t.Run(name, func(t *testing.T) { w.t = t; w.refusedAsIs(acct, key, r, bad, wire.CodeValidation) })
 	}
 	w.t = t
-	w.refusedAsIs(acct, key, with(buy, func(r *trade.PlaceRequest) { r.MarketID = "XRP-PERP" }), http.StatusNotFound, wire.CodeNotFound)
+	w.refusedAsIs(acct, key, with(buy, func(r *trade.PlaceRequest) { r.MarketID = "XRP-PERP" }), bad, wire.CodeValidation)
 	w.refusedAsIs(acct, key, with(buy, func(r *trade.PlaceRequest) { r.ReduceOnly = true }), bad, wire.CodeReduceOnly)
 	poor, poorKey := w.account(1000)
 	w.refusedAsIs(poor, poorKey, buy, bad, wire.CodeInsufficientMargin)

@@ -59,7 +59,7 @@ func TestGroupAppliesEachCommandOnItsOwn(t *testing.T) {
 		t.Fatalf("group answer %+v", res)
 	}
 	created(t, res.Group[0], trade.StatusFilled)
-	wantRefused(t, res.Group[1], http.StatusNotFound, wire.CodeNotFound)
+	wantRefused(t, res.Group[1], http.StatusBadRequest, wire.CodeValidation)
 	created(t, res.Group[2], trade.StatusFilled)
 	if !res.Group[3].Replay || string(res.Group[3].Body) != string(res.Group[0].Body) {
 		t.Fatalf("retry inside the group: %+v", res.Group[3])

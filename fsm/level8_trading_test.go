@@ -193,3 +193,22 @@ func takeProfitOnTopOf(t *testing.T, level uint32, tpContracts int64) (*tradeWor
 	w.wantTrigger(acct, "b.tp", trade.TrigExecuted, "")
 	return w, acct
 }
+
+// TestUnknownMarketOrderIs400: SPEC section 7 gives order placement 400
+// for its refusals and keeps 404 for an unknown resource in the path; an
+// order naming a market the venue does not list is a refusal of the
+// order's body. Below the level it stays the stored 404.
+func TestUnknownMarketOrderIs400(t *testing.T) {
+	for _, level := range []uint32{LevelUnknownMarketIs400 - 1, LevelUnknownMarketIs400} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := newTradeWorldAt(t, level)
+			acct, key := w.account(btcBTC)
+			r := mktOrder("xrp", "XRP-PERP", "buy", 1)
+			if level >= LevelUnknownMarketIs400 {
+				w.refusedAsIs(acct, key, r, http.StatusBadRequest, wire.CodeValidation)
+				return
+			}
+			w.refusedAsIs(acct, key, r, http.StatusNotFound, wire.CodeNotFound)
+		})
+	}
+}

@@ -175,7 +175,7 @@ func TestOrderRefusalsOverHTTP(t *testing.T) {
 	wantCode(t, post(orderBody("ETH-PERP", "buy", "limit", "1", map[string]any{"limitPriceQ8": "340000000001"})), 400, "validation")
 	wantCode(t, post(orderBody("ETH-PERP", "buy", "market", "1", map[string]any{"maxSlippageQ9": "0"})), 400, "validation")
 	wantCode(t, post(orderBody("ETH-PERP", "sell", "market", "1", map[string]any{"reduceOnly": true})), 400, "reduce_only")
-	wantCode(t, post(orderBody("XRP-PERP", "buy", "market", "1", nil)), 404, "not_found")
+	wantCode(t, post(orderBody("XRP-PERP", "buy", "market", "1", nil)), 400, "validation")
 	wantCode(t, post(orderBody("BTC-PERP", "buy", "market", "1000000", nil)), 400, "insufficient_margin")
 	readKey, _ := a.mint(key, "read")
 	r := a.do(req{method: "POST", path: "/v1/orders", key: readKey, idem: nextIdem(), body: orderBody("ETH-PERP", "buy", "market", "1", nil)})
