@@ -120,7 +120,9 @@ import (
 //	   the loss as covered (usdx.LevelHoleLeavesWithContracts); the quotes'
 //	   expiry order drops ids of quotes already gone
 //	   (usdx.LevelQuoteOrderBounded); the dynamic fee is the curve's exact
-//	   rate x notional, rounded up once (usdx.LevelExactDynFee).
+//	   rate x notional, rounded up once (usdx.LevelExactDynFee); the
+//	   stats channel's funding frame carries its mark's oracleTsMs and the
+//	   market's stalenessMs (LevelFundingFrameStamped).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
