@@ -55,7 +55,8 @@ func advanceMarkets(c *Ctx) {
 		for _, h := range fundingHooks {
 			h(c, ev)
 		}
-		c.Emit(Event{Kind: "funding", Channel: "stats", Selector: ev.MarketID, Data: newFundingBoundaryView(ev)})
+		staleness := c.St.Market.MarketsByID[ev.MarketID].Params.OracleStalenessMs
+		c.Emit(Event{Kind: "funding", Channel: "stats", Selector: ev.MarketID, Data: newFundingBoundaryView(ev, c.St.FeatureLevel, staleness)})
 	}
 }
 

@@ -139,7 +139,9 @@ type StatsEvent struct {
 }
 
 // FundingBoundaryView is the payload of a stats-channel "funding" event:
-// one recorded boundary.
+// one recorded boundary. Like every stats frame (SPEC section 6, rule 5)
+// it carries the oracle timestamp of its mark and the staleness input,
+// from LevelFundingFrameStamped.
 type FundingBoundaryView struct {
 	MarketID          string    `json:"marketId"`
 	BoundaryTsMs      wire.Int  `json:"boundaryTsMs" unit:"ms"`
@@ -148,13 +150,30 @@ type FundingBoundaryView struct {
 	MarkQ8            *wire.Int `json:"markQ8" unit:"q8"`
 	MarkStale         bool      `json:"markStale"`
 	SkippedBoundaries wire.Int  `json:"skippedBoundaries" unit:"int"`
+	OracleTsMs        *wire.Int `json:"oracleTsMs,omitempty" unit:"ms" doc:"the mark's print time; omitted without a print (markQ8 null)"`
+	StalenessMs       *wire.Int `json:"stalenessMs,omitempty" unit:"ms" doc:"the market's oracleStalenessMs"`
 }
 
-func newFundingBoundaryView(ev market.FundingEvent) FundingBoundaryView {
+// LevelFundingFrameStamped is the feature level (fsm.FeatureLevel) from
+// which the stats channel's funding frame carries oracleTsMs and
+// stalenessMs, as SPEC section 6 asks of every stats frame. Found by a
+// review of 2026-11-27: the frame named its markQ8 (possibly hours old at
+// a boundary after downtime) without the print's time, which the market
+// book computed (FundingEvent.MarkTsMs) and dropped. No state changes;
+// gated so that replicas at one level emit the same frames.
+const LevelFundingFrameStamped uint32 = 8
+
+func newFundingBoundaryView(ev market.FundingEvent, level uint32, stalenessMs int64) FundingBoundaryView {
 	v := FundingBoundaryView{MarketID: ev.MarketID, BoundaryTsMs: wire.Int(ev.BoundaryTsMs), RateQ9: wire.Int(ev.RateQ9),
 		SkewQ9: wire.Int(ev.SkewQ9), MarkStale: ev.MarkStale, SkippedBoundaries: wire.Int(ev.SkippedBoundaries)}
 	if ev.MarkQ8 != 0 {
 		v.MarkQ8 = wire.Ptr(ev.MarkQ8)
+	}
+	if level >= LevelFundingFrameStamped {
+		v.StalenessMs = wire.Ptr(stalenessMs)
+		if ev.MarkQ8 != 0 {
+			v.OracleTsMs = wire.Ptr(ev.MarkTsMs)
+		}
 	}
 	return v
 }
