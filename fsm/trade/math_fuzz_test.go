@@ -3,6 +3,7 @@ package trade
 import (
 	"math"
 	"math/big"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/perpd/perpd/fsm/market"
@@ -205,4 +206,53 @@ func FuzzContractMathMatchesBig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A position taken from flat back to flat through random adds, partial
+// closes and flips (at random prices, both contract types, multipliers
+// from 1 msat to QuantoMultiplierMsatMax, sizes up to the order ceiling)
+// never realises more than the exact value of its fills: for inverse each
+// buy of q at P is worth q*1e19/P and each sell minus that; for quanto a
+// buy costs q*P*mult/1e8. Averaging, partial-close and flip rounding all
+// fall on the venue's side.
+func TestRoundTripNeverBeatsItsExactValue(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for iter := 0; iter < 5_000; iter++ {
+		quanto := rng.IntN(2) == 0
+		p := fuzzParams(quanto, []int64{0, 299, 6, market.QuantoMultiplierMsatMax - 1}[rng.IntN(4)], 5_000_000)
+		p.TakerFeeQ9, p.IMRateQ9, p.MaxLeverage, p.MaxOrderContracts = 0, 1_000_000, 1000, market.OrderContractsCeiling
+		m := &market.MarketState{Params: *p}
+		base := []int64{1, 100, 7_777, market.Q8, 3_400 * market.Q8, market.PriceQ8Max / 3}[rng.IntN(6)]
+		pos, realized, exact := Position{}, int64(0), new(big.Rat)
+		steps := rng.IntN(8) + 2
+		for s := 0; s < steps || pos.Contracts != 0; s++ {
+			side, q := Long, max(1, rng.Int64N(market.OrderContractsCeiling)>>rng.IntN(40))
+			if rng.IntN(2) == 0 {
+				side = Short
+			}
+			if s >= steps {
+				side, q = -pos.Side, pos.Contracts
+			}
+			px := max(1, base+rng.Int64N(base/5+1)-base/10)
+			pl, ref := PlanFill(m, pos, side, q, Quote{MidQ8: px, ExecQ8: px}, 1<<62, 0)
+			if ref != nil {
+				if s >= steps { // a whole too large to price in one order
+					exact = nil
+					break
+				}
+				continue
+			}
+			realized += pl.RealizedPnlMsat
+			num, den := valueExact(p, q, px)
+			v := new(big.Rat).SetFrac(num.big(), den.big())
+			if (side == Long) == quanto {
+				v.Neg(v)
+			}
+			exact.Add(exact, v)
+			pos = pl.After
+		}
+		if exact != nil && new(big.Rat).SetInt64(realized).Cmp(exact) > 0 {
+			t.Fatalf("iteration %d (quanto %v): realised %d, the fills are worth %s", iter, quanto, realized, exact.FloatString(3))
+		}
+	}
 }
