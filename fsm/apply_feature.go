@@ -120,7 +120,9 @@ import (
 //	   the loss as covered (usdx.LevelHoleLeavesWithContracts); the quotes'
 //	   expiry order drops ids of quotes already gone
 //	   (usdx.LevelQuoteOrderBounded); the dynamic fee is the curve's exact
-//	   rate x notional, rounded up once (usdx.LevelExactDynFee).
+//	   rate x notional, rounded up once (usdx.LevelExactDynFee); order
+//	   and trigger events' data shows the view's seq, the seq of the
+//	   order's latest change (trade.LevelViewsShowSeq).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
