@@ -122,9 +122,11 @@ import (
 //	   (usdx.LevelQuoteOrderBounded); the dynamic fee is the curve's exact
 //	   rate x notional, rounded up once (usdx.LevelExactDynFee); an order
 //	   naming an unknown market is 400 validation, not 404
-//	   (LevelUnknownMarketIs400); the
-//	   stats channel's funding frame carries its mark's oracleTsMs and the
-//	   market's stalenessMs (LevelFundingFrameStamped).
+//	   (LevelUnknownMarketIs400); the stats channel's funding frame
+//	   carries its mark's oracleTsMs and the market's stalenessMs
+//	   (LevelFundingFrameStamped); order and trigger events' data shows
+//	   the view's seq, the seq of the order's latest change
+//	   (trade.LevelViewsShowSeq).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -36,8 +36,8 @@ type RevokeRequest struct {
 
 // PageQuery is the cursor query of history endpoints.
 type PageQuery struct {
-	Limit     *wire.Int `json:"limit" unit:"int" min:"1" max:"200"`
-	BeforeSeq *wire.Int `json:"beforeSeq" unit:"seq" min:"1"`
+	Limit     *wire.Int `json:"limit" unit:"int" min:"1" max:"200" doc:"page size: 1 to 200, default 50"`
+	BeforeSeq *wire.Int `json:"beforeSeq" unit:"seq" min:"1" doc:"only records whose seq is below this (the previous page's nextBeforeSeq); omit for the newest"`
 }
 
 // Page sizes of history endpoints.

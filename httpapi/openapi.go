@@ -309,6 +309,16 @@ func (g *schemaGen) queryParams(t reflect.Type) []any {
 		if ft.Kind() == reflect.Slice {
 			p["explode"] = true
 		}
+		if sf.Tag.Get("repeat") == "true" && ft.Kind() != reflect.Slice {
+			// A repeatable parameter is sent once per value (status=a&status=b):
+			// an array, exploded, so that generated clients can send several.
+			if d, ok := schema["description"]; ok {
+				p["description"] = d
+				delete(schema, "description")
+			}
+			p["schema"] = map[string]any{"type": "array", "items": schema}
+			p["style"], p["explode"] = "form", true
+		}
 		out = append(out, p)
 	}
 	return out

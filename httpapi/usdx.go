@@ -56,8 +56,8 @@ type USDxWithdrawRequest struct {
 
 // USDxHistoryQuery is the query of GET /v1/usdx/history.
 type USDxHistoryQuery struct {
-	Limit      *wire.Int `json:"limit" unit:"int" min:"1" max:"200"`
-	BeforeTsMs *wire.Int `json:"beforeTsMs" unit:"ms" min:"1"`
+	Limit      *wire.Int `json:"limit" unit:"int" min:"1" max:"200" doc:"page size: 1 to 200, default 50"`
+	BeforeTsMs *wire.Int `json:"beforeTsMs" unit:"ms" min:"1" doc:"only boundaries before this (the previous page's nextBeforeTsMs); omit for the newest"`
 }
 
 // USDxRefusalBody is the 409 body of USDx refusals (SPEC section 7).

@@ -421,10 +421,43 @@ func (s *State) changed(env *Env, o *Order) {
 	o.Seq = env.NextSeq()
 	o.UpdatedTsMs = env.NowMs
 	if o.Kind != "" {
-		env.Emit("trigger", o.AccountID, o.Seq, NewTriggerView(o))
+		v := NewTriggerView(o)
+		if env.Level < LevelViewsShowSeq {
+			env.Emit("trigger", o.AccountID, o.Seq, triggerViewNoSeq{TriggerView: v})
+			return
+		}
+		env.Emit("trigger", o.AccountID, o.Seq, v)
 		return
 	}
-	env.Emit("order", o.AccountID, o.Seq, NewOrderView(o))
+	v := NewOrderView(o)
+	if env.Level < LevelViewsShowSeq {
+		env.Emit("order", o.AccountID, o.Seq, orderViewNoSeq{OrderView: v})
+		return
+	}
+	env.Emit("order", o.AccountID, o.Seq, v)
+}
+
+// LevelViewsShowSeq is the feature level (fsm.FeatureLevel) from which the
+// data of order and trigger events carries the view's seq, as every other
+// history record's does (docs/architecture.md, Events and seq). Below it
+// an order or trigger view showed no seq, so a client resyncing from
+// GET /v1/orders could not tell a buffered event it already had from a
+// newer one, and the page's cursor was a number the page never showed
+// (a review on 2026-11-27). The REST views always show it; only the
+// events an old log replays keep their old bytes.
+const LevelViewsShowSeq uint32 = 8
+
+// orderViewNoSeq and triggerViewNoSeq render a view without its seq, as
+// events did below LevelViewsShowSeq: the nil field of the same JSON name
+// at the shallower depth hides the embedded one.
+type orderViewNoSeq struct {
+	OrderView
+	Seq *struct{} `json:"seq,omitempty"`
+}
+
+type triggerViewNoSeq struct {
+	TriggerView
+	Seq *struct{} `json:"seq,omitempty"`
 }
 
 // transfer moves money the plan has already proven available; a failure is

@@ -18,12 +18,13 @@ type OrderView struct {
 	Contracts wire.Int `json:"contracts" unit:"contracts"`
 	Status    string   `json:"status" enum:"accepted,filled,canceled,rejected"`
 	Reason    *string  `json:"reason" doc:"null while live, on a fill and on a client cancel; else why it ended: cancel_all_after, liquidation (the account's orders in a market being liquidated), oco (the other leg executed), position_closed (the position a bracket leg protected closed or flipped, or the bracket's entry left none), entry_canceled, entry_blocked (a bracket's entry), slippage, or the refusal code that canceled a resting limit or blocked a trigger when it came to execute (insufficient_margin, insufficient_balance, reduce_only, position_limit, oi_cap, validation, market_halted)"`
+	Seq       wire.Int `json:"seq" unit:"seq" doc:"the seq of the order's latest change (its event's seq); GET /v1/orders pages on it"`
 }
 
 // NewOrderView renders an order.
 func NewOrderView(o *Order) OrderView {
 	v := OrderView{OrderID: o.OrderID, MarketID: o.MarketID, Side: o.Side.Name(), Type: o.Type,
-		Contracts: wire.Int(o.Contracts), Status: o.Status}
+		Contracts: wire.Int(o.Contracts), Status: o.Status, Seq: wire.Int(o.Seq)}
 	if o.Reason != "" {
 		r := o.Reason
 		v.Reason = &r
@@ -43,12 +44,14 @@ type TriggerView struct {
 	Status         string   `json:"status" enum:"resting,armed,blocked,executed,cancelled"`
 	Reason         *string  `json:"reason" doc:"null while live, once executed and on a client cancel; else why it was cancelled or blocked, as in the order view: cancel_all_after, liquidation, oco, position_closed, entry_canceled, entry_blocked, slippage, or the refusal code that blocked it when it fired (insufficient_margin, insufficient_balance, reduce_only, position_limit, oi_cap, validation, market_halted)"`
 	OCOGroup       *string  `json:"ocoGroup"`
+	Seq            wire.Int `json:"seq" unit:"seq" doc:"the seq of the trigger's latest change (its event's seq); GET /v1/orders?state= pages on it"`
 }
 
 // NewTriggerView renders a trigger.
 func NewTriggerView(o *Order) TriggerView {
 	v := TriggerView{OrderID: o.OrderID, MarketID: o.MarketID, Kind: o.Kind, Side: o.Side.Name(),
-		Contracts: wire.Int(o.Contracts), TriggerPriceQ8: wire.Int(o.TriggerQ8), ReduceOnly: o.ReduceOnly, Status: o.TrigState}
+		Contracts: wire.Int(o.Contracts), TriggerPriceQ8: wire.Int(o.TriggerQ8), ReduceOnly: o.ReduceOnly, Status: o.TrigState,
+		Seq: wire.Int(o.Seq)}
 	if o.Reason != "" {
 		r := o.Reason
 		v.Reason = &r
