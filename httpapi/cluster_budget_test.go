@@ -32,7 +32,7 @@ func smallBudgets() map[string]httpapi.Budget {
 }
 
 // budgetCluster is a 3-node core cluster whose members all run budgets.
-func budgetCluster(t *testing.T, budgets map[string]httpapi.Budget) *clustertest.Cluster {
+func budgetCluster(t *testing.T, budgets map[string]httpapi.Budget, opts ...clustertest.Option) *clustertest.Cluster {
 	t.Helper()
 	assemble := func(n *node.Node, log hclog.Logger) (*cluster.AdminServer, *httpapi.Server, error) {
 		r, err := rail.NewSimRail(rail.SimConfig{Network: httpapi.RailNetwork(n.Config().Deployment), NodeKey: n.RailNodeKey()})
@@ -41,7 +41,7 @@ func budgetCluster(t *testing.T, budgets map[string]httpapi.Budget) *clustertest
 		}
 		return cluster.NewAdminServer(n), httpapi.New(n, log.Named("http"), httpapi.WithRail(r), httpapi.WithBudgets(budgets)), nil
 	}
-	return clustertest.Start(t, 3, clustertest.Assemble(assemble))
+	return clustertest.Start(t, 3, append([]clustertest.Option{clustertest.Assemble(assemble)}, opts...)...)
 }
 
 // signupVia signs up through m and waits until every member knows the key.

@@ -66,6 +66,13 @@ func (s *Server) propose(c *gin.Context, cmd *fsm.Command) (*fsm.Result, bool) {
 	draw, _ := d.(*node.Draw)
 	if draw != nil {
 		ctx = node.WithDraw(ctx, draw)
+		if b, ok := s.budgets[draw.Budget]; ok && leaderBudgets[draw.Budget] {
+			if !s.waiting.enter(draw.Subject, b.KeyBurst) {
+				s.tooManyWaiting(c, b)
+				return nil, false
+			}
+			defer s.waiting.leave(draw.Subject)
+		}
 	}
 	res, err := propose(ctx, cmd)
 	var limited *node.RateLimitedError

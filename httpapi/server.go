@@ -39,6 +39,9 @@ type Server struct {
 	// budgets size the rate limits (Budgets unless an option says else).
 	budgets map[string]Budget
 	touch   *touches
+	// waiting bounds each key's leader-budget writes waiting for the
+	// leader's answer (waiting.go).
+	waiting *waiting
 	// trustedProxies are the peers whose X-Forwarded-For is believed
 	// (addresses or CIDRs); empty means the TCP peer is the client.
 	trustedProxies []string
@@ -67,7 +70,7 @@ func New(n *node.Node, log hclog.Logger, opts ...Option) *Server {
 	// gin's unescaping of the values is off (unescapeParams does it).
 	e.UseEscapedPath = true
 	e.UnescapePathValues = false
-	s := &Server{Node: n, Engine: e, log: log, meter: newMeter(), touch: newTouches(), budgets: Budgets, routine: map[routeKey]bool{}}
+	s := &Server{Node: n, Engine: e, log: log, meter: newMeter(), touch: newTouches(), waiting: newWaiting(), budgets: Budgets, routine: map[routeKey]bool{}}
 	for _, o := range opts {
 		o(s)
 	}

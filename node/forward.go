@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -145,6 +146,19 @@ func (n *Node) forward(ctx context.Context, adminAddr string, cmd *fsm.Command) 
 	}
 }
 
+// TimeoutHeader carries a single forward's TimeoutMs (forwardItem).
+const TimeoutHeader = "X-Perpd-Timeout-Ms"
+
+// timeoutMsOf is what is left of ctx's deadline in whole milliseconds, at
+// least 1; 0 when ctx has none.
+func timeoutMsOf(ctx context.Context) int64 {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return max(time.Until(dl).Milliseconds(), 1)
+}
+
 // forwardOne is one forward on its own call to ForwardPath.
 func (n *Node) forwardOne(ctx context.Context, adminAddr string, it forwardItem) forwardAnswer {
 	fail := func(err error) forwardAnswer {
@@ -157,6 +171,9 @@ func (n *Node) forwardOne(ctx context.Context, adminAddr string, it forwardItem)
 	n.SetPeerAuth(req)
 	req.Header.Set("Content-Type", "application/cbor")
 	req.Header.Set(RequestIDHeader, it.RequestID)
+	if ms := timeoutMsOf(ctx); ms > 0 {
+		req.Header.Set(TimeoutHeader, strconv.FormatInt(ms, 10))
+	}
 	if it.Draw != nil {
 		b, err := json.Marshal(it.Draw)
 		if err != nil {
@@ -255,7 +272,8 @@ func (n *Node) ForwardHandler() http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		a := n.serveForward(r.Context(), b, d, r.Header.Get(RequestIDHeader), r.RemoteAddr)
+		timeoutMs, _ := strconv.ParseInt(r.Header.Get(TimeoutHeader), 10, 64) // absent or bad: no bound
+		a := n.serveForward(r.Context(), b, d, r.Header.Get(RequestIDHeader), r.RemoteAddr, timeoutMs)
 		if a.Verdict != nil {
 			if vb, err := json.Marshal(a.Verdict); err == nil {
 				w.Header().Set(VerdictHeader, string(vb))
@@ -275,8 +293,12 @@ func (n *Node) ForwardHandler() http.Handler {
 // each item of a ForwardBatchPath call alike.
 // The follower's request id (rid) logs the write under one id on both
 // nodes; a malformed one (the peer is authenticated, but still) is
-// replaced.
-func (n *Node) serveForward(ctx context.Context, raw []byte, d *Draw, rid, from string) forwardAnswer {
+// replaced. timeoutMs, when positive, is what was left of the follower's
+// caller's deadline when it sent the write: past it the follower has
+// answered 503 and the client may have retried elsewhere, so the write is
+// queued only within it (applied late, it could land after its own retry
+// was judged).
+func (n *Node) serveForward(ctx context.Context, raw []byte, d *Draw, rid, from string, timeoutMs int64) forwardAnswer {
 	cmd, err := fsm.DecodeCommand(raw)
 	if err != nil {
 		return forwardAnswer{Status: http.StatusBadRequest, Error: err.Error()}
@@ -298,7 +320,14 @@ func (n *Node) serveForward(ctx context.Context, raw []byte, d *Draw, rid, from 
 		ctx = WithDraw(ctx, d)
 	}
 	start := time.Now()
-	res, err := n.applyLocalUntil(ctx, cmd, start.Add(n.cfg.ProposeTimeout))
+	deadline := start.Add(n.cfg.ProposeTimeout)
+	if timeoutMs > 0 && timeoutMs < n.cfg.ProposeTimeout.Milliseconds() {
+		// Later than the follower's own deadline by the trip here, so a
+		// retry that the client sends after its 503 reaches the queue
+		// behind this write, if it was queued at all.
+		deadline = start.Add(time.Duration(timeoutMs) * time.Millisecond)
+	}
+	res, err := n.applyLocalUntil(ctx, cmd, deadline)
 	if err != nil {
 		n.cfg.Logger.Info("forwarded write not applied", "request_id", rid, "type", cmd.Type, "from", from, "err", err)
 	} else {

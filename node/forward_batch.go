@@ -45,6 +45,10 @@ type forwardItem struct {
 	// RequestID is the client request's id on the follower, so that
 	// both nodes log the write under it.
 	RequestID string `cbor:"3,keyasint,omitempty"`
+	// TimeoutMs is what was left of the caller's deadline when the item
+	// was sent (0: no bound): the leader queues the write only within it
+	// (serveForward).
+	TimeoutMs int64 `cbor:"4,keyasint,omitempty"`
 }
 
 // forwardAnswer is the leader's answer to one item: the HTTP status a
@@ -171,6 +175,7 @@ func (b *forwardBatcher) call(addr string, ps []*pendingForward) ([]forwardAnswe
 	items := make([]forwardItem, len(ps))
 	for i, p := range ps {
 		items[i] = p.item
+		items[i].TimeoutMs = timeoutMsOf(p.ctx)
 	}
 	body, err := fsm.Marshal(items)
 	if err != nil {
@@ -241,7 +246,7 @@ func (n *Node) ForwardBatchHandler() http.Handler {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				answers[i] = n.serveForward(r.Context(), it.Cmd, it.Draw, it.RequestID, r.RemoteAddr)
+				answers[i] = n.serveForward(r.Context(), it.Cmd, it.Draw, it.RequestID, r.RemoteAddr, it.TimeoutMs)
 			}()
 		}
 		wg.Wait()

@@ -113,6 +113,15 @@ func (n *Node) enqueue(ctx context.Context, cmd *fsm.Command, deadline time.Time
 		}()
 		expired = t.C
 	}
+	// Both cases of the select below may be ready at once, and select
+	// picks at random: a caller already gone or past its deadline must
+	// not be queued.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !deadline.IsZero() && !time.Now().Before(deadline) {
+		return nil, context.DeadlineExceeded
+	}
 	q := &queued{cmd: cmd, done: make(chan queuedAnswer, 1)}
 	select {
 	case n.committer.in <- q:
