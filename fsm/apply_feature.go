@@ -124,7 +124,9 @@ import (
 //	   naming an unknown market is 400 validation, not 404
 //	   (LevelUnknownMarketIs400); the
 //	   stats channel's funding frame carries its mark's oracleTsMs and the
-//	   market's stalenessMs (LevelFundingFrameStamped).
+//	   market's stalenessMs (LevelFundingFrameStamped); an account holds
+//	   at most funds.MaxOpenWithdrawalsPerAccount open withdrawals
+//	   (funds.LevelOpenWithdrawalsBounded).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
