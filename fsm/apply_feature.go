@@ -126,7 +126,9 @@ import (
 //	   carries its mark's oracleTsMs and the market's stalenessMs
 //	   (LevelFundingFrameStamped); order and trigger events' data shows
 //	   the view's seq, the seq of the order's latest change
-//	   (trade.LevelViewsShowSeq).
+//	   (trade.LevelViewsShowSeq); an account holds at most
+//	   funds.MaxOpenWithdrawalsPerAccount open withdrawals
+//	   (funds.LevelOpenWithdrawalsBounded).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

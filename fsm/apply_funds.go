@@ -135,6 +135,10 @@ func applyWithdrawalRequested(c *Ctx) (int, any, *wire.Refusal) {
 				"this Lightning invoice already has a withdrawal (railRef %s, %s): an invoice is paid once", other.RailRef, other.State)
 		}
 	}
+	if c.St.FeatureLevel >= funds.LevelOpenWithdrawalsBounded && c.St.Funds.OpenWithdrawals(acct) >= funds.MaxOpenWithdrawalsPerAccount {
+		return 0, nil, wire.Refuse(http.StatusConflict, wire.CodeConflict,
+			"this account has %d open withdrawals, the most it may have: wait until one is paid or returned", funds.MaxOpenWithdrawalsPerAccount)
+	}
 	w, ref := c.St.Funds.RequestWithdrawal(c.St.Ledger, acct, p, c.St.Seq+1, c.Now())
 	if ref != nil {
 		return 0, nil, ref

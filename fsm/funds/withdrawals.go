@@ -145,6 +145,37 @@ const LevelInvoicePaidOnce uint32 = 7
 // with a full refund. Found by a review on 2026-11-27.
 const LevelReturnedNotHeld uint32 = 8
 
+// MaxOpenWithdrawalsPerAccount bounds an account's open (requested or
+// queued) withdrawals from LevelOpenWithdrawalsBounded: past it a new one
+// is refused until one is paid or returned. An open withdrawal is never
+// dropped, and it holds only its amount and fee (a Lightning one: 1 msat
+// plus a 2,001 msat fee, with an invoice of up to 7 KB), which come back
+// in full when the rail returns it; a payee holding the payment (a hold
+// invoice) keeps it open as long as it likes. 100 is five minutes of the
+// withdraw budget, far above what a rail that answers leaves open.
+const MaxOpenWithdrawalsPerAccount = 100
+
+// LevelOpenWithdrawalsBounded is the feature level (fsm.FeatureLevel)
+// from which MaxOpenWithdrawalsPerAccount holds. Below it an account's
+// open withdrawals had no bound but its balance: 20 a minute for as long
+// as the rail kept them open, 28,800 a day (about 200 MB of State with
+// 7 KB Lightning invoices) for 57,600 sats locked, all refunded when the
+// rail returns them (found by a review on 2026-11-27).
+const LevelOpenWithdrawalsBounded uint32 = 8
+
+// OpenWithdrawals counts account's withdrawals still requested or queued.
+// It walks the account's kept withdrawals, as the retention trim does on
+// every request.
+func (s *State) OpenWithdrawals(account string) int {
+	n := 0
+	for _, q := range s.WithdrawalsByAccount[account] {
+		if w := s.WithdrawalAt(q); w != nil && !w.Final() {
+			n++
+		}
+	}
+	return n
+}
+
 // LiveWithdrawalTo returns an account's withdrawal to the Lightning
 // invoice dest (normalized) that is requested, queued or paid, if any. It
 // walks the account's kept withdrawals (retention.go bounds them; a closed
