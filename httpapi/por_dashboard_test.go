@@ -96,7 +96,7 @@ func TestPorDashboardVerifiesAProofInTheBrowser(t *testing.T) {
 			chromedp.Evaluate(`document.getElementById("verdict").textContent = ""`, nil),
 			chromedp.SetValue("#proof", p, chromedp.ByQuery),
 			chromedp.Click("#verify", chromedp.ByQuery),
-			chromedp.Poll(`(function(){var t=document.getElementById("verdict").textContent; return /^(VALID|INVALID)/.test(t) ? t : null})()`, &out),
+			chromedp.Poll(`(function(){var t=document.getElementById("verdict").textContent; return /^(VALID|INVALID|UNCONFIRMED)/.test(t) ? t : null})()`, &out),
 		); err != nil {
 			t.Fatal(err)
 		}
@@ -110,6 +110,24 @@ func TestPorDashboardVerifiesAProofInTheBrowser(t *testing.T) {
 	}
 	if v := verdict(strings.Replace(proof, liab["rootHash"].(string), strings.Repeat("0", 64), 1)); !strings.HasPrefix(v, "INVALID") {
 		t.Fatalf("proof with another root: %q", v)
+	}
+	// A proof of a tree GET /por never published (treeTsMs is not hashed,
+	// so a venue can name any time): its path is consistent, but nothing
+	// ties its root to a published one, so it is not VALID.
+	unpublished := strings.Replace(proof, `"treeTsMs":"`+snap["tsMs"].(string)+`"`, `"treeTsMs":"1"`, 1)
+	if unpublished == proof {
+		t.Fatal("the proof names no treeTsMs")
+	}
+	if v := verdict(unpublished); !strings.HasPrefix(v, "UNCONFIRMED") || !strings.Contains(v, "publishes no root") {
+		t.Fatalf("proof of an unpublished tree: %q", v)
+	}
+	// The same with the root typed in: VALID against it.
+	var got string
+	if err := chromedp.Run(ctx, chromedp.SetValue("#expected", liab["rootHash"].(string), chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	if got = verdict(unpublished); !strings.HasPrefix(got, "VALID") || !strings.Contains(got, "the expected root") {
+		t.Fatalf("proof of an unpublished tree against a typed root: %q", got)
 	}
 }
 
