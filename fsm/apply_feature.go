@@ -128,7 +128,9 @@ import (
 //	   the view's seq, the seq of the order's latest change
 //	   (trade.LevelViewsShowSeq); an account holds at most
 //	   funds.MaxOpenWithdrawalsPerAccount open withdrawals
-//	   (funds.LevelOpenWithdrawalsBounded).
+//	   (funds.LevelOpenWithdrawalsBounded); the Proof of Reserves drift
+//	   counts the traders' open positions at the mark
+//	   (LevelPoRDriftAtMark).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

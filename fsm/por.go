@@ -14,6 +14,7 @@ import (
 	"github.com/perpd/perpd/fsm/growth"
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/por"
+	"github.com/perpd/perpd/fsm/trade"
 	"github.com/perpd/perpd/fsm/usdx"
 )
 
@@ -45,6 +46,55 @@ const LevelPoRRootIsParent uint32 = 7
 // (the house book far negative, traders far positive) gave replicas
 // different problems, statuses and state hashes.
 const LevelPoRSumExact uint32 = 7
+
+// LevelPoRDriftAtMark is the feature level from which the drift (and so
+// the status) counts what the traders' open positions are worth at their
+// markets' last mids: reserves - liabilities - Σ max(PnL at the mid,
+// -margin). Below it the drift left unrealised PnL out, so a venue whose
+// house book owed winners more than its own equity showed clean until
+// they closed (a review's case: clean at +0.5 mBTC, then 1.65 BTC short
+// after a close that moved no money in or out).
+const LevelPoRDriftAtMark uint32 = 8
+
+// tradersPnLAtMark is Σ over every trader's position (the USDx hedge's
+// left out: its backing is counted on its own) of max(PnL at the market's
+// last mid, -margin): what closing them all at the mid would add to what
+// the venue owes, a loss counting only down to the position's margin (the
+// rest is a deficit the insurance fund meets, not money the venue
+// holds). A market without a print counts nothing. The sum is exact, so
+// the map walk's order cannot matter; ok is false when it does not fit
+// int64 or a PnL overflows.
+func tradersPnLAtMark(st *State) (total int64, ok bool) {
+	var hi int64
+	var lo uint64
+	for id, a := range st.Trade.Accounts {
+		if id == usdx.HedgeAccount {
+			continue
+		}
+		for mid, pos := range a.Positions {
+			if pos.Contracts == 0 {
+				continue
+			}
+			m := st.Market.MarketsByID[mid]
+			pr, printed := st.Market.LastPrint(mid)
+			if m == nil || !printed {
+				continue
+			}
+			pnl, err := trade.PnLMsat(&m.Params, pos.Side, pos.Contracts, pos.EntryQ8, pr.MidQ8)
+			if err != nil {
+				return 0, false
+			}
+			pnl = max(pnl, -pos.MarginMsat)
+			var carry uint64
+			lo, carry = bits.Add64(lo, uint64(pnl), 0)
+			hi += int64(carry) + pnl>>63
+		}
+	}
+	if hi != int64(lo)>>63 {
+		return 0, false
+	}
+	return int64(lo), true
+}
 
 // BuildPoR builds the Proof of Reserves snapshot of st at st.NowMs. It
 // reads st only. What a leaf holds (docs/decisions.md, Proof of Reserves):
@@ -178,6 +228,17 @@ func BuildPoR(st *State) *por.Snapshot {
 	snap.HedgeBackingMsat = hedgeBacking
 	snap.LiabilitiesMsat = snap.Msat.Total + hedgeBacking
 	snap.DriftMsat = snap.ReservesMsat - snap.LiabilitiesMsat
+	if st.FeatureLevel >= LevelPoRDriftAtMark {
+		pnl, ok := tradersPnLAtMark(st)
+		drift := snap.DriftMsat - pnl
+		// Signed subtraction overflowed when the operands' signs differ
+		// and the result's sign is not the minuend's.
+		if !ok || ((snap.DriftMsat^pnl) < 0 && (snap.DriftMsat^drift) < 0) {
+			problem("the traders' positions at the mark do not fit 64 bits")
+		} else {
+			snap.PositionsAtMarkMsat, snap.DriftMsat = pnl, drift
+		}
+	}
 	if got := snap.LiabilitiesMsat + venueOwn; got != snap.ReservesMsat {
 		problem("liabilities %d + the venue's own %d != reserves %d", snap.LiabilitiesMsat, venueOwn, snap.ReservesMsat)
 	}

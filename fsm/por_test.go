@@ -3,6 +3,7 @@ package fsm
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/perpd/perpd/fsm/growth"
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/por"
+	"github.com/perpd/perpd/fsm/trade"
 	"github.com/perpd/perpd/fsm/usdx"
 )
 
@@ -87,8 +89,11 @@ func TestPoRTreesCoverEveryAccountAndReplicasAgree(t *testing.T) {
 	if i := snap.Msat.Index(empty); snap.Msat.Amounts[i] != 0 {
 		t.Fatal("the empty account's leaf is not 0")
 	}
-	if snap.ReservesMsat != st0.credited-st0.paid || snap.DriftMsat != snap.ReservesMsat-snap.LiabilitiesMsat || snap.DriftMsat != st0.venue {
-		t.Fatalf("reserves %d liabilities %d drift %d; venue's own %d", snap.ReservesMsat, snap.LiabilitiesMsat, snap.DriftMsat, st0.venue)
+	// The drift is the venue's own less what the open positions are
+	// worth at the mark (LevelPoRDriftAtMark).
+	if snap.ReservesMsat != st0.credited-st0.paid || snap.DriftMsat != snap.ReservesMsat-snap.LiabilitiesMsat-snap.PositionsAtMarkMsat ||
+		snap.DriftMsat+snap.PositionsAtMarkMsat != st0.venue || snap.PositionsAtMarkMsat == 0 {
+		t.Fatalf("reserves %d liabilities %d drift %d, positions at the mark %d; venue's own %d", snap.ReservesMsat, snap.LiabilitiesMsat, snap.DriftMsat, snap.PositionsAtMarkMsat, st0.venue)
 	}
 	// The USDx tree: the minter holds 700 and 300 staked (the pool is
 	// all theirs), in micro-USDx.
@@ -303,5 +308,67 @@ func TestPoRCountsReferralRewardsOwed(t *testing.T) {
 	i := snap.Msat.Index(referrer)
 	if i < 0 || snap.Msat.Amounts[i] != sums[referrer]+owed {
 		t.Fatalf("referrer's leaf %d, its balances %d + rewards owed %d", snap.Msat.Amounts[i], sums[referrer], owed)
+	}
+}
+
+// From LevelPoRDriftAtMark the drift counts open positions at the mark: a
+// winner the house book could not pay shows as a shortfall while the
+// position is open, not only once it closes. Below it the same book
+// showed clean until the close (a review's case, 2026-11-27).
+func TestPoRDriftCountsOpenPositionsAtTheMark(t *testing.T) {
+	for _, level := range []uint32{LevelPoRDriftAtMark - 1, LevelPoRDriftAtMark} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := newTradeWorldAt(t, level)
+			trader, tk := w.account(10 * btcBTC)
+			loser, lk := w.account(1 * btcBTC)
+			wantOK(t, w.order(trader, tk, levered(mktOrder("o1", "BTC-PERP", "buy", 1_000_000), 10)))
+			// A small short whose loss is counted only down to its margin.
+			wantOK(t, w.order(loser, lk, levered(mktOrder("s1", "BTC-PERP", "sell", 10_000), 50)))
+			w.walkTo((w.ts/por.CadenceMs + 1) * por.CadenceMs)
+			wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+			for p := int64(101_000); p <= 120_000; p += 1000 {
+				wantOK(t, w.print("BTCUSD", usdQ8(p)))
+			}
+			w.walkTo((w.ts/por.CadenceMs + 1) * por.CadenceMs)
+			wantOK(t, w.print("BTCUSD", usdQ8(120_000)))
+			open, _ := w.porSnap(w.replica)
+			if level < LevelPoRDriftAtMark {
+				if open.Status != por.StatusClean || open.PositionsAtMarkMsat != 0 {
+					t.Fatalf("below the level: %s drift %d at mark %d", open.Status, open.DriftMsat, open.PositionsAtMarkMsat)
+				}
+				return
+			}
+			var want int64
+			w.m.Read(func(st *State, _ uint64) {
+				for _, id := range []string{trader, loser} {
+					pos := st.Trade.Accounts[id].Positions["BTC-PERP"]
+					if pos == nil {
+						continue
+					}
+					m := st.Market.MarketsByID["BTC-PERP"]
+					pnl, err := trade.PnLMsat(&m.Params, pos.Side, pos.Contracts, pos.EntryQ8, usdQ8(120_000))
+					if err != nil {
+						t.Fatal(err)
+					}
+					want += max(pnl, -pos.MarginMsat)
+				}
+			})
+			if open.PositionsAtMarkMsat != want || want <= 0 {
+				t.Fatalf("positions at the mark %d, want %d", open.PositionsAtMarkMsat, want)
+			}
+			if open.DriftMsat != open.ReservesMsat-open.LiabilitiesMsat-want || open.Status != por.StatusPage || !open.Consolidated {
+				t.Fatalf("while open: %s drift %d", open.Status, open.DriftMsat)
+			}
+			// Closing at the same price moves no money in or out: the
+			// drift stays a shortfall, a little smaller by what the close
+			// paid the venue (fee and spread).
+			wantOK(t, w.order(trader, tk, mktOrder("o2", "BTC-PERP", "sell", 1_000_000)))
+			w.walkTo((w.ts/por.CadenceMs + 1) * por.CadenceMs)
+			wantOK(t, w.print("BTCUSD", usdQ8(120_000)))
+			closed, _ := w.porSnap(w.replica)
+			if closed.Status != por.StatusPage || closed.DriftMsat < open.DriftMsat || closed.DriftMsat-open.DriftMsat > want/50 {
+				t.Fatalf("after the close: %s drift %d (open: %d, positions %d)", closed.Status, closed.DriftMsat, open.DriftMsat, want)
+			}
+		})
 	}
 }

@@ -67,9 +67,11 @@ type PorDetailView struct {
 	ReservesSource   string   `json:"reservesSource"`
 	LiabilitiesMsat  wire.Int `json:"liabilitiesMsat" unit:"msat"`
 	HedgeBackingMsat wire.Int `json:"hedgeBackingMsat" unit:"msat"`
-	CadenceMs        wire.Int `json:"cadenceMs" unit:"ms"`
-	WarnBandQ9       wire.Int `json:"warnBandQ9" unit:"q9"`
-	Problems         []string `json:"problems"`
+	// Open positions at the mark, which the drift takes off.
+	PositionsAtMarkMsat wire.Int `json:"positionsAtMarkMsat" unit:"msat" doc:"what the traders' open positions add to what the venue owes at their markets' last mids (each loss counted down to its margin only); driftMsat = reservesMsat - liabilitiesMsat - positionsAtMarkMsat"`
+	CadenceMs           wire.Int `json:"cadenceMs" unit:"ms"`
+	WarnBandQ9          wire.Int `json:"warnBandQ9" unit:"q9"`
+	Problems            []string `json:"problems"`
 }
 
 // PorSnapshotView is GET /por (SPEC section 2, Proof of Reserves).
@@ -79,7 +81,7 @@ type PorSnapshotView struct {
 	StaleAfterMs          wire.Int             `json:"staleAfterMs" unit:"ms"`
 	Stale                 bool                 `json:"stale"`
 	Status                string               `json:"status" enum:"clean,warn,page"`
-	DriftMsat             wire.Int             `json:"driftMsat" unit:"msat" doc:"reserves - liabilities; negative is a shortfall"`
+	DriftMsat             wire.Int             `json:"driftMsat" unit:"msat" doc:"reserves - liabilities - the traders' open positions at the mark (snapshot.positionsAtMarkMsat); negative is a shortfall"`
 	ConsolidationVerified bool                 `json:"consolidationVerified"`
 	Snapshot              any                  `json:"snapshot"`
 	History               []PorHistoryView     `json:"history"`
@@ -120,7 +122,8 @@ func NewPorSnapshotView(snap *por.Snapshot, hist []por.HistoryEntry, nowMs int64
 		ConsolidationVerified: snap.Consolidated,
 		Snapshot: PorDetailView{ReservesMsat: wire.Int(snap.ReservesMsat), ReservesSource: "simulated rail custody: settled deposits and faucet grants less paid payouts",
 			LiabilitiesMsat: wire.Int(snap.LiabilitiesMsat), HedgeBackingMsat: wire.Int(snap.HedgeBackingMsat),
-			CadenceMs: por.CadenceMs, WarnBandQ9: por.WarnBandQ9, Problems: append([]string{}, snap.Problems...)},
+			PositionsAtMarkMsat: wire.Int(snap.PositionsAtMarkMsat),
+			CadenceMs:           por.CadenceMs, WarnBandQ9: por.WarnBandQ9, Problems: append([]string{}, snap.Problems...)},
 		Liability: PorLiabilityView{RootHash: hexOf(snap.Msat.RootHash), TotalMsat: wire.Int(snap.Msat.Total),
 			LeafCount: snap.Msat.LeafCount(), RootSaltHex: hexOf(snap.Msat.Salt), TsMs: wire.Int(snap.Msat.TsMs)},
 		LiabilityUsdx: PorLiabilityUsdxView{RootHash: hexOf(snap.Usdx.RootHash), TotalMicro: wire.Int(snap.Usdx.Total),

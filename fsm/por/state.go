@@ -153,6 +153,11 @@ type Snapshot struct {
 	// Problems says what the consolidation found wrong (bounded).
 	Problems []string `cbor:"10,keyasint,omitempty"`
 	Vault    Vault    `cbor:"11,keyasint"`
+	// PositionsAtMarkMsat is what the traders' open positions add to what
+	// the venue owes at their markets' last mids, each loss counted down
+	// to its margin only; DriftMsat subtracts it (from
+	// fsm.LevelPoRDriftAtMark; 0 and omitted below it).
+	PositionsAtMarkMsat int64 `cbor:"12,keyasint,omitempty"`
 }
 
 // State is Proof of Reserves' part of the replicated state: the latest
