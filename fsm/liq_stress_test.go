@@ -502,3 +502,70 @@ func TestManyShortfallsDeleverageInRankOrder(t *testing.T) {
 		t.Fatalf("%+v", au)
 	}
 }
+
+// TestCancelAllAfterInTheLiquidatingEntry: a dead-man switch falls due in
+// the very entry whose print liquidates the account. The switch fires
+// first (timers run before the entry's command): its orders are cancelled
+// as cancel_all_after with their reservations back in free, the
+// liquidation then finds nothing left to cancel, and its record adds up.
+// The fund is exactly zero, so the whole deficit deleverages the short.
+func TestCancelAllAfterInTheLiquidatingEntry(t *testing.T) {
+	w := newTradeWorld(t)
+	s, sk := w.account(btcBTC)
+	created(t, w.order(s, sk, levered(mktOrder("s", "BTC-PERP", "sell", 50_000), 5)), trade.StatusFilled)
+	a, k := w.account(btcBTC)
+	created(t, w.order(a, k, mktOrder("l", "BTC-PERP", "buy", 10_000)), trade.StatusFilled)
+	created(t, w.order(a, k, limitOrder("lim", "BTC-PERP", "buy", 1_000, usdQ8(90_000))), trade.StatusResting)
+	created(t, w.order(a, k, stopOrder("st", "BTC-PERP", "sell", 10_000, usdQ8(99_000))), trade.StatusWorking)
+	free, reserved := w.balance(ledger.Free(a)), w.balance(ledger.Reserved(a))
+	w.cancelAfter(a, k, "caa", trade.CancelAfterMinMs)
+	if w.balance(ledger.Insurance) != 0 {
+		t.Fatal("the fund is not empty")
+	}
+	w.ts += trade.CancelAfterMinMs
+	au := w.auditEntry("BTC-PERP", func() *Result { return w.print("BTCUSD", usdQ8(97_000)) })
+	if au.liquidations != 1 || au.covered != 0 || au.adlCut != au.shortfalls || au.shortfalls == 0 {
+		t.Fatalf("%+v", au)
+	}
+	if o := w.orderOf(a, "lim"); o.Status != trade.StatusCanceled || o.Reason != trade.ReasonCancelAllAfter {
+		t.Fatalf("limit %+v", o)
+	}
+	w.wantTrigger(a, "st", trade.TrigCancelled, trade.ReasonCancelAllAfter)
+	// Bankrupt: no remainder; free gained exactly the reservation back.
+	l := w.liquidations(a).Liquidations[0]
+	if reserved == 0 || l.DeficitMsat == 0 || *l.RemainderMsat != 0 || w.balance(ledger.Reserved(a)) != 0 || w.balance(ledger.Free(a)) != free+reserved {
+		t.Fatalf("liquidation %+v; free %d (was %d, reserved %d)", l, w.balance(ledger.Free(a)), free, reserved)
+	}
+}
+
+// TestLiquidationOfAPositionToppedUpByFunding: a 50x short receives
+// funding for two boundaries (the longs are heavier), so its margin is
+// above what it opened with and its level moves up; the print at its new
+// level liquidates it in part, on the topped-up margin, and the record
+// adds up (auditEntry).
+func TestLiquidationOfAPositionToppedUpByFunding(t *testing.T) {
+	w := newTradeWorld(t)
+	l, lk := w.account(10 * btcBTC)
+	created(t, w.order(l, lk, levered(mktOrder("l", "BTC-PERP", "buy", 500_000), 5)), trade.StatusFilled)
+	s, sk := w.account(btcBTC)
+	created(t, w.order(s, sk, levered(mktOrder("s", "BTC-PERP", "sell", 100_000), 50)), trade.StatusFilled)
+	opened := w.position(s, "BTC-PERP")
+	p := w.marketParams("BTC-PERP")
+	level0, _, _ := trade.LiqLevel(&p, opened)
+	boundary := (mktLaunchMs/market.FundingIntervalMs + 2) * market.FundingIntervalMs
+	w.walkTo(boundary + 1000)
+	topped := w.position(s, "BTC-PERP")
+	level, _, _ := trade.LiqLevel(&p, topped)
+	if len(w.fundingFlows(s).Funding) != 2 || topped.MarginMsat <= opened.MarginMsat || level <= level0 {
+		t.Fatalf("opened %+v (level %d), after funding %+v (level %d)", opened, level0, topped, level)
+	}
+	au := w.auditEntry("BTC-PERP", func() *Result { return w.print("BTCUSD", level-p.TickSizeQ8) })
+	if au.liquidations != 0 {
+		t.Fatalf("liquidated under its topped-up level: %+v", au)
+	}
+	au = w.auditEntry("BTC-PERP", func() *Result { return w.print("BTCUSD", level) })
+	lq := w.liquidations(s).Liquidations
+	if au.liquidations != 1 || len(lq) != 1 || !lq[0].Partial {
+		t.Fatalf("%+v %+v", au, lq)
+	}
+}
