@@ -3,6 +3,7 @@ package trade
 import (
 	"fmt"
 	"math/big"
+	"slices"
 	"sort"
 
 	"github.com/perpd/perpd/fsm/ledger"
@@ -85,6 +86,10 @@ func (s *State) sweep(env *Env, marketID string) {
 	if !printed || m.Params.Status == market.StatusHalted || env.Market.IsStale(marketID, env.NowMs) {
 		return
 	}
+	// One ranking for auto-deleveraging per sweep (adlRanking): a gap's
+	// shortfalls re-rank only what each liquidation touched.
+	env.adl = &adlRanking{}
+	defer func() { env.adl = nil }()
 	for _, id := range b.Liq.Reached(pr.MidQ8) {
 		// An earlier liquidation's auto-deleveraging may have closed or
 		// shrunk this position since Reached listed it.
@@ -191,6 +196,7 @@ func (s *State) liquidate(env *Env, m *market.MarketState, pr market.Print, acco
 	} else {
 		a.Positions[mkt] = &after
 	}
+	env.adl.touch(accountID)
 	mustOI(env.Market.AddOpenInterest(mkt, market.Side(pos.Side), -lq.Closed))
 	_ = env.Market.RecordFill(mkt, lq.Closed, env.NowMs) // volume; see fill
 	s.indexPosition(env, accountID, mkt)
@@ -398,34 +404,11 @@ func (s *State) cancelInMarket(env *Env, accountID, marketID, reason string) {
 // the mid, without spread or fee, for up to the liquidated contracts in
 // all, and its realised profit is cut by what is still short, never by more
 // than that profit. Whatever no profitable position can cover stays with
-// the house book. It scans the market's positions, which only a shortfall
-// (an insurance fund too small for a gap) makes it do.
+// the house book. Only a shortfall (an insurance fund too small for a gap)
+// makes it rank (adlCandidates).
 func (s *State) autoDeleverage(env *Env, m *market.MarketState, pr market.Print, side Side, contracts, shortfall int64, liqSeq uint64) {
 	p, mkt := &m.Params, m.Params.MarketID
-	type cand struct {
-		id    string
-		pnl   int64
-		score *big.Rat
-	}
-	var cands []cand
-	for id, a := range s.Accounts {
-		pos, ok := a.Positions[mkt]
-		if !ok || pos.Side != side || venueAccounts[id] {
-			continue
-		}
-		pnl := mustMath(PnLMsat(p, side, pos.Contracts, pos.EntryQ8, pr.MidQ8))
-		if pnl <= 0 {
-			continue
-		}
-		cands = append(cands, cand{id, pnl, big.NewRat(pnl, max(pos.MarginMsat, 1))})
-	}
-	sort.Slice(cands, func(i, j int) bool {
-		if c := cands[i].score.Cmp(cands[j].score); c != 0 {
-			return c > 0
-		}
-		return cands[i].id < cands[j].id
-	})
-	for _, c := range cands {
+	for _, c := range s.adlCandidates(env, p, side, pr.MidQ8) {
 		if shortfall == 0 || contracts == 0 {
 			return
 		}
@@ -440,6 +423,114 @@ func (s *State) autoDeleverage(env *Env, m *market.MarketState, pr market.Print,
 		shortfall -= cut
 		contracts -= q
 	}
+}
+
+// adlRanked is an auto-deleveraging candidate: an account whose position
+// is profitable at the mid, with the figures its rank compares.
+type adlRanked struct {
+	id          string
+	pnl, margin int64 // margin at least 1
+}
+
+// before reports whether a ranks before b: more unrealised PnL per msat
+// of margin (exactly: cross-multiplied), ties by account id.
+func (a adlRanked) before(b adlRanked) bool {
+	if c := cmpw(mulw(w(a.pnl), w(b.margin)), mulw(w(b.pnl), w(a.margin))); c != 0 {
+		return c > 0
+	}
+	return a.id < b.id
+}
+
+// adlRanking is one sweep's auto-deleveraging ranking (one market, one
+// print): each side's candidates, ranked once when a shortfall first
+// needs them, and the accounts whose position in the market changed since
+// (touched: the liquidated and the deleveraged). Within a sweep nothing
+// else changes a position and none grows, so the next shortfall re-ranks
+// only the touched accounts and finds the order a fresh scan of every
+// account would. Before, each shortfall scanned every account and sorted
+// the candidates with math/big: a gap with k shortfalls among n accounts
+// cost k x n log n (28 s of apply for 200 among 20,000 in a review of
+// 2026-11-27), now n log n + k x (touched + candidates). Never encoded:
+// it lives in the Env for the length of one sweep.
+type adlRanking struct {
+	touched []string
+	sides   [2]adlSide // [0] longs, [1] shorts
+}
+
+type adlSide struct {
+	built   bool
+	applied int // touched accounts already re-ranked
+	ranked  []adlRanked
+	in      map[string]bool
+}
+
+// touch notes that accountID's position in the sweep's market changed
+// (a nil ranking, outside a sweep, keeps nothing).
+func (r *adlRanking) touch(accountID string) {
+	if r != nil {
+		r.touched = append(r.touched, accountID)
+	}
+}
+
+// adlCandidates returns the positions on side that are profitable at
+// midQ8, in rank order; venue accounts are never candidates (venue.go).
+// The slice is the sweep's own and must not be changed.
+func (s *State) adlCandidates(env *Env, p *market.Params, side Side, midQ8 int64) []adlRanked {
+	mkt := p.MarketID
+	rank := func(id string) (adlRanked, bool) {
+		a := s.Accounts[id]
+		if a == nil || venueAccounts[id] {
+			return adlRanked{}, false
+		}
+		pos, ok := a.Positions[mkt]
+		if !ok || pos.Side != side {
+			return adlRanked{}, false
+		}
+		pnl := mustMath(PnLMsat(p, side, pos.Contracts, pos.EntryQ8, midQ8))
+		if pnl <= 0 {
+			return adlRanked{}, false
+		}
+		return adlRanked{id, pnl, max(pos.MarginMsat, 1)}, true
+	}
+	r := env.adl
+	if r == nil {
+		r = &adlRanking{}
+	}
+	sd := &r.sides[0]
+	if side == Short {
+		sd = &r.sides[1]
+	}
+	if !sd.built {
+		sd.in = map[string]bool{}
+		for id := range s.Accounts {
+			if c, ok := rank(id); ok {
+				sd.ranked = append(sd.ranked, c)
+				sd.in[id] = true
+			}
+		}
+		sort.Slice(sd.ranked, func(i, j int) bool { return sd.ranked[i].before(sd.ranked[j]) })
+		sd.built, sd.applied = true, len(r.touched)
+		return sd.ranked
+	}
+	for _, id := range r.touched[sd.applied:] {
+		if sd.in[id] {
+			i := slices.IndexFunc(sd.ranked, func(c adlRanked) bool { return c.id == id })
+			sd.ranked = slices.Delete(sd.ranked, i, i+1)
+			delete(sd.in, id)
+		}
+		if c, ok := rank(id); ok {
+			i, _ := slices.BinarySearchFunc(sd.ranked, c, func(x, t adlRanked) int {
+				if x.before(t) {
+					return -1
+				}
+				return 1
+			})
+			sd.ranked = slices.Insert(sd.ranked, i, c)
+			sd.in[id] = true
+		}
+	}
+	sd.applied = len(r.touched)
+	return sd.ranked
 }
 
 // adlClose closes q contracts of accountID's position at the mid, paying
@@ -466,6 +557,7 @@ func (s *State) adlClose(env *Env, m *market.MarketState, pr market.Print, accou
 	} else {
 		a.Positions[mkt] = &after
 	}
+	env.adl.touch(accountID)
 	mustOI(env.Market.AddOpenInterest(mkt, market.Side(pos.Side), -q))
 	_ = env.Market.RecordFill(mkt, q, env.NowMs)
 	s.indexPosition(env, accountID, mkt)

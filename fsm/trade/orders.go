@@ -34,6 +34,10 @@ type Env struct {
 	// Level is the cluster's feature level (fsm.State.FeatureLevel): apply
 	// behaviour that changed since trading shipped is gated on it.
 	Level uint32
+
+	// adl is the running sweep's auto-deleveraging ranking (liquidate.go);
+	// nil outside a sweep.
+	adl *adlRanking
 }
 
 // LevelExactFunding is the feature level (fsm.FeatureLevel) from which a
