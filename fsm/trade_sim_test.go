@@ -302,7 +302,7 @@ func runTradeSim(t *testing.T, cfg simConfig) *tradeWorld {
 		"trigger executed", "trigger blocked: reduce_only", "trigger cancelled: oco", "trigger cancelled: position_closed",
 		"trigger cancelled: cancel_all_after", "trigger resting", "trigger cancelled: entry_canceled",
 		"liquidation", "liquidation partial", "liquidation deficit", "funding flow"} {
-		if tally[want] == 0 {
+		if tally[want] == 0 && !testing.Short() { // -short runs too few entries to reach every path
 			t.Errorf("weak run: no %q; outcomes %v", want, tally)
 		}
 	}

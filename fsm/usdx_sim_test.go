@@ -156,7 +156,7 @@ func TestUSDxSimulationKeepsTheIdentityAndConservation(t *testing.T) {
 	}
 	t.Logf("supply %d staked %d susdx %d reserve %d; boundaries %d (+%d -%d, %d yield mints, %d markdowns); outcomes %v",
 		st.u.Supply, st.u.Staked, st.u.SusdxSupply, st.u.ReserveMsat, len(st.u.History), pos, neg, minted, marked, outcomes)
-	if pos == 0 || neg == 0 || marked == 0 || minted == 0 {
+	if (pos == 0 || neg == 0 || marked == 0 || minted == 0) && !testing.Short() { // -short runs too few boundaries
 		t.Fatalf("weak run: funding +%d -%d, %d yield mints, %d markdowns", pos, neg, minted, marked)
 	}
 	for _, must := range []string{"mint 201", "redeem 201", "stake 201", "unstake 201", "withdraw 201", "paid 200", "deposit 200"} {
