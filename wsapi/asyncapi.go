@@ -220,7 +220,9 @@ func (d *describer) clientMessages() {
 		d.message("control", name, "client "+op, summary, s)
 		return s
 	}
-	auth := client("auth", "auth", "Authenticate the connection with an API key (any scope); needed for the account channel. A new auth replaces the previous one and drops its account subscription.",
+	auth := client("auth", "auth", "Authenticate the connection with an API key (any scope); needed for the account channel. "+
+		"An accepted auth replaces the previous one: a key of the same account with the read scope keeps the account subscription, any other ends it with an unsubscribed frame before the acknowledgement. "+
+		"A refused auth (an error frame with badOp auth) changes nothing: the connection keeps its earlier key, account and subscriptions, and the error's accountId names that account (absent: not authenticated).",
 		[]string{"apiKey"}, "apiKey")
 	// An empty key or selector is refused like a missing one (validation),
 	// not looked up.
@@ -262,7 +264,8 @@ func (d *describer) serverMessages() {
 	s, props = d.frame(errorFrame{}, false, "error")
 	setKey(props, "code", "enum", []any{wire.CodeUnauthorized, wire.CodeValidation, wire.CodeNotFound, wire.CodeInsufficientScope, wire.CodeRateLimited})
 	d.message("control", "error", "error", "A client frame was refused (badOp names its op), or the key was revoked and the account channel closed (no badOp). "+
-		"Codes: unauthorized (unknown or revoked key, account before auth), validation (unknown op or channel; a required field missing or empty: apiKey for auth, feedId for prices, marketId for stats, the message names it; a field that is not a string; too many subscriptions), not_found (a feedId or marketId that names nothing), insufficient_scope (account without the read scope), rate_limited (more frames than the connection's budget, or more connections on the account channel than a node allows).", s)
+		"Codes: unauthorized (unknown or revoked key, account before auth), validation (unknown op or channel; a required field missing or empty: apiKey for auth, feedId for prices, marketId for stats, the message names it; a field that is not a string; too many subscriptions), not_found (a feedId or marketId that names nothing), insufficient_scope (account without the read scope), rate_limited (more frames than the connection's budget, or more connections on the account channel than a node allows). "+
+		"A refused frame changes nothing. On a refused auth, accountId names the account the connection still acts for, with its earlier key and subscriptions (absent: it is not authenticated).", s)
 	s, _ = d.frame(pingFrame{}, false, "ping")
 	d.message("control", "ping", "ping", "Sent every "+strconv.FormatInt(PingEvery.Milliseconds()/1000, 10)+" s to every connection; no reply needed.", s)
 	d.operations["sendError"] = d.op("send", "control", "Refusals, and the end of the account channel when the key is revoked.", nil, "error")

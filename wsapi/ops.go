@@ -30,7 +30,7 @@ func (h *Hub) onMessage(s *melody.Session, msg []byte) {
 		return
 	}
 	if f.Op != "pong" && !c.frames.Allow() {
-		h.send(s, errorFrame{Op: "error", Code: wire.CodeRateLimited, BadOp: f.Op,
+		h.refuse(s, c, errorFrame{Op: "error", Code: wire.CodeRateLimited, BadOp: f.Op,
 			Error: fmt.Sprintf("too many frames: at most %d a second on a connection (burst %d); this one was not processed", FramesPerSecond, FrameBurst)})
 		return
 	}
@@ -40,7 +40,7 @@ func (h *Hub) onMessage(s *melody.Session, msg []byte) {
 		if errors.As(decodeErr, &te) && te.Field != "" {
 			msg = te.Field + " must be a string"
 		}
-		h.send(s, errorFrame{Op: "error", Code: wire.CodeValidation, Error: msg, BadOp: f.Op})
+		h.refuse(s, c, errorFrame{Op: "error", Code: wire.CodeValidation, Error: msg, BadOp: f.Op})
 		return
 	}
 	switch f.Op {
@@ -57,6 +57,31 @@ func (h *Hub) onMessage(s *melody.Session, msg []byte) {
 	}
 }
 
+// refuse sends a refusal of a client frame. A refused frame changes
+// nothing; for an auth that means the connection keeps the identity it
+// had, and a client that just tried to change it must hear which one that
+// is (accountId, and the text): without it, account events still arriving
+// after "API key is not valid" could be read as the new key's, or the
+// socket believed unauthenticated while it still streams the old account.
+func (h *Hub) refuse(s *melody.Session, c *conn, ef errorFrame) {
+	if ef.BadOp == "auth" {
+		c.mu.Lock()
+		acct := c.accountID
+		subscribed := acct != "" && c.subjects[subjectAccountPref+acct]
+		c.mu.Unlock()
+		if acct != "" {
+			ef.AccountID = acct
+			ef.Error += "; this connection is still authenticated as " + acct + " with its earlier key"
+			if subscribed {
+				ef.Error += ", and still subscribed to its account channel"
+			}
+		} else {
+			ef.Error += "; this connection is not authenticated"
+		}
+	}
+	h.send(s, ef)
+}
+
 // takesFields reports whether op reads fields of its frame besides op.
 func takesFields(op string) bool {
 	return op == "auth" || op == "subscribe" || op == "unsubscribe"
@@ -64,12 +89,12 @@ func takesFields(op string) bool {
 
 func (h *Hub) auth(s *melody.Session, c *conn, f clientFrame) {
 	if f.APIKey == "" { // a malformed frame, not a wrong key
-		h.send(s, errorFrame{Op: "error", Code: wire.CodeValidation, Error: "apiKey is required", BadOp: "auth"})
+		h.refuse(s, c, errorFrame{Op: "error", Code: wire.CodeValidation, Error: "apiKey is required", BadOp: "auth"})
 		return
 	}
 	k := h.keyOf(hashKey(f.APIKey))
 	if k == nil {
-		h.send(s, errorFrame{Op: "error", Code: wire.CodeUnauthorized, Error: "API key is not valid", BadOp: "auth"})
+		h.refuse(s, c, errorFrame{Op: "error", Code: wire.CodeUnauthorized, Error: "API key is not valid", BadOp: "auth"})
 		return
 	}
 	// A key rotated on an open connection (another key of the same
