@@ -234,6 +234,16 @@ func runServe(parent context.Context, f serveFlags) error {
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	// WebSockets first, while the listener still answers: each client is
+	// closed with 4000 (resync, the stream ended) and its close frame is
+	// written before the process lets go; the HTTP server's Shutdown does
+	// not wait for hijacked connections. A client that does not read gets
+	// part of the budget, not all of it.
+	wctx, wcancel := context.WithTimeout(sctx, 2*time.Second)
+	if err := asm.Hub.Shutdown(wctx); err != nil {
+		log.Warn("websocket connections still closing at shutdown", "open", asm.Hub.Connections())
+	}
+	wcancel()
 	for _, s := range servers {
 		_ = s.Shutdown(sctx)
 	}

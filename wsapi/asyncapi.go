@@ -220,16 +220,25 @@ func (d *describer) clientMessages() {
 		d.message("control", name, "client "+op, summary, s)
 		return s
 	}
-	client("auth", "auth", "Authenticate the connection with an API key (any scope); needed for the account channel. A new auth replaces the previous one and drops its account subscription.",
+	auth := client("auth", "auth", "Authenticate the connection with an API key (any scope); needed for the account channel. "+
+		"An accepted auth replaces the previous one: a key of the same account with the read scope keeps the account subscription, any other ends it with an unsubscribed frame before the acknowledgement. "+
+		"A refused auth (an error frame with badOp auth) changes nothing: the connection keeps its earlier key, account and subscriptions, and the error's accountId names that account (absent: not authenticated).",
 		[]string{"apiKey"}, "apiKey")
+	// An empty key or selector is refused like a missing one (validation),
+	// not looked up.
+	setKey(auth["properties"].(map[string]any), "apiKey", "minLength", 1)
+	nonEmpty := func(field string) map[string]any {
+		return map[string]any{"required": []string{field},
+			"properties": map[string]any{field: map[string]any{"minLength": 1}}}
+	}
 	for _, op := range []string{"subscribe", "unsubscribe"} {
 		s := client(op, op, op+" a channel: prices needs feedId, stats needs marketId, account needs a prior auth.",
 			[]string{"channel"}, "channel", "feedId", "marketId")
 		s["allOf"] = []any{
 			map[string]any{"if": map[string]any{"properties": map[string]any{"channel": map[string]any{"const": channelPrices}}},
-				"then": map[string]any{"required": []string{"feedId"}}},
+				"then": nonEmpty("feedId")},
 			map[string]any{"if": map[string]any{"properties": map[string]any{"channel": map[string]any{"const": channelStats}}},
-				"then": map[string]any{"required": []string{"marketId"}}},
+				"then": nonEmpty("marketId")},
 		}
 	}
 	client("pong", "pong", "Optional answer to a ping; accepted and ignored.", nil)
@@ -255,7 +264,8 @@ func (d *describer) serverMessages() {
 	s, props = d.frame(errorFrame{}, false, "error")
 	setKey(props, "code", "enum", []any{wire.CodeUnauthorized, wire.CodeValidation, wire.CodeNotFound, wire.CodeInsufficientScope, wire.CodeRateLimited})
 	d.message("control", "error", "error", "A client frame was refused (badOp names its op), or the key was revoked and the account channel closed (no badOp). "+
-		"Codes: unauthorized (bad or revoked key, account before auth), validation (unknown op or channel, too many subscriptions), not_found (unknown feedId or marketId), insufficient_scope (account without the read scope), rate_limited (more frames than the connection's budget, or more connections on the account channel than a node allows).", s)
+		"Codes: unauthorized (unknown or revoked key, account before auth), validation (unknown op or channel; a required field missing or empty: apiKey for auth, feedId for prices, marketId for stats, the message names it; a field that is not a string; too many subscriptions), not_found (a feedId or marketId that names nothing), insufficient_scope (account without the read scope), rate_limited (more frames than the connection's budget, or more connections on the account channel than a node allows). "+
+		"A refused frame changes nothing. On a refused auth, accountId names the account the connection still acts for, with its earlier key and subscriptions (absent: it is not authenticated).", s)
 	s, _ = d.frame(pingFrame{}, false, "ping")
 	d.message("control", "ping", "ping", "Sent every "+strconv.FormatInt(PingEvery.Milliseconds()/1000, 10)+" s to every connection; no reply needed.", s)
 	d.operations["sendError"] = d.op("send", "control", "Refusals, and the end of the account channel when the key is revoked.", nil, "error")

@@ -309,6 +309,8 @@ func TestAsyncAPIRejectsWrongFrames(t *testing.T) {
 		"depositEvent":  `{"op":"event","channel":"account","kind":"deposit","tsMs":"1","data":{"accountId":"a","amountMsat":"1","feeMsat":"0","railRef":"r","seq":"1","tsMs":"1"}}`, // no seq
 		"authAck":       `{"op":"auth","ok":true,"v":2,"accountId":"a"}`,                                                                                                             // another version
 		"subscribe":     `{"op":"subscribe","channel":"prices"}`,                                                                                                                     // no feedId
+		"unsubscribe":   `{"op":"unsubscribe","channel":"stats","marketId":""}`,                                                                                                      // empty marketId
+		"auth":          `{"op":"auth","apiKey":""}`,                                                                                                                                 // empty apiKey
 		"positionEvent": `{"op":"event","channel":"account","kind":"position","tsMs":"1","seq":"3","data":{"marketId":"BTC-PERP","position":{"side":"long","contracts":"1","entryPriceQ8":"1","marginMsat":"1","extra":1}}}`,
 	} {
 		inst, _ := jsonschema.UnmarshalJSON(strings.NewReader(frame))

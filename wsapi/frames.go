@@ -42,6 +42,9 @@ type errorFrame struct {
 	Code  string `json:"code"`
 	Error string `json:"error"`
 	BadOp string `json:"badOp,omitempty" doc:"the op of the client frame refused"`
+	// AccountID answers a refused auth: a refused frame changes nothing,
+	// so the client learns which identity the connection kept.
+	AccountID string `json:"accountId,omitempty" doc:"on a refused auth (badOp auth): the account the connection still acts for, with its earlier key and subscriptions; absent when it is not authenticated"`
 }
 
 type pingFrame struct {

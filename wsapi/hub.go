@@ -102,9 +102,13 @@ type Hub struct {
 	// beforeBatch, when set, runs before each bus batch (tests stall the
 	// hub with it).
 	beforeBatch func()
-	// ended is set when the node's event bus closed (halt, shutdown):
-	// nothing more will be sent, so connections are closed and refused.
+	// ended is set when the node's event bus closed (halt, shutdown) or
+	// the node is stopping: nothing more will be sent, so connections are
+	// closed and refused.
 	ended atomic.Bool
+	// serving counts ServeClient calls in flight (a connection's whole
+	// life), so that Shutdown can wait for their close frames.
+	serving atomic.Int64
 
 	// PerAddress bounds one client address's connections
 	// (MaxConnectionsPerAddress by default; the bench profile lifts it,
@@ -192,6 +196,10 @@ func (h *Hub) Connections() int { return h.m.Len() }
 // the rate limits see: the TCP peer, or what a trusted proxy says). It
 // returns when the connection ends; the client's slot is held until then.
 func (h *Hub) ServeClient(w http.ResponseWriter, r *http.Request, clientIP string) {
+	// Counted before the check: a Shutdown that set ended either sees
+	// this call or this call sees ended.
+	h.serving.Add(1)
+	defer h.serving.Add(-1)
 	if h.ended.Load() {
 		refuse(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "this node's event stream ended (halted or stopping); use another node")
 		return
@@ -243,7 +251,8 @@ func refuse(w http.ResponseWriter, status int, code, msg string) {
 // Run feeds events to subscribers and pings every PingEvery until ctx ends.
 // When the bus reports that the hub missed events, every connection with a
 // subscription is closed with CloseResync: each may have missed a frame.
-// When the bus closes, every connection is closed with CloseResync.
+// When the bus closes or ctx ends, every connection is closed with
+// CloseResync (ReasonStreamEnded); Shutdown also waits for those closes.
 func (h *Hub) Run(ctx context.Context) {
 	sub := h.n.Events.Subscribe()
 	defer func() { h.n.Events.Unsubscribe(sub) }()
@@ -252,7 +261,9 @@ func (h *Hub) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			_ = h.m.Close()
+			// Not melody's Close: its close frame has no code (1005),
+			// and a client must learn the stream ended (4000).
+			h.end()
 			return
 		case <-sub.Lost():
 			h.log.Warn("websocket hub missed events; closing subscribed connections", "dropped", sub.Dropped())
@@ -265,8 +276,7 @@ func (h *Hub) Run(ctx context.Context) {
 				// The bus closed (the replica halted, or the node is
 				// stopping): no event or ping will follow, so no
 				// connection may stay open believing itself subscribed.
-				h.ended.Store(true)
-				h.eachConn(func(s *melody.Session, c *conn) { h.closeResync(s, c, ReasonStreamEnded) })
+				h.end()
 				return
 			}
 			if h.beforeBatch != nil {
@@ -279,6 +289,35 @@ func (h *Hub) Run(ctx context.Context) {
 			h.pingAll()
 		}
 	}
+}
+
+// end refuses new connections and closes every open one with CloseResync,
+// the stream ended: no event or ping follows. Idempotent.
+func (h *Hub) end() {
+	h.ended.Store(true)
+	h.eachConn(func(s *melody.Session, c *conn) { h.closeResync(s, c, ReasonStreamEnded) })
+}
+
+// Shutdown is the node's graceful stop of the WebSocket: every open
+// connection is closed with CloseResync and ReasonStreamEnded (after the
+// frames already queued), new upgrades are refused with 503, and it
+// returns once every connection has ended (its close frame written) or
+// ctx is done. Call it before the HTTP listener closes and the process
+// exits: an upgraded connection is not the HTTP server's to drain, and a
+// process that exits first leaves its clients an unexpected EOF (1006).
+func (h *Hub) Shutdown(ctx context.Context) error {
+	h.end()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for h.serving.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	_ = h.m.Close() // stops melody's hub goroutine; no session is left
+	return nil
 }
 
 // closeSubscribed closes, for resync, every connection that subscribes to

@@ -2,6 +2,7 @@ package wsapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/olahol/melody"
@@ -13,10 +14,15 @@ import (
 
 // onMessage handles one client frame. Frames that are not JSON objects, or
 // carry no op, are ignored (SPEC section 6, rule 7); an unknown op gets an
-// error frame naming it (rule 3).
+// error frame naming it (rule 3), and so does a known op with a field of
+// the wrong JSON type (the frame is invalid, not unrecognised: dropping it
+// would leave the client waiting for an answer that never comes).
 func (h *Hub) onMessage(s *melody.Session, msg []byte) {
 	var f clientFrame
-	if err := json.Unmarshal(msg, &f); err != nil || f.Op == "" {
+	// A type error still fills the other fields (op among them); a frame
+	// that is not a JSON object fills none.
+	decodeErr := json.Unmarshal(msg, &f)
+	if f.Op == "" {
 		return
 	}
 	c := connOf(s)
@@ -24,8 +30,17 @@ func (h *Hub) onMessage(s *melody.Session, msg []byte) {
 		return
 	}
 	if f.Op != "pong" && !c.frames.Allow() {
-		h.send(s, errorFrame{Op: "error", Code: wire.CodeRateLimited, BadOp: f.Op,
+		h.refuse(s, c, errorFrame{Op: "error", Code: wire.CodeRateLimited, BadOp: f.Op,
 			Error: fmt.Sprintf("too many frames: at most %d a second on a connection (burst %d); this one was not processed", FramesPerSecond, FrameBurst)})
+		return
+	}
+	if decodeErr != nil && takesFields(f.Op) {
+		msg := "a field has the wrong JSON type"
+		var te *json.UnmarshalTypeError
+		if errors.As(decodeErr, &te) && te.Field != "" {
+			msg = te.Field + " must be a string"
+		}
+		h.refuse(s, c, errorFrame{Op: "error", Code: wire.CodeValidation, Error: msg, BadOp: f.Op})
 		return
 	}
 	switch f.Op {
@@ -42,10 +57,44 @@ func (h *Hub) onMessage(s *melody.Session, msg []byte) {
 	}
 }
 
+// refuse sends a refusal of a client frame. A refused frame changes
+// nothing; for an auth that means the connection keeps the identity it
+// had, and a client that just tried to change it must hear which one that
+// is (accountId, and the text): without it, account events still arriving
+// after "API key is not valid" could be read as the new key's, or the
+// socket believed unauthenticated while it still streams the old account.
+func (h *Hub) refuse(s *melody.Session, c *conn, ef errorFrame) {
+	if ef.BadOp == "auth" {
+		c.mu.Lock()
+		acct := c.accountID
+		subscribed := acct != "" && c.subjects[subjectAccountPref+acct]
+		c.mu.Unlock()
+		if acct != "" {
+			ef.AccountID = acct
+			ef.Error += "; this connection is still authenticated as " + acct + " with its earlier key"
+			if subscribed {
+				ef.Error += ", and still subscribed to its account channel"
+			}
+		} else {
+			ef.Error += "; this connection is not authenticated"
+		}
+	}
+	h.send(s, ef)
+}
+
+// takesFields reports whether op reads fields of its frame besides op.
+func takesFields(op string) bool {
+	return op == "auth" || op == "subscribe" || op == "unsubscribe"
+}
+
 func (h *Hub) auth(s *melody.Session, c *conn, f clientFrame) {
+	if f.APIKey == "" { // a malformed frame, not a wrong key
+		h.refuse(s, c, errorFrame{Op: "error", Code: wire.CodeValidation, Error: "apiKey is required", BadOp: "auth"})
+		return
+	}
 	k := h.keyOf(hashKey(f.APIKey))
-	if f.APIKey == "" || k == nil {
-		h.send(s, errorFrame{Op: "error", Code: wire.CodeUnauthorized, Error: "API key is not valid", BadOp: "auth"})
+	if k == nil {
+		h.refuse(s, c, errorFrame{Op: "error", Code: wire.CodeUnauthorized, Error: "API key is not valid", BadOp: "auth"})
 		return
 	}
 	// A key rotated on an open connection (another key of the same
@@ -95,11 +144,17 @@ func (h *Hub) subjectAs(c *conn, f clientFrame) (string, string, *errorFrame) {
 	}
 	switch f.Channel {
 	case channelPrices:
+		if f.FeedID == "" {
+			return bad(wire.CodeValidation, "feedId is required for channel prices")
+		}
 		if !h.exists(func(st *fsm.State) bool { _, ok := st.Market.FeedsByID[f.FeedID]; return ok }) {
 			return bad(wire.CodeNotFound, "unknown feedId")
 		}
 		return channelPrices + "|" + f.FeedID, "", nil
 	case channelStats:
+		if f.MarketID == "" {
+			return bad(wire.CodeValidation, "marketId is required for channel stats")
+		}
 		if !h.exists(func(st *fsm.State) bool { _, ok := st.Market.MarketsByID[f.MarketID]; return ok }) {
 			return bad(wire.CodeNotFound, "unknown marketId")
 		}
