@@ -124,7 +124,10 @@ import (
 //	   naming an unknown market is 400 validation, not 404
 //	   (LevelUnknownMarketIs400); the
 //	   stats channel's funding frame carries its mark's oracleTsMs and the
-//	   market's stalenessMs (LevelFundingFrameStamped).
+//	   market's stalenessMs (LevelFundingFrameStamped); a mint that would
+//	   open the USDx hedge's position in a market that takes no new
+//	   position is refused before it moves any money, instead of halting
+//	   every replica (usdx.LevelHedgeNeedsRoom).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
