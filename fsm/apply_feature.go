@@ -130,7 +130,10 @@ import (
 //	   funds.MaxOpenWithdrawalsPerAccount open withdrawals
 //	   (funds.LevelOpenWithdrawalsBounded); the Proof of Reserves drift
 //	   counts the traders' open positions at the mark
-//	   (LevelPoRDriftAtMark).
+//	   (LevelPoRDriftAtMark); a mint that would open the
+//	   USDx hedge's position in a market that takes no new position is
+//	   refused before it moves any money, instead of halting every
+//	   replica (usdx.LevelHedgeNeedsRoom).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -142,6 +142,12 @@ func (s *State) indexPositionAt(env *Env, accountID, marketID string, pos Positi
 // (noted by a review on 2026-11-27).
 const LevelLiqIndexPast uint32 = 4
 
+// PositionRoom is positionRoom for a trade planned outside the book (the
+// USDx hedge's), which must ask before it moves money for the fill.
+func (s *State) PositionRoom(marketID string, pos Position, side Side, q int64) bool {
+	return s.positionRoom(marketID, pos, side, q)
+}
+
 // positionRoom refuses a fill that would open a new position when the
 // market's liquidation index is full.
 func (s *State) positionRoom(marketID string, pos Position, side Side, q int64) bool {

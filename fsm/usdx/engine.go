@@ -70,6 +70,15 @@ func (e *Env) hedgeHalted() bool {
 
 func (e *Env) hedge() trade.Position { return e.Trade.Position(HedgeAccount, HedgeMarket) }
 
+// LevelHedgeNeedsRoom is the feature level (fsm.FeatureLevel) from which
+// a mint that would open the hedge's position (the hedge is flat) is
+// refused while the hedge market takes no new position (its liquidation
+// index is full, trade.State.PositionRoom). Below it the quote and the
+// mint were priced without asking, the mint moved the sats and the
+// hedge's order was then refused: a broken invariant that halted every
+// replica on a client's mint (found by a review on 2026-11-27).
+const LevelHedgeNeedsRoom uint32 = 8
+
 // priced is a mint or redemption of usdx priced against the hedge market
 // now. For a mint SatsMsat is what the trader pays (the hedge's margin at
 // leverage 1 and its taker fee, plus the base and dynamic fees); for a
@@ -96,6 +105,10 @@ func (s *State) price(e *Env, side string, q int64) (priced, *wire.Refusal) {
 	var out priced
 	var err error
 	if side == SideMint {
+		if e.T.Level >= LevelHedgeNeedsRoom && !e.Trade.PositionRoom(HedgeMarket, pos, trade.Short, q) {
+			return priced{}, conflict(wire.CodeUSDxCapacity, "hedge_refused",
+				"the hedge cannot open its position: market %s holds the most positions it can", HedgeMarket)
+		}
 		if out.qt, err = trade.QuoteTrade(m, pr, trade.Short, q); err != nil {
 			return priced{}, bad(wire.CodeValidation, "mint cannot be priced: %v", err)
 		}
