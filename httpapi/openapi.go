@@ -153,6 +153,11 @@ func (g *schemaGen) operation(r *Route) map[string]any {
 			responses[strconv.Itoa(st)] = g.response(st, wire.ErrorBody{}, "", codes[st])
 		}
 	}
+	for st, note := range r.Notes {
+		if resp, ok := responses[strconv.Itoa(st)].(map[string]any); ok {
+			resp["description"] = resp["description"].(string) + ". " + note
+		}
+	}
 	op["responses"] = responses
 	return op
 }
@@ -276,9 +281,23 @@ func (g *schemaGen) response(status int, body any, content string, codes []strin
 	}
 	out := map[string]any{"description": desc, "content": map[string]any{content: map[string]any{"schema": schema}}}
 	if status == 429 {
-		out["headers"] = map[string]any{"Retry-After": map[string]any{"schema": map[string]any{"type": "integer"}}}
+		out["headers"] = rateHeaders429
 	}
 	return out
+}
+
+// rateHeaders429 are the headers of a 429 (SPEC section 8). Most 429s
+// come from a token bucket; the hourly caps apply enforces (faucet,
+// signup) describe the cap instead, as those routes' 429 says.
+var rateHeaders429 = map[string]any{
+	"Retry-After": map[string]any{"schema": map[string]any{"type": "integer"},
+		"description": "seconds to wait before the request can be admitted"},
+	"X-RateLimit-Limit": map[string]any{"schema": map[string]any{"type": "integer"},
+		"description": "the binding budget's limit: a token bucket's per-minute limit, or an hourly cap's count per rolling hour"},
+	"X-RateLimit-Remaining": map[string]any{"schema": map[string]any{"type": "integer"},
+		"description": "what the binding budget has left: 0 on a refusal"},
+	"X-RateLimit-Reset": map[string]any{"schema": map[string]any{"type": "integer"},
+		"description": "epoch seconds when the binding budget next admits a request: the instant Retry-After counts to"},
 }
 
 // hasCodeField reports whether a body type carries the ErrorCode field.

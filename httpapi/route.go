@@ -40,6 +40,14 @@ type Route struct {
 	// reads the handlers and the state machine for the refusals each route
 	// can reach and checks they are all here.
 	Refuses map[int][]string
+	// Notes adds to the description of a status what is particular to
+	// this route (what its 429 headers describe, say).
+	Notes map[int]string
+	// IdemNote says what a retry with the same idempotency-key does on
+	// this route where that differs from, or adds to, the rule of every
+	// idem route (idemRule); the header's description and llms-full.txt
+	// carry it.
+	IdemNote string
 	// Content overrides the JSON content type of the success response.
 	Content string
 	// Routine marks the order flow (placing, canceling, the dead-man
