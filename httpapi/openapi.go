@@ -110,12 +110,8 @@ func (g *schemaGen) operation(r *Route) map[string]any {
 		params = append(params, map[string]any{"name": name, "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
 	}
 	if r.Idem || r.IdemOptional {
-		desc := "Idempotency key: a retry with the same key and body returns the original answer."
-		if r.IdemOptional {
-			desc = "Optional idempotency key: when sent, a retry with the same key and body returns the original answer."
-		}
 		params = append(params, map[string]any{"name": IdemHeader, "in": "header", "required": r.Idem,
-			"description": desc,
+			"description": idemDoc(r),
 			"schema":      map[string]any{"type": "string", "minLength": 1, "maxLength": MaxIdemKeyLen}})
 	}
 	if r.Query != nil {
@@ -160,6 +156,36 @@ func (g *schemaGen) operation(r *Route) map[string]any {
 	}
 	op["responses"] = responses
 	return op
+}
+
+// What a retry under the same idempotency-key does (docs/decisions.md,
+// "Refusals are not stored in the idempotency store" and "Idempotency
+// keys are scoped per account"). idemReplay is what a retry of a success
+// gets on most routes; Route.IdemRetry replaces it where that differs.
+const (
+	idemReplay = "A retry with the same key and the same body within 24 hours gets the first success's status and body " +
+		"again (header Idempotent-Replayed: true) and applies nothing twice."
+	idemReused = "The same key on a different request (another body, path or route) is 409 idempotency_key_reused, but " +
+		"cancels and USDx redemptions keep keys of their own (an order's id may be its cancel's key); a success whose " +
+		"stored answer the bounded store dropped early answers 409 conflict and is not applied again."
+	idemRefused = "A refused request does not bind its key: a retry with the same key is judged afresh against the state " +
+		"of its time and may succeed (after a top-up, say), so use a new key for a request you no longer want."
+)
+
+// idemDoc describes a route's idempotency-key header.
+func idemDoc(r *Route) string {
+	replay := idemReplay
+	if r.IdemRetry != "" {
+		replay = r.IdemRetry
+	}
+	switch {
+	case r.Auth != Keyed: // signup: its retry says it all
+		return "Idempotency key, one namespace for every caller of this route. " + replay + " " + idemRefused
+	case r.IdemOptional:
+		return "Optional idempotency key, scoped to the calling account; without it every call is a new request. " +
+			replay + " " + idemReused + " " + idemRefused
+	}
+	return "Idempotency key, scoped to the calling account. " + replay + " " + idemReused + " " + idemRefused
 }
 
 // refusalCodes are the error codes a route's refusals may carry, by

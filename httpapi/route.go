@@ -43,11 +43,11 @@ type Route struct {
 	// Notes adds to the description of a status what is particular to
 	// this route (what its 429 headers describe, say).
 	Notes map[int]string
-	// IdemNote says what a retry with the same idempotency-key does on
-	// this route where that differs from, or adds to, the rule of every
-	// idem route (idemRule); the header's description and llms-full.txt
-	// carry it.
-	IdemNote string
+	// IdemRetry says what a retry of a success with the same
+	// idempotency-key gets on this route, where that is not the stored
+	// answer (idemReplay) or more is to be said; the header's
+	// description and llms-full.txt carry it.
+	IdemRetry string
 	// Content overrides the JSON content type of the success response.
 	Content string
 	// Routine marks the order flow (placing, canceling, the dead-man
