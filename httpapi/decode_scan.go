@@ -111,7 +111,7 @@ func repeatedName(raw []byte) ([]byte, bool) {
 func findRepeat(b []byte, i int) (end int, name []byte, found bool) {
 	switch b[i] {
 	case '{':
-		var seen [][]byte
+		var seen map[string]struct{} // a map: an object may have many names
 		i = skipSpace(b, i+1)
 		if b[i] == '}' {
 			return i + 1, nil, false
@@ -122,12 +122,13 @@ func findRepeat(b []byte, i int) (end int, name []byte, found bool) {
 			if !plain {
 				n = appendUnquoted(nil, n)
 			}
-			for _, s := range seen {
-				if bytes.Equal(s, n) {
-					return 0, n, true
-				}
+			if _, dup := seen[string(n)]; dup {
+				return 0, n, true
 			}
-			seen = append(seen, n)
+			if seen == nil {
+				seen = map[string]struct{}{}
+			}
+			seen[string(n)] = struct{}{}
 			i = skipSpace(b, skipSpace(b, end)+1) // past ':'
 			if i, name, found = findRepeat(b, i); found {
 				return 0, name, true
