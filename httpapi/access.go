@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,8 +25,8 @@ type Empty struct{}
 
 // MintRequest is the body of POST /v1/sessions.
 type MintRequest struct {
-	Label  *string  `json:"label" maxLen:"64"`
-	Scopes []string `json:"scopes" enum:"read,trade,withdraw,admin-sessions" maxLen:"4"`
+	Label  *string  `json:"label" maxLen:"64" doc:"a name for the key, shown in GET /v1/sessions"`
+	Scopes []string `json:"scopes" enum:"read,trade,withdraw,admin-sessions" maxLen:"4" doc:"the new key's scopes, intersected with the minting key's own: a requested scope the minting key lacks is dropped without an error (the answer's scopes say what the key got). Omitted (or null): the new key gets every scope of the minting key, so a master key mints a key that can withdraw and mint; name the scopes (read, trade) for a delegate that must not. An empty array is refused, 400 validation"`
 }
 
 // RevokeRequest is the body of POST /v1/sessions/revoke.
@@ -51,11 +52,13 @@ func (s *Server) accessRoutes() []*Route {
 		{Method: http.MethodPost, Path: "/v1/signup", Summary: "Create an account and its full-scope master key (testnet only)",
 			Budget: "order", Idem: true, Request: Empty{},
 			Responses: map[int]any{201: fsm.SignupResult{}, 403: wire.ErrorBody{}, 409: wire.ErrorBody{}},
-			Refuses:   map[int][]string{403: {wire.CodeFeatureUnavailable}}, Handler: s.signup},
+			Refuses:   map[int][]string{403: {wire.CodeFeatureUnavailable}}, Handler: s.signup,
+			Notes: map[int]string{409: signupRetry409, 429: signupCap429}, IdemRetry: signupIdemRetry},
 		{Method: http.MethodPost, Path: "/v1/faucet", Summary: "Credit test sats through the deposit path (limited per hour)",
 			Auth: Keyed, Budget: "read", Idem: true, Request: Empty{},
 			Responses: map[int]any{201: fsm.FaucetResult{}},
-			Refuses:   map[int][]string{403: {wire.CodeFeatureUnavailable}, 503: {wire.CodeFeatureUnavailable}}, Handler: s.faucet},
+			Refuses:   map[int][]string{403: {wire.CodeFeatureUnavailable}, 503: {wire.CodeFeatureUnavailable}}, Handler: s.faucet,
+			Notes: map[int]string{429: faucetCap429}},
 		{Method: http.MethodGet, Path: "/v1/account", Summary: "The caller's account and balances",
 			Auth: Keyed, Scope: "read", Budget: "read", Responses: map[int]any{200: AccountView{}}, Handler: s.account},
 		{Method: http.MethodGet, Path: "/v1/deposits", Summary: "Deposits, newest first",
@@ -63,10 +66,11 @@ func (s *Server) accessRoutes() []*Route {
 			Responses: map[int]any{200: DepositsPage{}}, Handler: s.deposits},
 		{Method: http.MethodGet, Path: "/v1/sessions", Summary: "The account's keys (never their values)",
 			Auth: Keyed, Budget: "read", Responses: map[int]any{200: SessionsView{}}, Handler: s.sessions},
-		{Method: http.MethodPost, Path: "/v1/sessions", Summary: "Mint a delegate key; scopes are intersected with the minter's",
+		{Method: http.MethodPost, Path: "/v1/sessions", Summary: "Mint a delegate key; scopes are intersected with the minter's, and omitted copy all of them (withdraw included)",
 			Auth: Keyed, Scope: "admin-sessions", Budget: "order", Idem: true, Request: MintRequest{},
 			Responses: map[int]any{201: fsm.MintResult{}, 403: wire.ErrorBody{}},
-			Refuses:   map[int][]string{403: {wire.CodeSessionLimit}}, Handler: s.mintSession},
+			Refuses:   map[int][]string{403: {wire.CodeSessionLimit}}, Handler: s.mintSession,
+			Notes: map[int]string{201: mintReplay201}, IdemRetry: mintIdemRetry},
 		{Method: http.MethodPost, Path: "/v1/sessions/revoke", Summary: "Revoke one key, or all but the calling key",
 			Auth: Keyed, Scope: "admin-sessions", Budget: "read", Idem: true, Request: RevokeRequest{},
 			Responses: map[int]any{200: fsm.RevokeResult{}, 404: wire.ErrorBody{}}, Handler: s.revokeSessions},
@@ -74,6 +78,26 @@ func (s *Server) accessRoutes() []*Route {
 			Auth: Keyed, Budget: "read", Responses: map[int]any{200: LimitsView{}}, Handler: s.limits},
 	}
 }
+
+// What the description says of these routes beyond their table rows: a
+// key value is shown once (signup, mint), and the hourly caps apply
+// enforces set the rate headers of their 429 (capAnswer).
+const (
+	signupIdemRetry = "The key value is returned exactly once and never stored: a retry with a key already used for a " +
+		"signup (yours, or anyone's) answers 409 conflict without a key, never the first 201, and creates nothing. Send a " +
+		"fresh random key for every signup; if a 201 was lost, its account cannot be recovered: sign up again."
+	signupRetry409 = "conflict: the idempotency-key was already used for a signup; the key value is never shown twice"
+	signupCap429   = "From the order budget of the client address, or from the venue-wide cap of signups per rolling hour, " +
+		"which the state machine enforces: then X-RateLimit-Limit is that cap, X-RateLimit-Remaining 0 and " +
+		"X-RateLimit-Reset the epoch second the oldest signup of the hour leaves it, the instant Retry-After counts to"
+	faucetCap429 = "From the read budget, or from the account's faucet cap (grants per rolling hour; grantsRemainingThisHour " +
+		"counts down to it): then X-RateLimit-Limit is the grants per hour, X-RateLimit-Remaining 0 and X-RateLimit-Reset " +
+		"the epoch second the oldest grant of the hour leaves it, the instant Retry-After counts to"
+	mintIdemRetry = "The key value is returned exactly once and never stored: a retry with the same key and body within " +
+		"24 hours gets the first 201 (Idempotent-Replayed: true) with keyId and scopes but without apiKey, and mints " +
+		"nothing. If that answer was lost, revoke keyId (POST /v1/sessions/revoke) and mint again."
+	mintReplay201 = "apiKey is in the first answer only: a replay (Idempotent-Replayed: true) omits it"
+)
 
 // newAPIKey draws a key value. The pdk_ prefix lets secret scanners spot
 // leaked keys.
@@ -130,7 +154,7 @@ func (s *Server) signup(c *gin.Context) {
 		return
 	}
 	if res.Code == wire.CodeRateLimited {
-		c.Header("Retry-After", s.signupRetryAfter())
+		s.signupCapAnswer(c)
 	}
 	out, ok := storedResult[fsm.SignupResult](c, res)
 	if !ok {
@@ -158,35 +182,75 @@ func (s *Server) faucet(c *gin.Context) {
 		return
 	}
 	if res.Code == wire.CodeRateLimited {
-		c.Header("Retry-After", s.faucetRetryAfter(callerOf(c).AccountID))
+		s.faucetCapAnswer(c, callerOf(c).AccountID)
 	}
 	respond(c, res)
 }
 
-// faucetRetryAfter is the seconds until the oldest grant of the window
-// leaves it.
-// signupRetryAfter is the seconds until the venue-wide signup cap reopens.
-func (s *Server) signupRetryAfter() string {
-	secs := int64(1)
-	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
-		if reopens, full := st.Access.SignupsReopenMs(st.NowMs); full {
-			secs = max(secs, (reopens-st.NowMs+999)/1000)
-		}
-	})
-	return itoa(secs)
+// An hourly cap that apply enforces (the venue-wide signup cap, an
+// account's faucet grants) refuses with 429 after the request's token
+// bucket admitted it, so the X-RateLimit headers submit set describe a
+// bucket with tokens left that resets now: a client trusting them would
+// retry at once. capAnswer replaces them with the cap's own figures:
+// Limit the cap per rolling hour, Remaining 0, Reset the epoch second the
+// cap admits again, which is also what Retry-After counts to (from the
+// log's time). docs/decisions.md, "Rate headers of an hourly cap".
+func capAnswer(c *gin.Context, limit int, reopensMs, nowMs int64) {
+	h := c.Writer.Header()
+	h.Set(hdrRateLimit, strconv.Itoa(limit))
+	h.Set(hdrRateRemaining, "0")
+	h.Set(hdrRateReset, strconv.FormatInt(ceilDiv(reopensMs, 1000), 10))
+	h.Set("Retry-After", strconv.FormatInt(max(1, ceilDiv(reopensMs-nowMs, 1000)), 10))
 }
 
-func (s *Server) faucetRetryAfter(accountID string) string {
-	secs := int64(1)
+// ceilDiv is a/b rounded up, for b > 0 and a >= 0 (a negative a, a cap
+// that has reopened since, rounds toward zero: Retry-After is at least 1
+// anyway).
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// signupCapAnswer sets the headers of a refusal by the venue-wide signup
+// cap: it reopens when the oldest signup of the hour leaves it.
+func (s *Server) signupCapAnswer(c *gin.Context) {
+	limit, reopensMs, nowMs := 0, int64(0), int64(0)
 	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
-		if a := st.Access.Accounts[accountID]; a != nil && len(a.FaucetGrantsTsMs) > 0 {
-			wait := a.FaucetGrantsTsMs[0] + time.Hour.Milliseconds() - st.NowMs
-			if w := (wait + 999) / 1000; w > secs {
-				secs = w
-			}
+		nowMs = st.NowMs
+		limit = st.Access.SignupsPerHour
+		if limit <= 0 {
+			limit = access.DefaultSignupsPerHour
+		}
+		reopensMs = nowMs
+		if r, full := st.Access.SignupsReopenMs(nowMs); full {
+			reopensMs = r
 		}
 	})
-	return itoa(secs)
+	capAnswer(c, limit, reopensMs, nowMs)
+}
+
+// faucetCapAnswer sets the headers of a refusal by the account's hourly
+// faucet cap: it reopens when the grant whose leaving brings the hour's
+// count under the cap leaves it (the oldest, unless the cap was lowered).
+func (s *Server) faucetCapAnswer(c *gin.Context, accountID string) {
+	limit, reopensMs, nowMs := 0, int64(0), int64(0)
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
+		nowMs = st.NowMs
+		limit = st.Access.Faucet.GrantsPerHour
+		reopensMs = nowMs
+		a := st.Access.Accounts[accountID]
+		if a == nil {
+			return
+		}
+		hourMs := time.Hour.Milliseconds()
+		var recent []int64 // in grant order, so oldest first
+		for _, ts := range a.FaucetGrantsTsMs {
+			if ts > nowMs-hourMs { // as access.FaucetGrantsLeft counts them
+				recent = append(recent, ts)
+			}
+		}
+		if limit > 0 && len(recent) >= limit {
+			reopensMs = recent[len(recent)-limit] + hourMs
+		}
+	})
+	capAnswer(c, limit, reopensMs, nowMs)
 }
 
 func (s *Server) account(c *gin.Context) {

@@ -32,13 +32,14 @@ import (
 // Its answers are those of the reflective decoder it replaced, which read
 // the body into map[string]json.RawMessage and then every field with
 // encoding/json: a malformed document anywhere is "must be a JSON object",
-// unknown names are refused before any value is looked at, a repeated name
-// counts only with its last value, null counts as absent, fields are
+// unknown names and then repeated names are refused before any value is
+// looked at (a repeated name inside a value encoding/json reads, a map
+// say, once that value has been read), null counts as absent, fields are
 // checked in declaration order, and strings read as encoding/json reads
 // them (escapes resolved, invalid UTF-8 and lone surrogates replaced by
-// U+FFFD). The old decoder lives on in decode_ref_test.go, and
-// FuzzDecodeMatchesReference holds the two to the same verdict, value and
-// message.
+// U+FFFD). The old decoder lives on in decode_ref_test.go, taught to
+// refuse repeated names too, and FuzzDecodeMatchesReference holds the two
+// to the same verdict, value and message.
 
 // decodeError names the failing field.
 type decodeError struct{ msg string }
@@ -163,21 +164,23 @@ type span struct{ start, end int }
 // track without allocating; larger objects and arrays take the heap.
 const spanBuf = 16
 
-// decodeStruct reads the object b holds into v. An object that names a
-// field twice counts only its last value, and a name that is no field is
-// refused before any value is read.
+// decodeStruct reads the object b holds into v. A name that is no field,
+// and then a name given twice, is refused before any value is read.
 func decodeStruct(b []byte, v reflect.Value, plan *structPlan, path string) error {
 	var buf [spanBuf]span
 	spans := buf[:]
 	if len(plan.names) > spanBuf {
 		spans = make([]span, len(plan.names))
 	}
-	unknown, hasUnknown, ok := readObject(b, plan, spans)
+	names, ok := readObject(b, plan, spans)
 	if !ok {
 		return fieldErr(path, "must be a JSON object")
 	}
-	if hasUnknown {
-		return unknownField(unknown, path)
+	if names.hasUnknown {
+		return unknownField(names.unknown, path)
+	}
+	if names.hasRepeat {
+		return repeatedField(names.repeated, path)
 	}
 	for i := range plan.fields {
 		fp := &plan.fields[i]
@@ -205,6 +208,16 @@ func decodeStruct(b []byte, v reflect.Value, plan *structPlan, path string) erro
 func unknownField(name []byte, path string) error {
 	fpath := fieldPath{up: path, name: string(name)}
 	return fieldErr(fpath.String(), "is not a field of this request")
+}
+
+// repeatedField refuses a name given twice in one object. encoding/json
+// would keep the last value and many other readers keep the first, so a
+// proxy or an audit log in front of the venue could see another order
+// than the one placed ({"contracts":"1","contracts":"2"}). The first name
+// to come back, in the order of the bytes, is reported.
+func repeatedField(name []byte, path string) error {
+	fpath := fieldPath{up: path, name: string(name)}
+	return fieldErr(fpath.String(), "is given more than once")
 }
 
 // decode reads one present, non-null field into fv and checks its tags.
@@ -274,6 +287,9 @@ func decodeValue(raw []byte, v reflect.Value, vp *valuePlan, p fieldPath, enum [
 		}
 	default:
 		if json.Unmarshal(raw, v.Addr().Interface()) == nil {
+			if name, found := repeatedName(raw); found {
+				return repeatedField(name, p.String())
+			}
 			return nil
 		}
 	}

@@ -2,7 +2,10 @@ package httpapi
 
 // The reflective decoder that decode.go replaced, kept verbatim (names
 // prefixed ref) as the reference the differential fuzz test holds the
-// single-pass decoder to: same verdict, same value, same message.
+// single-pass decoder to: same verdict, same value, same message. One
+// change since: it refuses a name given twice in an object (refRepeated,
+// written with encoding/json's tokenizer rather than the scanner, so the
+// two are not the same code), where it kept the last value.
 
 import (
 	"bytes"
@@ -73,7 +76,67 @@ func refDecodeValue(raw json.RawMessage, v reflect.Value, path string) error {
 	if err := json.Unmarshal(raw, v.Addr().Interface()); err != nil {
 		return fieldErr(path, "must be %s", refKindName(t))
 	}
+	if name, found := refRepeated(raw, true); found {
+		return refRepeatedField(name, path)
+	}
 	return nil
+}
+
+func refRepeatedField(name, path string) error {
+	if path == "body" {
+		return fieldErr(name, "is given more than once")
+	}
+	return fieldErr(path+"."+name, "is given more than once")
+}
+
+// refRepeated finds the first name, in document order, that an object in
+// raw (well-formed JSON) holds twice: in the outermost object only, or in
+// every object at any depth.
+func refRepeated(raw []byte, deep bool) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // 1e400 is a token, not a float64 overflow
+	return refRepeatedIn(dec, deep)
+}
+
+func refRepeatedIn(dec *json.Decoder, deep bool) (string, bool) {
+	tok, err := dec.Token()
+	if err != nil {
+		return "", false
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			key, _ := dec.Token()
+			name := key.(string)
+			if seen[name] {
+				return name, true
+			}
+			seen[name] = true
+			if name, found := refRepeatedValue(dec, deep); found {
+				return name, true
+			}
+		}
+		_, _ = dec.Token()
+	case json.Delim('['):
+		for dec.More() {
+			if name, found := refRepeatedValue(dec, deep); found {
+				return name, true
+			}
+		}
+		_, _ = dec.Token()
+	}
+	return "", false
+}
+
+// refRepeatedValue walks the next value if deep, else skips it.
+func refRepeatedValue(dec *json.Decoder, deep bool) (string, bool) {
+	if deep {
+		return refRepeatedIn(dec, deep)
+	}
+	var skip json.RawMessage
+	_ = dec.Decode(&skip)
+	return "", false
 }
 
 func refKindName(t reflect.Type) string {
@@ -100,6 +163,9 @@ func refDecodeStruct(raw json.RawMessage, v reflect.Value, path string) error {
 				return refUnknownField(fields, plan.byName, path)
 			}
 		}
+	}
+	if name, found := refRepeated(raw, false); found {
+		return refRepeatedField(name, path)
 	}
 	for i := range plan.fields {
 		fp := &plan.fields[i]

@@ -29,28 +29,37 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
+// objectNames is what readObject found wrong with an object's names.
+type objectNames struct {
+	unknown    []byte // the least name that is no field of the plan
+	repeated   []byte // the first field name given a second time
+	hasUnknown bool
+	hasRepeat  bool
+}
+
 // readObject reads the object b holds, with nothing but whitespace around
 // it, without decoding its values. The span of a member whose name is a
-// field of plan goes into spans at the field's slot (the last member of a
-// name wins, as in a map); of the other names it keeps the least. ok is
-// false unless b is exactly one well-formed JSON value and that an object.
-func readObject(b []byte, plan *structPlan, spans []span) (unknown []byte, hasUnknown, ok bool) {
+// field of plan goes into spans at the field's slot; a slot found filled
+// already is a repeated name, and the first of those is kept, as is the
+// least of the names that are no field. ok is false unless b is exactly
+// one well-formed JSON value and that an object.
+func readObject(b []byte, plan *structPlan, spans []span) (names objectNames, ok bool) {
 	hint := 0
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return nil, false, false
+		return names, false
 	}
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return nil, false, skipSpace(b, i+1) == len(b)
+		return names, skipSpace(b, i+1) == len(b)
 	}
 	for {
 		if i >= len(b) || b[i] != '"' {
-			return nil, false, false
+			return names, false
 		}
 		end, plain := scanString(b, i)
 		if end < 0 {
-			return nil, false, false
+			return names, false
 		}
 		name := b[i+1 : end-1]
 		if !plain {
@@ -58,32 +67,93 @@ func readObject(b []byte, plan *structPlan, spans []span) (unknown []byte, hasUn
 		}
 		i = skipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
-			return nil, false, false
+			return names, false
 		}
 		i = skipSpace(b, i+1)
 		end = scanValue(b, i, 1)
 		if end < 0 {
-			return nil, false, false
+			return names, false
 		}
 		if slot, known := plan.slotOf(name, hint); known {
+			if spans[slot].end != 0 && !names.hasRepeat {
+				names.repeated, names.hasRepeat = name, true
+			}
 			spans[slot] = span{i, end}
 			hint = slot + 1
-		} else if !hasUnknown || bytes.Compare(name, unknown) < 0 {
-			unknown, hasUnknown = name, true
+		} else if !names.hasUnknown || bytes.Compare(name, names.unknown) < 0 {
+			names.unknown, names.hasUnknown = name, true
 		}
 		i = skipSpace(b, end)
 		if i >= len(b) {
-			return nil, false, false
+			return names, false
 		}
 		switch b[i] {
 		case ',':
 			i = skipSpace(b, i+1)
 		case '}':
-			return unknown, hasUnknown, skipSpace(b, i+1) == len(b)
+			return names, skipSpace(b, i+1) == len(b)
 		default:
-			return nil, false, false
+			return names, false
 		}
 	}
+}
+
+// repeatedName finds the first name, in the order of the bytes, that an
+// object anywhere in raw (one well-formed JSON value) holds twice. It
+// serves values encoding/json reads (maps, interfaces, types with their
+// own UnmarshalJSON), which keep a repeated name's last value silently.
+func repeatedName(raw []byte) ([]byte, bool) {
+	_, name, found := findRepeat(raw, skipSpace(raw, 0))
+	return name, found
+}
+
+// findRepeat walks the value at b[i]; end is the offset past it.
+func findRepeat(b []byte, i int) (end int, name []byte, found bool) {
+	switch b[i] {
+	case '{':
+		var seen map[string]struct{} // a map: an object may have many names
+		i = skipSpace(b, i+1)
+		if b[i] == '}' {
+			return i + 1, nil, false
+		}
+		for {
+			end, plain := scanString(b, i)
+			n := b[i+1 : end-1]
+			if !plain {
+				n = appendUnquoted(nil, n)
+			}
+			if _, dup := seen[string(n)]; dup {
+				return 0, n, true
+			}
+			if seen == nil {
+				seen = map[string]struct{}{}
+			}
+			seen[string(n)] = struct{}{}
+			i = skipSpace(b, skipSpace(b, end)+1) // past ':'
+			if i, name, found = findRepeat(b, i); found {
+				return 0, name, true
+			}
+			if i = skipSpace(b, i); b[i] == '}' {
+				return i + 1, nil, false
+			}
+			i = skipSpace(b, i+1) // past ','
+		}
+	case '[':
+		i = skipSpace(b, i+1)
+		if b[i] == ']' {
+			return i + 1, nil, false
+		}
+		for {
+			if i, name, found = findRepeat(b, i); found {
+				return 0, name, true
+			}
+			if i = skipSpace(b, i); b[i] == ']' {
+				return i + 1, nil, false
+			}
+			i = skipSpace(b, i+1)
+		}
+	}
+	return scanValue(b, i, 0), nil, false
 }
 
 // arrayItems appends the spans of the elements of raw, a well-formed JSON

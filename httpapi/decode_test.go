@@ -167,3 +167,42 @@ func TestPlainStringAgreesWithEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// A name given twice in one object is refused, wherever the object is:
+// encoding/json keeps the last value, other parsers (a proxy, an audit
+// log) the first, so the two would read different orders from one body.
+func TestDecodeRefusesRepeatedNames(t *testing.T) {
+	cases := []struct {
+		target func() any
+		body   string
+		field  string
+	}{
+		{func() any { return new(OrderRequest) },
+			`{"marketId":"BTC-PERP","side":"buy","type":"limit","contracts":"1","contracts":"2","reduceOnly":false,"limitPriceQ8":"1"}`, "contracts"},
+		{func() any { return new(OrderRequest) }, // the same name, escaped
+			`{"marketId":"BTC-PERP","side":"buy","type":"market","contracts":"1","c\u006fntracts":"2","reduceOnly":false}`, "contracts"},
+		{func() any { return new(OrderRequest) }, // null is a value too
+			`{"marketId":"BTC-PERP","side":"buy","type":"market","contracts":"1","reduceOnly":false,"leverage":"5","leverage":null}`, "leverage"},
+		{func() any { return new(OrderRequest) }, // the first name that comes back is named
+			`{"side":"buy","marketId":"A","type":"market","marketId":"B","side":"sell","contracts":"1","reduceOnly":false}`, "marketId"},
+		{func() any { return new(OrderRequest) },
+			`{"marketId":"BTC-PERP","side":"buy","type":"market","contracts":"1","reduceOnly":false,"trigger":{"kind":"entry","level":"1","level":"2"}}`, "trigger.level"},
+		{func() any { return new(OrderRequest) },
+			`{"marketId":"BTC-PERP","side":"buy","type":"market","contracts":"1","reduceOnly":false,"bracket":{"entryKind":"market","stopLevel":"1","stopLevel":"9"}}`, "bracket.stopLevel"},
+		{func() any { return new(PromoterApplyRequest) },
+			`{"displayName":"Ann","channels":[{"kind":"x","url":"u","audience":"a"},{"kind":"x","url":"u","url":"v","audience":"a"}],"plan":"p","jurisdictions":["DE"],"acceptedTermsVersion":"v"}`, "channels[1].url"},
+		{func() any { return new(exoticProbe) }, `{"m":{"a":1,"a":2}}`, "m.a"},
+		{func() any { return new(exoticProbe) }, `{"any":[{"x":{"y":1,"z":[],"y":2}}]}`, "any.y"},
+		{func() any { return new(exoticProbe) }, `{"unm":{"k":1,"k":1}}`, "unm.k"},
+	}
+	for _, c := range cases {
+		err := decodeJSON([]byte(c.body), c.target())
+		if err == nil {
+			t.Errorf("%s: accepted", c.body)
+			continue
+		}
+		if want := "field " + c.field + ": is given more than once"; err.Error() != want {
+			t.Errorf("%s: %q, want %q", c.body, err, want)
+		}
+	}
+}

@@ -110,12 +110,8 @@ func (g *schemaGen) operation(r *Route) map[string]any {
 		params = append(params, map[string]any{"name": name, "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
 	}
 	if r.Idem || r.IdemOptional {
-		desc := "Idempotency key: a retry with the same key and body returns the original answer."
-		if r.IdemOptional {
-			desc = "Optional idempotency key: when sent, a retry with the same key and body returns the original answer."
-		}
 		params = append(params, map[string]any{"name": IdemHeader, "in": "header", "required": r.Idem,
-			"description": desc,
+			"description": idemDoc(r),
 			"schema":      map[string]any{"type": "string", "minLength": 1, "maxLength": MaxIdemKeyLen}})
 	}
 	if r.Query != nil {
@@ -153,8 +149,43 @@ func (g *schemaGen) operation(r *Route) map[string]any {
 			responses[strconv.Itoa(st)] = g.response(st, wire.ErrorBody{}, "", codes[st])
 		}
 	}
+	for st, note := range r.Notes {
+		if resp, ok := responses[strconv.Itoa(st)].(map[string]any); ok {
+			resp["description"] = resp["description"].(string) + ". " + note
+		}
+	}
 	op["responses"] = responses
 	return op
+}
+
+// What a retry under the same idempotency-key does (docs/decisions.md,
+// "Refusals are not stored in the idempotency store" and "Idempotency
+// keys are scoped per account"). idemReplay is what a retry of a success
+// gets on most routes; Route.IdemRetry replaces it where that differs.
+const (
+	idemReplay = "A retry with the same key and the same body within 24 hours gets the first success's status and body " +
+		"again (header Idempotent-Replayed: true) and applies nothing twice."
+	idemReused = "The same key on a different request (another body, path or route) is 409 idempotency_key_reused, but " +
+		"cancels and USDx redemptions keep keys of their own (an order's id may be its cancel's key); a success whose " +
+		"stored answer the bounded store dropped early answers 409 conflict and is not applied again."
+	idemRefused = "A refused request does not bind its key: a retry with the same key is judged afresh against the state " +
+		"of its time and may succeed (after a top-up, say), so use a new key for a request you no longer want."
+)
+
+// idemDoc describes a route's idempotency-key header.
+func idemDoc(r *Route) string {
+	replay := idemReplay
+	if r.IdemRetry != "" {
+		replay = r.IdemRetry
+	}
+	switch {
+	case r.Auth != Keyed: // signup: its retry says it all
+		return "Idempotency key, one namespace for every caller of this route. " + replay + " " + idemRefused
+	case r.IdemOptional:
+		return "Optional idempotency key, scoped to the calling account; without it every call is a new request. " +
+			replay + " " + idemReused + " " + idemRefused
+	}
+	return "Idempotency key, scoped to the calling account. " + replay + " " + idemReused + " " + idemRefused
 }
 
 // refusalCodes are the error codes a route's refusals may carry, by
@@ -276,9 +307,23 @@ func (g *schemaGen) response(status int, body any, content string, codes []strin
 	}
 	out := map[string]any{"description": desc, "content": map[string]any{content: map[string]any{"schema": schema}}}
 	if status == 429 {
-		out["headers"] = map[string]any{"Retry-After": map[string]any{"schema": map[string]any{"type": "integer"}}}
+		out["headers"] = rateHeaders429
 	}
 	return out
+}
+
+// rateHeaders429 are the headers of a 429 (SPEC section 8). Most 429s
+// come from a token bucket; the hourly caps apply enforces (faucet,
+// signup) describe the cap instead, as those routes' 429 says.
+var rateHeaders429 = map[string]any{
+	"Retry-After": map[string]any{"schema": map[string]any{"type": "integer"},
+		"description": "seconds to wait before the request can be admitted"},
+	"X-RateLimit-Limit": map[string]any{"schema": map[string]any{"type": "integer"},
+		"description": "the binding budget's limit: a token bucket's per-minute limit, or an hourly cap's count per rolling hour"},
+	"X-RateLimit-Remaining": map[string]any{"schema": map[string]any{"type": "integer"},
+		"description": "what the binding budget has left: 0 on a refusal"},
+	"X-RateLimit-Reset": map[string]any{"schema": map[string]any{"type": "integer"},
+		"description": "epoch seconds when the binding budget next admits a request: the instant Retry-After counts to"},
 }
 
 // hasCodeField reports whether a body type carries the ErrorCode field.

@@ -70,6 +70,9 @@ func (s *Server) orderRoutes() []*Route {
 			Responses: map[int]any{201: CreatedOrder{}, 400: wire.ErrorBody{}, 404: wire.ErrorBody{}, 409: wire.ErrorBody{}},
 			Refuses: map[int][]string{400: {wire.CodeInsufficientBalance, wire.CodeInsufficientMargin, wire.CodeMarketHalted,
 				wire.CodeOICap, wire.CodeOracleStale, wire.CodePositionLimit, wire.CodeReduceOnly}},
+			IdemRetry: idemReplay + " The key is the order id: after the 24 hours the same key and body answers 201 with the order's " +
+				"current status for as long as the order is kept (every live order, and the newest 1000 closed ones of the account), " +
+				"and places nothing.",
 			Handler: s.placeOrder},
 		{Method: http.MethodGet, Path: "/v1/orders", Summary: "Orders, newest change first; with state, the triggers page",
 			Auth: Keyed, Scope: "read", Budget: "read", Query: OrdersQuery{},

@@ -253,3 +253,23 @@ func TestTriggersAndBracketsOverHTTP(t *testing.T) {
 		t.Fatalf("blocked stop %v", o)
 	}
 }
+
+// An order body that names a field twice is refused before anything
+// rests: with last-wins it rested 2 contracts where a first-wins reader
+// (a proxy, an audit log) saw 1.
+func TestOrderWithARepeatedFieldIsRefused(t *testing.T) {
+	a := newTestAPI(t)
+	a.listMarkets()
+	a.freshPrices()
+	key, _ := a.tradingAccount()
+	body := `{"marketId":"ETH-PERP","side":"buy","type":"limit","contracts":"1","contracts":"2","reduceOnly":false,"limitPriceQ8":"300000000000"}`
+	r := a.do(req{method: "POST", path: "/v1/orders", key: key, idem: "dup-1", body: body})
+	wantCode(t, r, 400, "validation")
+	if msg := r.json(t)["error"]; !strings.Contains(msg.(string), "contracts") {
+		t.Fatalf("the refusal does not name the field: %s", r.body)
+	}
+	page := a.do(req{method: "GET", path: "/v1/orders", key: key}).json(t)
+	if orders := page["orders"].([]any); len(orders) != 0 {
+		t.Fatalf("a body with a repeated field placed an order: %v", orders)
+	}
+}

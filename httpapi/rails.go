@@ -88,7 +88,10 @@ func (s *Server) railRoutes() []*Route {
 			Auth: Keyed, Scope: "withdraw", Budget: "withdraw", Idem: true, Request: WithdrawRequest{},
 			Responses: map[int]any{201: funds.WithdrawalCreated{}, 409: wire.ErrorBody{}, 428: ConfirmationRequiredBody{}},
 			Refuses:   map[int][]string{409: {wire.CodeInsufficientBalance}, 428: {wire.CodeConfirmationNeeded}},
-			Handler:   s.createWithdrawal},
+			IdemRetry: idemReplay + " After the 24 hours the withdrawal keeps its key: the same key with the same amount and " +
+				"destination answers 201 with the original railRef and queued for as long as the withdrawal is kept, and pays nothing; " +
+				"another amount or destination is 409 idempotency_key_reused.",
+			Handler: s.createWithdrawal},
 		{Method: http.MethodGet, Path: "/v1/withdrawals", Summary: "Withdrawals, newest first",
 			Auth: Keyed, Scope: "read", Budget: "read", Query: PageQuery{},
 			Responses: map[int]any{200: WithdrawalsPage{}}, Handler: s.withdrawals},

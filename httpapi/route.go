@@ -40,6 +40,14 @@ type Route struct {
 	// reads the handlers and the state machine for the refusals each route
 	// can reach and checks they are all here.
 	Refuses map[int][]string
+	// Notes adds to the description of a status what is particular to
+	// this route (what its 429 headers describe, say).
+	Notes map[int]string
+	// IdemRetry says what a retry of a success with the same
+	// idempotency-key gets on this route, where that is not the stored
+	// answer (idemReplay) or more is to be said; the header's
+	// description and llms-full.txt carry it.
+	IdemRetry string
 	// Content overrides the JSON content type of the success response.
 	Content string
 	// Routine marks the order flow (placing, canceling, the dead-man
