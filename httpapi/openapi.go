@@ -114,6 +114,7 @@ func (g *schemaGen) operation(r *Route) map[string]any {
 		if r.IdemOptional {
 			desc = "Optional idempotency key: when sent, a retry with the same key and body returns the original answer."
 		}
+		desc += " It is stored as sent, so one shaped like an API key is refused (400 validation)."
 		params = append(params, map[string]any{"name": IdemHeader, "in": "header", "required": r.Idem,
 			"description": desc,
 			"schema":      map[string]any{"type": "string", "minLength": 1, "maxLength": MaxIdemKeyLen}})
