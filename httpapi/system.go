@@ -52,7 +52,10 @@ func (s *Server) healthz(c *gin.Context) {
 // notReady names the first unmet readiness condition, or "".
 func (s *Server) notReady(db bool) string {
 	if h := s.Node.Halted(); h != nil {
-		return "halted: " + h.Error()
+		// The index only: the panic's text may hold account ids, positions
+		// and amounts, and this answer is public (the log and the admin
+		// status carry the reason).
+		return "halted: " + haltedMessage(h.Index)
 	}
 	if !db {
 		return "the log store does not answer"
