@@ -143,3 +143,31 @@ func TestTLSKeyFileMustBePrivate(t *testing.T) {
 		t.Fatalf("public certificates with a private key: %v", err)
 	}
 }
+
+// TestDataDirectoryIsMadePrivate: a data directory that already existed
+// with mode 0755 (`mkdir data` under the usual umask, then serve --data
+// data) was kept so, and raft writes its snapshots 0644 in a 0755
+// directory: every user of the host could read the whole state (every
+// balance and position, and the key hashes that key each account's Proof
+// of Reserves tag). The node makes its data directory 0700.
+func TestDataDirectoryIsMadePrivate(t *testing.T) {
+	dir := t.TempDir() + "/data"
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	n, err := New(Config{ID: "n", DataDir: dir, RaftAddr: "127.0.0.1:0", AdminToken: "t", Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Shutdown() })
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		t.Fatalf("data directory mode %v, want 0700", fi.Mode().Perm())
+	}
+}
