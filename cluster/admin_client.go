@@ -245,7 +245,7 @@ var ErrJoinRefused = errors.New("join refused")
 func JoinNode(ctx context.Context, n *node.Node, via string) error {
 	cfg := n.Config()
 	level := fsm.FeatureLevel
-	body, err := json.Marshal(JoinRequest{ID: cfg.ID, Raft: n.RaftAddr(), BuildLevel: &level})
+	body, err := json.Marshal(JoinRequest{ID: cfg.ID, Raft: n.RaftAddr(), BuildLevel: &level, Deployment: cfg.Deployment})
 	if err != nil {
 		return err
 	}
@@ -285,7 +285,7 @@ func joinOnce(ctx context.Context, n *node.Node, via string, body []byte) error 
 		return fmt.Errorf("%w by %s: %s", ErrJoinRefused, via, strings.TrimSpace(string(b)))
 	}
 	var e struct{ Code, Error string }
-	if resp.StatusCode == http.StatusConflict && json.Unmarshal(b, &e) == nil && (e.Code == CodeMemberElsewhere || e.Code == CodeBuildTooOld) {
+	if resp.StatusCode == http.StatusConflict && json.Unmarshal(b, &e) == nil && (e.Code == CodeMemberElsewhere || e.Code == CodeBuildTooOld || e.Code == CodeDeploymentMismatch) {
 		return fmt.Errorf("%w by %s: %s", ErrJoinRefused, via, e.Error)
 	}
 	return fmt.Errorf("join via %s: %d: %s", via, resp.StatusCode, strings.TrimSpace(string(b)))

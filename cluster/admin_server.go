@@ -203,6 +203,11 @@ type JoinRequest struct {
 	// BuildLevel is the feature level the joining node's build implements
 	// (JoinNode sends it; absent from an operator's join and older builds).
 	BuildLevel *uint32 `json:"buildLevel,omitempty"`
+	// Deployment is the joining node's --deployment (JoinNode sends it;
+	// absent from an operator's join and older builds). A node of another
+	// deployment than the genesis stops itself once it reads the genesis:
+	// added first, it would stay behind as a voter that never answers.
+	Deployment string `json:"deployment,omitempty"`
 }
 
 func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
@@ -223,6 +228,14 @@ func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusConflict, map[string]string{"code": CodeBuildTooOld,
 				"error": fmt.Sprintf("node %q runs a build that implements feature level %d and the cluster is at %d: "+
 					"start it with a build that implements %d or more", req.ID, *req.BuildLevel, level, level)})
+			return
+		}
+	}
+	if req.Deployment != "" {
+		if d := s.clusterDeployment(); req.Deployment != d {
+			writeJSON(w, http.StatusConflict, map[string]string{"code": CodeDeploymentMismatch,
+				"error": fmt.Sprintf("node %q runs deployment %q and this cluster is %q: start it with --deployment %s",
+					req.ID, req.Deployment, d, d)})
 			return
 		}
 	}
@@ -247,6 +260,23 @@ func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
 	}
 	s.members(w)
 }
+
+// clusterDeployment is the deployment of the cluster's genesis, or this
+// node's own before the genesis is applied (a member runs the genesis one:
+// serve stops any other).
+func (s *AdminServer) clusterDeployment() string {
+	d := s.n.Config().Deployment
+	s.n.Machine().Read(func(st *fsm.State, _ uint64) {
+		if st.Genesis != nil {
+			d = st.Genesis.Deployment
+		}
+	})
+	return d
+}
+
+// CodeDeploymentMismatch is the code of a join refused because the node
+// runs another deployment than the cluster: final for JoinNode.
+const CodeDeploymentMismatch = "deployment_mismatch"
 
 // CodeMemberElsewhere is the code of a join refused because its id is a
 // member at another raft address: final for a starting node (JoinNode).

@@ -267,3 +267,32 @@ func TestJoinOfABuildBelowTheClustersLevelIsRefused(t *testing.T) {
 		t.Fatalf("voters after the refused join: %v", v)
 	}
 }
+
+// TestJoinOfAnotherDeploymentIsRefused: a node started with another
+// --deployment than the cluster's genesis (bench on a testnet cluster)
+// was added as a voter, then stopped itself once it read the genesis
+// (serve's awaitGenesisDeployment), leaving a voter that never answers:
+// on a one-node cluster the leader lost its quorum (seen live: the
+// cluster sat leaderless until the node came back as testnet). A starting
+// node names its deployment and is refused, for good, before it is added.
+func TestJoinOfAnotherDeploymentIsRefused(t *testing.T) {
+	c := clustertest.Start(t, 1)
+	leader := c.Leader()
+	_, err := c.Admin(leader.ID).JoinWith(ctx(t), cluster.JoinRequest{ID: "node9", Raft: clustertest.FreeAddr(t), Deployment: "bench"})
+	if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), `"bench"`) {
+		t.Fatalf("a bench node joining a testnet cluster: %v", err)
+	}
+	// The way `perpd serve --join` does it: refused for good, not retried.
+	n, err := node.New(node.Config{ID: "node8", DataDir: t.TempDir(), RaftAddr: clustertest.FreeAddr(t),
+		HTTPAddr: "127.0.0.1:1", AdminAddr: "127.0.0.1:2", Deployment: "bench", AdminToken: c.Token, ClusterSecret: c.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = n.Shutdown() }()
+	if err := cluster.JoinNode(ctx(t), n, leader.AdminAddr); !errors.Is(err, cluster.ErrJoinRefused) {
+		t.Fatalf("JoinNode of a bench node: %v, want ErrJoinRefused", err)
+	}
+	if v := voters(t, leader.Node); len(v) != 1 {
+		t.Fatalf("voters after the refused joins: %v", v)
+	}
+}

@@ -67,6 +67,12 @@ func wantHaltedNode(t *testing.T, c *clustertest.Cluster, id string, index uint6
 	if reason, _ := body["reason"].(string); st != http.StatusServiceUnavailable || body["ok"] != false || !strings.Contains(reason, "halted") {
 		t.Fatalf("%s: healthz %d %v, want 503 with the halt reason", id, st, body)
 	}
+	// /healthz is public: it names the halt and its index, never the
+	// panic's text (which may hold account ids, positions, amounts and
+	// idempotency keys); that is for the operator's log and admin status.
+	if reason, _ := body["reason"].(string); strings.Contains(reason, "fee transfer failed") || !strings.Contains(reason, fmt.Sprint(index)) {
+		t.Fatalf("%s: public healthz reason %q: want the index and not the panic", id, reason)
+	}
 	for _, r := range []struct{ method, path, idem string }{
 		{"GET", "/v1/markets", ""},
 		{"GET", "/deployment", ""},

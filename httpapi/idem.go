@@ -41,6 +41,13 @@ func idemGuard(s *Server, r *Route) gin.HandlerFunc {
 				return
 			}
 		}
+		if hasKeyShape(k) {
+			// The idempotency key enters the log as it is (an order's id,
+			// a withdrawal's idempotencyKey): an API key must not.
+			fail(c, http.StatusBadRequest, wire.CodeValidation,
+				"header idempotency-key holds an API key: send the key only in x-api-key, and a fresh random idempotency-key")
+			return
+		}
 		c.Set(idemKeyCtx, k)
 	}
 }

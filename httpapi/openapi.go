@@ -169,7 +169,8 @@ const (
 		"cancels and USDx redemptions keep keys of their own (an order's id may be its cancel's key); a success whose " +
 		"stored answer the bounded store dropped early answers 409 conflict and is not applied again."
 	idemRefused = "A refused request does not bind its key: a retry with the same key is judged afresh against the state " +
-		"of its time and may succeed (after a top-up, say), so use a new key for a request you no longer want."
+		"of its time and may succeed (after a top-up, say), so use a new key for a request you no longer want. " +
+		"The key is stored as sent, so one shaped like an API key is refused (400 validation)."
 )
 
 // idemDoc describes a route's idempotency-key header.

@@ -49,6 +49,11 @@ func WithRequestObserver(o RequestObserver) Option { return func(s *Server) { s.
 func (s *Server) requestLog(c *gin.Context) {
 	start := time.Now()
 	in := c.GetHeader(RequestIDHeader)
+	if hasKeyShape(in) {
+		// An API key sent as a request id (a header mix-up) is a
+		// well-formed id: it must be neither kept nor logged.
+		in = ""
+	}
 	id := ""
 	if in != "" && s.fromTrustedProxy(c) && node.ValidRequestID(in) {
 		id = in

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
@@ -28,7 +29,7 @@ type Deployment struct {
 
 func (s *Server) systemRoutes() []*Route {
 	return []*Route{
-		{Method: http.MethodGet, Path: healthzPath, Summary: "Node health: ok when the node is ready to serve: not halted, the log store answers, a leader is known, genesis and the market catalogue are applied; otherwise 503 with the reason",
+		{Method: http.MethodGet, Path: healthzPath, Summary: "Node health: ok when the node is ready to serve: not halted, the log store answers, a leader is known, genesis and the market catalogue are applied, and the node keeps up with the log (it has applied what it knows is committed, and an entry within ten of the leader's ticks); otherwise 503 with the reason",
 			Responses: map[int]any{200: Health{}, 503: Health{}}, Handler: s.healthz},
 		{Method: http.MethodGet, Path: "/deployment", Summary: "Which deployment is serving",
 			Responses: map[int]any{200: Deployment{}}, Handler: s.deployment},
@@ -52,13 +53,26 @@ func (s *Server) healthz(c *gin.Context) {
 // notReady names the first unmet readiness condition, or "".
 func (s *Server) notReady(db bool) string {
 	if h := s.Node.Halted(); h != nil {
-		return "halted: " + h.Error()
+		// The index only: the panic's text may hold account ids, positions
+		// and amounts, and this answer is public (the log and the admin
+		// status carry the reason).
+		return "halted: " + haltedMessage(h.Index)
 	}
 	if !db {
 		return "the log store does not answer"
 	}
 	if id, _, _, _ := s.Node.LeaderInfo(); id == "" {
 		return "no leader known"
+	}
+	// A leader known is not enough: a follower whose log store refuses
+	// appends, or whose apply is stuck, still hears its leader while the
+	// state it serves grows older; one replaying a backlog serves an old one.
+	if lag := s.Node.Raft.CommitIndex() - min(s.Node.Machine().Applied(), s.Node.Raft.CommitIndex()); lag > readyLagEntries {
+		return fmt.Sprintf("behind the log: %d committed entries not applied yet", lag)
+	}
+	if q, limit := s.Node.AppliedQuiet(), readyQuietLimit(s.Node.Config().TickInterval); q > limit {
+		return fmt.Sprintf("behind the leader: no entry applied for %d ms (the leader ticks every %d ms)",
+			q.Milliseconds(), s.Node.Config().TickInterval.Milliseconds())
 	}
 	var why string
 	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
@@ -70,6 +84,17 @@ func (s *Server) notReady(db bool) string {
 		}
 	})
 	return why
+}
+
+// readyLagEntries bounds the committed entries a ready node has not applied
+// yet: four full appends (node.raftConfig's MaxAppendEntries), more than a
+// loaded node holds in flight, far less than a restart's replay.
+const readyLagEntries = 1024
+
+// readyQuietLimit is how long a ready node may apply nothing: ten of the
+// leader's ticks, and at least two seconds (an election, a slow disk).
+func readyQuietLimit(tick time.Duration) time.Duration {
+	return max(10*tick, 2*time.Second)
 }
 
 // deployment reports the deployment profile; "local" serves as "testnet"

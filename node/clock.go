@@ -105,6 +105,20 @@ func (c *logClock) estimateLocked(stateNowMs int64) int64 {
 	return c.seenMs + (c.src.Mono() - c.seenMono).Milliseconds()
 }
 
+// quietFor is how long, in real time, the state's log time has not moved
+// as this node sees it (0 before it has seen any).
+func (c *logClock) quietFor(stateNowMs int64) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if stateNowMs > c.seenMs {
+		c.seenMs, c.seenMono = stateNowMs, c.src.Mono()
+	}
+	if c.seenMs == 0 {
+		return 0
+	}
+	return c.src.Mono() - c.seenMono
+}
+
 // next returns the stamp of a new entry proposed now; peek returns what it
 // would be without handing it out (the oracle prices a print with it).
 func (c *logClock) next(stateNowMs int64) int64 { return c.stamp(stateNowMs, true) }

@@ -82,6 +82,12 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
 	}
+	// MkdirAll keeps the mode of a directory that exists, and raft writes
+	// its snapshots (the whole state) 0644 in a 0755 directory: only the
+	// directory's own mode keeps other users out.
+	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory %s must be private to this node's user (0700): %w", cfg.DataDir, err)
+	}
 	marked, err := checkNodeIDFile(cfg.DataDir, cfg.ID)
 	if err != nil {
 		return nil, err

@@ -164,6 +164,12 @@ func (n *Node) stateNowMs() int64 {
 // or when nothing is proposed, it keeps moving, so staleness shows.
 func (n *Node) LogNowMs() int64 { return n.clock.estimate(n.stateNowMs()) }
 
+// AppliedQuiet is how long this node has applied no entry that moves log
+// time. The leader proposes a tick every TickInterval, so on a node that
+// keeps up with its leader it stays below a few ticks; measured on this
+// node's monotonic clock, so no clock skew between nodes enters it.
+func (n *Node) AppliedQuiet() time.Duration { return n.clock.quietFor(n.stateNowMs()) }
+
 // ClockMs is the time a leader-side driver should put in a payload it is
 // about to propose (an oracle print's time): never ahead of the stamp the
 // entry will get.

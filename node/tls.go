@@ -31,6 +31,11 @@ func LoadPeerTLS(certFile, keyFile, caFile string) (*PeerTLS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
 	}
+	// The key is a secret like the cluster secret: whoever reads it acts
+	// as this member (or operator) on the cluster's mutual TLS.
+	if err := checkPrivate(keyFile); err != nil {
+		return nil, fmt.Errorf("tls: --tls-key: %w", err)
+	}
 	key, err := os.ReadFile(keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("tls: %w", err)

@@ -72,12 +72,8 @@ func NewClusterSecret() string {
 // ReadSecretFile reads a secret file written by WriteSecretFile. It refuses
 // a file other users may read, since whoever reads it can act as a member.
 func ReadSecretFile(path string) (string, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
+	if err := checkPrivate(path); err != nil {
 		return "", err
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("%s is readable by other users (mode %v): chmod 600 it", path, fi.Mode().Perm())
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -88,6 +84,19 @@ func ReadSecretFile(path string) (string, error) {
 		return "", fmt.Errorf("%s is empty", path)
 	}
 	return s, nil
+}
+
+// checkPrivate refuses a secret file that users other than its owner may
+// read or write.
+func checkPrivate(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s is readable by other users (mode %v): chmod 600 it", path, fi.Mode().Perm())
+	}
+	return nil
 }
 
 // WriteSecretFile writes a secret with mode 0600.

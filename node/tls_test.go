@@ -104,3 +104,70 @@ func TestSecretFilesMustBePrivate(t *testing.T) {
 		t.Fatalf("a world-readable secret file: %v", err)
 	}
 }
+
+// TestTLSKeyFileMustBePrivate: the admin token, the cluster secret and the
+// metrics token are refused when other users may read them, but a TLS
+// private key (a node's, or the operator's for `perpd admin`) was loaded
+// at any mode: with mode 0644 anyone on the host could take it and act as
+// a member or as the operator on the cluster's mutual TLS.
+func TestTLSKeyFileMustBePrivate(t *testing.T) {
+	ca, err := NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ca.WriteFiles(t.TempDir(), "node1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadPeerTLS(f.Cert, f.Key, f.CA); err != nil {
+		t.Fatalf("a 0600 key: %v", err)
+	}
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o604} {
+		if err := os.Chmod(f.Key, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadPeerTLS(f.Cert, f.Key, f.CA); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+			t.Fatalf("a key with mode %v: %v", mode, err)
+		}
+	}
+	// The certificates are public: their modes do not matter.
+	if err := os.Chmod(f.Key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{f.Cert, f.CA} {
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := LoadPeerTLS(f.Cert, f.Key, f.CA); err != nil {
+		t.Fatalf("public certificates with a private key: %v", err)
+	}
+}
+
+// TestDataDirectoryIsMadePrivate: a data directory that already existed
+// with mode 0755 (`mkdir data` under the usual umask, then serve --data
+// data) was kept so, and raft writes its snapshots 0644 in a 0755
+// directory: every user of the host could read the whole state (every
+// balance and position, and the key hashes that key each account's Proof
+// of Reserves tag). The node makes its data directory 0700.
+func TestDataDirectoryIsMadePrivate(t *testing.T) {
+	dir := t.TempDir() + "/data"
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	n, err := New(Config{ID: "n", DataDir: dir, RaftAddr: "127.0.0.1:0", AdminToken: "t", Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Shutdown() })
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		t.Fatalf("data directory mode %v, want 0700", fi.Mode().Perm())
+	}
+}
