@@ -144,7 +144,7 @@ func New(cfg Config) (*Cluster, error) {
 			Admin: ip + ":" + strconv.Itoa(AdminPort),
 			Data:  filepath.Join(cfg.DataDir, fmt.Sprintf("n%d", i)),
 			Log:   filepath.Join(cfg.LogDir, fmt.Sprintf("n%d.log", i)),
-			UID:   BaseUID - DefaultIPBase - 1 + cfg.IPBase + i,
+			UID:   BaseUID + (cfg.IPBase - DefaultIPBase) + i - 1,
 		}
 		c.Nodes = append(c.Nodes, n)
 	}
