@@ -189,6 +189,7 @@ func firstDiff(a, b []probeEvent) string {
 // TestDeterminismSimLogAllWays: the trading simulation's log (strictly rising
 // stamps, one command per entry).
 func TestDeterminismSimLogAllWays(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	cfg := simConfig{seed: 23, accounts: 200, hot: 30, entries: 3000, keepLog: true}
 	w := runTradeSim(t, cfg)
 	log := append(genesisLog(t), w.log...)
@@ -255,6 +256,7 @@ func perturb(t testing.TB, log [][]byte, seed uint64) [][]byte {
 }
 
 func TestDeterminismPerturbedLogAllWays(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	cfg := simConfig{seed: 29, accounts: 200, hot: 30, entries: 3000, keepLog: true}
 	w := runTradeSim(t, cfg)
 	base := append(genesisLog(t), w.log...)
@@ -447,6 +449,7 @@ func countEvents(t testing.TB, log [][]byte) map[string]int {
 }
 
 func TestDeterminismCancelAfterBracketsClockAllWays(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	for _, seed := range []uint64{1, 2, 3, 4} {
 		log := genCancelAfterLog(t, seed, 1500)
 		if seed == 1 {
@@ -504,6 +507,7 @@ func genIdemLog(t testing.TB, seed uint64, entries, hashBytes int) [][]byte {
 }
 
 func TestDeterminismIdemFairStoreAtTheBoundAllWays(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	if testing.Short() {
 		t.Skip("about 10 s")
 	}

@@ -19,6 +19,7 @@ import (
 // answer alike and hash alike; a snapshot restores to the same hash; and
 // what left the payables is what was claimed.
 func TestRandomGrowthKeepsTheBooksStraight(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	// Not shortened: the run must span several holdbacks to claim.
 	const entries = 2000
 	rng := rand.New(rand.NewPCG(15, 16))

@@ -26,6 +26,7 @@ import (
 const simEntries = 2000
 
 func TestDeterministicSimulation(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	for seed := uint64(1); seed <= 3; seed++ {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			runSimulation(t, seed, simEntries, false)
@@ -36,6 +37,7 @@ func TestDeterministicSimulation(t *testing.T) {
 // Every registered and unregistered command type, with random payloads,
 // must still be deterministic and never break an invariant.
 func TestDeterministicSimulationWithForeignTypes(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	runSimulation(t, 99, simEntries, true)
 }
 

@@ -205,6 +205,7 @@ func TestSnapshotFastRestoreMatchesReferenceAfterTradingSimulation(t *testing.T)
 
 // The golden log uses every command type: its states hold every domain.
 func TestSnapshotFastRestoreMatchesReferenceAlongTheGoldenLog(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	entries, _ := readGolden(t)
 	m := NewMachine(Options{})
 	for i := 0; i < len(entries); i += 8 {
@@ -247,6 +248,7 @@ func TestShadowRestoreDuringSimulation(t *testing.T) {
 // real one restore exactly as the reference restore does (most are
 // refused), and the fast path never fails by a bug.
 func TestRestoreRefusesDamagedSnapshotsLikeTheReference(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	w := smallTradingWorld(t, 3)
 	snap := snapOf(t, w.m)
 	header := snap[:len(snapshotMagic)+12]

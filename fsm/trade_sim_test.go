@@ -29,6 +29,7 @@ import (
 // executes at most one leg. A snapshot of the end state restores to the
 // same hash.
 func TestRandomTradingKeepsTheBooksStraight(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	cfg := simConfig{seed: 7, accounts: 2000, hot: 60, entries: 12_000, hashEvery: 1000}
 	if testing.Short() {
 		cfg.accounts, cfg.entries = 300, 2000

@@ -172,7 +172,10 @@ func New(cfg Config) (*Node, error) {
 		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
 			ID: raft.ServerID(cfg.ID), Address: trans.LocalAddr(), Suffrage: raft.Voter,
 		}}})
-		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		switch err := f.Error(); {
+		case err == nil:
+			campaignNow(r)
+		case !errors.Is(err, raft.ErrCantBootstrap):
 			return nil, fmt.Errorf("bootstrap: %w", err)
 		}
 	}
@@ -183,6 +186,21 @@ func New(cfg Config) (*Node, error) {
 	go n.forwards.run()
 	started = true
 	return n, nil
+}
+
+// campaignNow makes a freshly bootstrapped lone voter campaign at once:
+// it has no leader to hear from, so the heartbeat timeout (up to twice
+// raftConfig's, 1.4 s) is pure waiting for every new cluster and every
+// test that starts one. Lowering the timeout wakes raft's follower loop,
+// which finds that no leader ever made contact and campaigns; the timeout
+// is put back at once (raft reads it afresh for each timer).
+func campaignNow(r *raft.Raft) {
+	rc := r.ReloadableConfig()
+	shorter := rc
+	shorter.HeartbeatTimeout -= time.Millisecond // still above LeaderLeaseTimeout
+	if r.ReloadConfig(shorter) == nil {
+		_ = r.ReloadConfig(rc)
+	}
 }
 
 // newTransport is raft over mutual TLS when cfg.TLS is set, plain TCP

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/perpd/perpd/node/rail"
@@ -105,12 +106,30 @@ func WriteSecretFile(path, secret string) error {
 }
 
 // writePrivate writes b with mode 0600, also when path already exists
-// with a wider mode (WriteFile keeps an existing file's mode).
+// with a wider mode. It writes a temporary file and renames it over path,
+// so a reader sees the old content or the new, never a truncated file: a
+// devnet rewrites the shared tls/ca.pem for each node it starts while the
+// ones already started read it ("the CA file holds no PEM certificate").
 func writePrivate(path string, b []byte) error {
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
 		return err
 	}
-	return os.Chmod(path, 0o600)
+	tmp := f.Name()
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o600)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
 }
 
 // RailNodeKey is the simulated rail's node key, the same on every member.

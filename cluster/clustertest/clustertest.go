@@ -235,6 +235,7 @@ func (c *Cluster) tryStart(m *Member, fresh bool) error {
 		ProposeTimeout:     c.cfg.proposeTimeout,
 		CheckInvariants:    c.cfg.checkInvariants,
 		Logger:             log,
+		Clock:              c.cfg.clock,
 
 		ReplicaCheckInterval: c.cfg.replicaCheck,
 	})

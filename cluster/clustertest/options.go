@@ -32,6 +32,7 @@ type config struct {
 	metricsToken      string
 	replicaCheck      time.Duration
 	logJSON           bool
+	clock             node.Clock
 }
 
 // Assembler builds a node's admin server and public API before the node
@@ -113,6 +114,10 @@ func MetricsToken(tok string) Option { return func(c *config) { c.metricsToken =
 // (node.Config.ReplicaCheckInterval); only assemblers that wire the watch
 // (cli.Assemble) run it.
 func ReplicaCheckInterval(d time.Duration) Option { return func(c *config) { c.replicaCheck = d } }
+
+// Clock makes every member read time from clk: one clock a test moves
+// forward moves log time on whichever member leads.
+func Clock(clk node.Clock) Option { return func(c *config) { c.clock = clk } }
 
 // LogJSON makes every member log in hclog's JSON format (serve --log-format json).
 func LogJSON() Option { return func(c *config) { c.logJSON = true } }

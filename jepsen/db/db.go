@@ -24,9 +24,16 @@ const (
 	AdminPort = 9080
 )
 
-// BaseUID is the uid of node 1 when nodes run under their own uids; node i
-// runs as BaseUID+i-1. These uids need no passwd entry.
+// BaseUID is the uid of node 1 of the default range when nodes run under
+// their own uids; node i at 127.0.0.x runs as uid 47000+x (BaseUID+i-1 in
+// the default range), so clusters on other ranges never share a uid the
+// firewall matches on. These uids need no passwd entry.
 const BaseUID = 47011
+
+// DefaultIPBase puts node i at 127.0.0.(10+i). Another base (a multiple of
+// 10 up to 90) gives a cluster its own addresses, so several run at once
+// on one machine: the ports are the same on every address.
+const DefaultIPBase = 10
 
 // stopGrace is how long a SIGTERM'd node may take before SIGKILL.
 const stopGrace = 10 * time.Second
@@ -38,7 +45,7 @@ type Config struct {
 	DataDir string // parent of the nodes' data directories
 	LogDir  string // where nodeX.log files go
 	Token   string // operator admin token (written to each data directory, never on argv)
-	// OwnUIDs runs node i as uid BaseUID+i-1 (root only), so the firewall
+	// OwnUIDs runs each node as its own uid (Node.UID; root only), so the firewall
 	// can rewrite its source address.
 	OwnUIDs bool
 	// ExtraArgs are appended to every `perpd serve`.
@@ -47,6 +54,8 @@ type Config struct {
 	// (`perpd serve --apply-archive`, one file per node id); it outlives a
 	// wipe of the node's data.
 	ArchiveDir string
+	// IPBase puts node i at 127.0.0.(IPBase+i) (default DefaultIPBase).
+	IPBase int
 }
 
 // ArchivePath is where node n records what it applies, or "" when the
@@ -93,6 +102,12 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Nodes < 1 || cfg.Nodes > 9 {
 		return nil, fmt.Errorf("nodes must be 1..9, not %d", cfg.Nodes)
 	}
+	if cfg.IPBase == 0 {
+		cfg.IPBase = DefaultIPBase
+	}
+	if err := CheckIPBase(cfg.IPBase); err != nil {
+		return nil, err
+	}
 	c := &Cluster{cfg: cfg, admin: client.New(3 * time.Second), secret: node.NewClusterSecret()}
 	// The parent must be traversable by the nodes' own uids.
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
@@ -120,7 +135,7 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	c.admin.UseTLS(pt.ClientConfig())
 	for i := 1; i <= cfg.Nodes; i++ {
-		ip := fmt.Sprintf("127.0.0.%d", 10+i)
+		ip := fmt.Sprintf("127.0.0.%d", cfg.IPBase+i)
 		n := &Node{
 			ID:    fmt.Sprintf("n%d", i),
 			IP:    ip,
@@ -129,11 +144,20 @@ func New(cfg Config) (*Cluster, error) {
 			Admin: ip + ":" + strconv.Itoa(AdminPort),
 			Data:  filepath.Join(cfg.DataDir, fmt.Sprintf("n%d", i)),
 			Log:   filepath.Join(cfg.LogDir, fmt.Sprintf("n%d.log", i)),
-			UID:   BaseUID + i - 1,
+			UID:   BaseUID + (cfg.IPBase - DefaultIPBase) + i - 1,
 		}
 		c.Nodes = append(c.Nodes, n)
 	}
 	return c, nil
+}
+
+// CheckIPBase refuses a base whose range could overlap another's: ranges
+// are the tens from 127.0.0.11-19 to 127.0.0.91-99.
+func CheckIPBase(base int) error {
+	if base < 10 || base > 90 || base%10 != 0 {
+		return fmt.Errorf("ip base must be a multiple of 10 from 10 to 90, not %d", base)
+	}
+	return nil
 }
 
 // Token is the admin token.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,16 +17,92 @@ import (
 // These tests run a real 3-node cluster with a planted bug and assert the
 // harness fails the run for the right reason. Run them with
 //
-//	go test -tags jepsen_bug -count=1 ./jepsen/harness
+//	go test -tags jepsen_bug -count=1 -parallel 8 ./jepsen/harness
 //
 // (make jepsen-short does). They need no root: no partitions except in the
 // node bug's test, which skips without iptables.
+//
+// They run at once, each cluster on its own loopback addresses (and so
+// ports and uids): a run mostly waits, on the clients' rate and the
+// settling phases, so a few clusters share two cores. clusterBases, not
+// -parallel, bounds how many: -parallel 8 lets the node bug's test start
+// at once beside three others instead of queueing behind them (go test's
+// default -parallel is the number of cores).
+
+// clusterBases are the address ranges (Options.IPBase) the client-bug
+// tests take turns on: at most three of their clusters run at once, none
+// on the default range (a `make jepsen` may hold it) or on 30 (the
+// iptables test cuts 127.0.0.31-32).
+var clusterBases = func() chan int {
+	c := make(chan int, 3)
+	for _, b := range []int{40, 50, 60} {
+		c <- b
+	}
+	return c
+}()
+
+// nodeBugIPBase is the partition test's own range: it runs beside the
+// others, and its cuts and uids (iptables.Setup) name only these addresses.
+const nodeBugIPBase = 90
+
+// perpdBuilds build perpd once per tag set for every test (concurrent
+// callers wait for the one build), unless JEPSEN_PERPD_BIN
+// (JEPSEN_PERPD_BUG_BIN for the node bug) names a prebuilt one.
+var (
+	perpdBuilds = map[string]func() (string, error){
+		"":           sync.OnceValues(func() (string, error) { return buildShared("") }),
+		"jepsen_bug": sync.OnceValues(func() (string, error) { return buildShared("jepsen_bug") }),
+	}
+	binEnv = map[string]string{"": "JEPSEN_PERPD_BIN", "jepsen_bug": "JEPSEN_PERPD_BUG_BIN"}
+
+	buildDirsMu sync.Mutex
+	buildDirs   []string // removed by TestMain
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	buildDirsMu.Lock()
+	for _, d := range buildDirs {
+		_ = os.RemoveAll(d)
+	}
+	buildDirsMu.Unlock()
+	os.Exit(code)
+}
+
+func buildShared(tags string) (string, error) {
+	mod, err := findModule()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "perpd-jepsen-bug-test-")
+	if err != nil {
+		return "", err
+	}
+	buildDirsMu.Lock()
+	buildDirs = append(buildDirs, dir)
+	buildDirsMu.Unlock()
+	return buildPerpd(context.Background(), mod, dir, tags)
+}
+
+// sharedPerpd is the perpd binary built with tags, for Options.Bin.
+func sharedPerpd(t *testing.T, tags string) string {
+	t.Helper()
+	if bin := os.Getenv(binEnv[tags]); bin != "" {
+		return bin
+	}
+	bin, err := perpdBuilds[tags]()
+	if err != nil {
+		t.Fatalf("build perpd (tags %q): %v", tags, err)
+	}
+	return bin
+}
 
 func runWithBug(t *testing.T, o Options) *report.Summary {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("real cluster")
 	}
+	t.Parallel()
 	o.Nodes, o.Accounts, o.Rate = 3, 4, 40
 	if o.Duration == 0 {
 		o.Duration = 15 * time.Second
@@ -33,12 +110,11 @@ func runWithBug(t *testing.T, o Options) *report.Summary {
 	if o.Nemesis == "" {
 		o.Nemesis = "none"
 	}
-	// A prebuilt perpd (JEPSEN_PERPD_BIN, or JEPSEN_PERPD_BUG_BIN for the
-	// node bug) skips the build.
-	if o.BuildTags == "" {
-		o.Bin = os.Getenv("JEPSEN_PERPD_BIN")
-	} else if bin := os.Getenv("JEPSEN_PERPD_BUG_BIN"); bin != "" {
-		o.Bin, o.BuildTags = bin, ""
+	planted := o.Bug + o.BuildTags
+	o.Bin, o.BuildTags = sharedPerpd(t, o.BuildTags), ""
+	if o.IPBase == 0 {
+		o.IPBase = <-clusterBases
+		defer func() { clusterBases <- o.IPBase }()
 	}
 	o.ReportRoot = t.TempDir()
 	o.Log = testLog{t}
@@ -50,7 +126,7 @@ func runWithBug(t *testing.T, o Options) *report.Summary {
 	}
 	t.Log(sum.Line())
 	if !sum.Failed() {
-		t.Fatalf("the harness passed a run with the %q bug planted", o.Bug+o.BuildTags)
+		t.Fatalf("the harness passed a run with the %q bug planted", planted)
 	}
 	return sum
 }
@@ -150,7 +226,7 @@ func TestHarnessCatchesNodeServingStaleLinearizableReads(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("partitions need root")
 	}
-	sum := runWithBug(t, Options{BuildTags: "jepsen_bug", Nemesis: "partition", Duration: 40 * time.Second})
+	sum := runWithBug(t, Options{BuildTags: "jepsen_bug", Nemesis: "partition", Duration: 40 * time.Second, IPBase: nodeBugIPBase})
 	if sum.Linearizable != checker.Violation {
 		t.Fatalf("stale linearizable reads not flagged: %s", sum.Line())
 	}

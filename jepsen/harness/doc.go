@@ -1,6 +1,6 @@
 // Package harness runs one Jepsen-style test of perpd end to end: it builds
 // perpd, sets up the firewall chains, starts a cluster of real processes on
-// 127.0.0.11..15, creates accounts, runs the workload's concurrent clients
+// 127.0.0.11..15 (or another range, Options.IPBase), creates accounts, runs the workload's concurrent clients
 // while the nemesis schedule injects faults, heals everything, settles
 // writes with unknown outcomes, reads the final state back, runs the
 // checkers and writes the report.

@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/perpd/perpd/jepsen/db"
 )
 
 // Options configure a run. Zero values take the defaults noted.
@@ -50,6 +52,9 @@ type Options struct {
 	// every node's clock is shifted (`serve --clock-offset`) so that an
 	// hourly funding boundary falls halfway through the faults.
 	NoFundingBoundary bool
+	// IPBase puts node i at 127.0.0.(IPBase+i): a multiple of 10 up to 90
+	// (default 10). Runs on different bases go at once (iptables.LockRun).
+	IPBase int
 	// Log receives progress (default stderr).
 	Log io.Writer
 }
@@ -60,6 +65,12 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Nodes < 3 || o.Nodes > 5 {
 		return fmt.Errorf("nodes must be 3, 4 or 5, not %d", o.Nodes)
+	}
+	if o.IPBase == 0 {
+		o.IPBase = db.DefaultIPBase
+	}
+	if err := db.CheckIPBase(o.IPBase); err != nil {
+		return err
 	}
 	if o.Duration == 0 {
 		o.Duration = 5 * time.Minute

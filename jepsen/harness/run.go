@@ -108,7 +108,7 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	if err := checkBug(o.Bug); err != nil {
 		return nil, err
 	}
-	unlock, err := iptables.Lock(ctx, r.logf)
+	unlock, err := iptables.LockRun(ctx, o.IPBase, contains(names, "partition"), r.logf)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +198,7 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	ownUIDs := contains(names, "partition")
 	r.cluster, err = db.New(db.Config{Bin: r.bin, Nodes: o.Nodes, DataDir: filepath.Join(work, "data"),
 		LogDir: filepath.Join(r.dir, "nodes"), Token: hex.EncodeToString(tok[:]), OwnUIDs: ownUIDs, ExtraArgs: extra,
-		ArchiveDir: r.archives})
+		ArchiveDir: r.archives, IPBase: o.IPBase})
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,7 @@ func run() int {
 	flag.StringVar(&o.Bug, "bug", "", "plant a client bug (harness built with -tags jepsen_bug only)")
 	flag.BoolVar(&o.KeepData, "keep-data", false, "keep the nodes' data directories")
 	flag.BoolVar(&o.NoFundingBoundary, "no-funding-boundary", false, "run the nodes on the calendar clock (default: shift every node's clock so an hourly funding boundary falls halfway through the faults)")
+	flag.IntVar(&o.IPBase, "ip-base", 0, "nodes at 127.0.0.(ip-base+i): 10 (default) to 90 in tens, so runs on different bases go at once")
 	flag.BoolVar(&cleanup, "cleanup", false, "only delete firewall chains a killed run left behind, then exit")
 	flag.Parse()
 
