@@ -183,6 +183,16 @@ func (s *State) FeedLast(feedID string) (Print, bool) {
 	return *f.Last, true
 }
 
+// FeedHeld returns the print a feed holds past PrintJumpFactor until the
+// next print confirms it; ok is false when it holds none.
+func (s *State) FeedHeld(feedID string) (Print, bool) {
+	f, ok := s.FeedsByID[feedID]
+	if !ok || f.Held == nil {
+		return Print{}, false
+	}
+	return *f.Held, true
+}
+
 // FeedIDs returns every feed id, sorted.
 func (s *State) FeedIDs() []string {
 	ids := make([]string, 0, len(s.FeedsByID))
