@@ -80,16 +80,19 @@ func printMarketsTable(w io.Writer, v AdminMarketsView) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%d\n", m.MarketID, m.Status, m.OracleFeedID, last, m.Stale,
 			m.OpenInterestContracts, m.FundingRateHourlyQ9)
 	}
-	fmt.Fprintln(tw, "\nFEED\tLAST\tTS (ms)\tOVERRIDE")
+	fmt.Fprintln(tw, "\nFEED\tLAST\tTS (ms)\tHELD\tOVERRIDE")
 	for _, fd := range v.Feeds {
-		last, ts, ov := "-", "-", "-"
+		last, ts, held, ov := "-", "-", "-", "-"
 		if fd.Last != nil {
 			last, ts = formatQ8(int64(fd.Last.MidQ8)), fmt.Sprint(int64(fd.Last.TsMs))
+		}
+		if fd.Held != nil {
+			held = fmt.Sprintf("%s at %d", formatQ8(int64(fd.Held.MidQ8)), int64(fd.Held.TsMs))
 		}
 		if fd.Override != nil {
 			ov = fmt.Sprintf("%s, %d point(s) from %d", fd.Override.Mode, len(fd.Override.Points), fd.Override.StartMs)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", fd.FeedID, last, ts, ov)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", fd.FeedID, last, ts, held, ov)
 	}
 	return tw.Flush()
 }

@@ -323,30 +323,42 @@ type AdminPrintView struct {
 
 // AdminFeedView is a feed as the operator sees it.
 type AdminFeedView struct {
-	FeedID   string            `json:"feedId"`
-	Markets  []string          `json:"markets"`
-	Last     *AdminPrintView   `json:"last"`
+	FeedID  string          `json:"feedId"`
+	Markets []string        `json:"markets"`
+	Last    *AdminPrintView `json:"last"`
+	// Held is a print that jumped past market.PrintJumpFactor from last
+	// and waits for the next print to confirm it: the markets still trade
+	// at last, and the next print near it moves them there.
+	Held     *AdminPrintView   `json:"held"`
 	Override *fsm.OverrideView `json:"override"`
 }
 
 func (a *marketAdmin) list(w http.ResponseWriter, r *http.Request) {
-	out := AdminMarketsView{Markets: []AdminMarketView{}, Feeds: []AdminFeedView{}}
-	a.n.Machine().Read(func(st *fsm.State, _ uint64) {
-		b := st.Market
-		out.NowMs = wire.Int(st.NowMs)
-		for _, v := range b.Markets() {
-			out.Markets = append(out.Markets, AdminMarketView{MarketView: fsm.NewMarketView(v),
-				LongOIContracts: wire.Int(v.LongOIContracts), ShortOIContracts: wire.Int(v.ShortOIContracts),
-				MaxFundingRateHourlyQ9: wire.Int(v.MaxFundingRateHourlyQ9), Stale: b.IsStale(v.MarketID, st.NowMs)})
-		}
-		for _, id := range b.FeedIDs() {
-			f := AdminFeedView{FeedID: id, Markets: append([]string{}, b.FeedsByID[id].MarketIDs...),
-				Override: fsm.NewFeedOverrideView(b, id).Override}
-			if p, ok := b.FeedLast(id); ok {
-				f.Last = &AdminPrintView{MidQ8: wire.Int(p.MidQ8), ConfQ9: wire.Int(p.ConfQ9), TsMs: wire.Int(p.TsMs)}
-			}
-			out.Feeds = append(out.Feeds, f)
-		}
-	})
+	var out AdminMarketsView
+	a.n.Machine().Read(func(st *fsm.State, _ uint64) { out = adminMarkets(st) })
 	cluster.WriteJSON(w, http.StatusOK, out)
+}
+
+// adminMarkets renders the operator's view of the market book.
+func adminMarkets(st *fsm.State) AdminMarketsView {
+	out := AdminMarketsView{Markets: []AdminMarketView{}, Feeds: []AdminFeedView{}}
+	b := st.Market
+	out.NowMs = wire.Int(st.NowMs)
+	for _, v := range b.Markets() {
+		out.Markets = append(out.Markets, AdminMarketView{MarketView: fsm.NewMarketView(v),
+			LongOIContracts: wire.Int(v.LongOIContracts), ShortOIContracts: wire.Int(v.ShortOIContracts),
+			MaxFundingRateHourlyQ9: wire.Int(v.MaxFundingRateHourlyQ9), Stale: b.IsStale(v.MarketID, st.NowMs)})
+	}
+	for _, id := range b.FeedIDs() {
+		f := AdminFeedView{FeedID: id, Markets: append([]string{}, b.FeedsByID[id].MarketIDs...),
+			Override: fsm.NewFeedOverrideView(b, id).Override}
+		if p, ok := b.FeedLast(id); ok {
+			f.Last = &AdminPrintView{MidQ8: wire.Int(p.MidQ8), ConfQ9: wire.Int(p.ConfQ9), TsMs: wire.Int(p.TsMs)}
+		}
+		if p, ok := b.FeedHeld(id); ok {
+			f.Held = &AdminPrintView{MidQ8: wire.Int(p.MidQ8), ConfQ9: wire.Int(p.ConfQ9), TsMs: wire.Int(p.TsMs)}
+		}
+		out.Feeds = append(out.Feeds, f)
+	}
+	return out
 }

@@ -133,7 +133,10 @@ import (
 //	   (LevelPoRDriftAtMark); a mint that would open the
 //	   USDx hedge's position in a market that takes no new position is
 //	   refused before it moves any money, instead of halting every
-//	   replica (usdx.LevelHedgeNeedsRoom).
+//	   replica (usdx.LevelHedgeNeedsRoom); an oracle print stamped in or
+//	   before a market's seeded pre-launch history is refused, so it
+//	   cannot turn a seeded daily bar into a real one
+//	   (LevelPrintAfterHistory).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -75,7 +75,8 @@ func marketRefusal(err error) *wire.Refusal {
 	case errors.Is(err, market.ErrUnknownMarket), errors.Is(err, market.ErrUnknownFeed):
 		return wire.Refuse(http.StatusNotFound, wire.CodeNotFound, "%v", err)
 	case errors.Is(err, market.ErrImmutableField), errors.Is(err, market.ErrTooManyMarkets),
-		errors.Is(err, market.ErrPrintOutOfOrder), errors.Is(err, market.ErrPrintInFuture):
+		errors.Is(err, market.ErrPrintOutOfOrder), errors.Is(err, market.ErrPrintInFuture),
+		errors.Is(err, market.ErrPrintBeforeLaunch):
 		return wire.Refuse(http.StatusConflict, wire.CodeConflict, "%v", err)
 	}
 	return wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "%v", err)
@@ -219,6 +220,11 @@ func applyOraclePrint(c *Ctx) (int, any, *wire.Refusal) {
 		if err := c.St.Market.CheckPrint(c.Now(), p.FeedID, p.MidQ8, p.ConfQ9, p.TsMs); err != nil {
 			return 0, nil, marketRefusal(err)
 		}
+		if c.St.FeatureLevel >= LevelPrintAfterHistory {
+			if err := c.St.Market.CheckPrintAfterHistory(p.FeedID, p.TsMs); err != nil {
+				return 0, nil, marketRefusal(err)
+			}
+		}
 		if ref := c.printRepresentable(p.FeedID, p.MidQ8); ref != nil {
 			return 0, nil, ref
 		}
@@ -257,6 +263,15 @@ func applyOraclePrint(c *Ctx) (int, any, *wire.Refusal) {
 // one print of $1 against a 100x short let 0.1 BTC withdraw more than all
 // deposits.
 const LevelPrintGuard uint32 = 4
+
+// LevelPrintAfterHistory is the feature level from which a print stamped
+// in or before a market's seeded pre-launch history is refused
+// (market.CheckPrintAfterHistory). Found by a review of 2026-11-27: a
+// print stamped five days before launch (a feed's first print carries any
+// positive time not ahead of log time) turned that day's seeded bar into
+// a real one at its price, which GET candles showed without `seeded`
+// forever.
+const LevelPrintAfterHistory uint32 = 8
 
 // PrintHeldResult answers a print the jump guard held.
 type PrintHeldResult struct {

@@ -66,6 +66,32 @@ func (s *State) CheckPrint(nowMs int64, feedID string, midQ8, confQ9, tsMs int64
 	return nil
 }
 
+// ErrPrintBeforeLaunch refuses a print stamped in or before a market's
+// seeded pre-launch history (CheckPrintAfterHistory).
+var ErrPrintBeforeLaunch = errors.New("oracle print timestamp inside seeded pre-launch history")
+
+// CheckPrintAfterHistory refuses a print whose daily bar, in some market
+// of the feed, is a seeded pre-launch bar or would come before one
+// (fsm.LevelPrintAfterHistory). Seeded bars end the day before launch, so
+// no honest print lands there; one from a source with a stale cache or
+// seconds for milliseconds does, and addPrint would turn a seeded bar, or
+// a bar before all of them, into a "real" one for good (daily bars are
+// permanent).
+func (s *State) CheckPrintAfterHistory(feedID string, tsMs int64) error {
+	f, ok := s.FeedsByID[feedID]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownFeed, feedID)
+	}
+	day := floorTo(tsMs, Interval1d*1000)
+	for _, id := range f.MarketIDs {
+		bars := s.MarketsByID[id].Day
+		if i, _ := locate(bars, day); i < len(bars) && bars[i].Seeded {
+			return fmt.Errorf("%w: %s tsMs %d, market %s's history runs to %d", ErrPrintBeforeLaunch, feedID, tsMs, id, bars[i].TsMs)
+		}
+	}
+	return nil
+}
+
 // PrintJumpFactor bounds how far one print may move a feed from its last
 // accepted print and be taken at once (from fsm.LevelPrintGuard): to at
 // most this many times it, or at least its 1/PrintJumpFactor. A genuine
@@ -155,6 +181,16 @@ func (s *State) FeedLast(feedID string) (Print, bool) {
 		return Print{}, false
 	}
 	return *f.Last, true
+}
+
+// FeedHeld returns the print a feed holds past PrintJumpFactor until the
+// next print confirms it; ok is false when it holds none.
+func (s *State) FeedHeld(feedID string) (Print, bool) {
+	f, ok := s.FeedsByID[feedID]
+	if !ok || f.Held == nil {
+		return Print{}, false
+	}
+	return *f.Held, true
 }
 
 // FeedIDs returns every feed id, sorted.

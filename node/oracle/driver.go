@@ -226,6 +226,15 @@ func (d *Driver) mirrorOverrides(feeds []feedState) {
 			if err := d.src.Unpin(f.id); err != nil && !errors.Is(err, ErrUnknownFeed) {
 				d.log.Warn("oracle unpin", "feed", f.id, "err", err)
 			}
+			// Continue from the committed print, as a new leader would:
+			// the override's own last print may be one the FSM held past
+			// the jump guard (or refused), and a walk resumed from it
+			// confirms the jump the operator just withdrew.
+			if f.hasLast {
+				if err := d.src.Resume(f.id, f.last.MidQ8, f.last.TsMs); err != nil && !errors.Is(err, ErrUnknownFeed) {
+					d.log.Warn("oracle resume after unpin", "feed", f.id, "err", err)
+				}
+			}
 			delete(d.installed, f.id)
 		case f.pinned && (!installed || have != f.override.SetIndex):
 			if err := d.install(f.id, f.override); err != nil {

@@ -243,3 +243,45 @@ func TestReplicatedScriptIsPlayedByWhicheverNodeLeads(t *testing.T) {
 		t.Fatalf("after the script's end: %+v, want 2,000 held", p)
 	}
 }
+
+// newLogStateAtLevel is newLogState on a cluster started at the build's
+// feature level, so the FSM's print guard (held jumps) is in force.
+func newLogStateAtLevel(t *testing.T) *logState {
+	s := &logState{t: t, m: fsm.NewMachine(fsm.Options{CheckInvariants: true}), next: 1}
+	s.apply(fsm.CmdGenesis, t0, fsm.GenesisPayload{Seed: 11, Deployment: "testnet", FeatureLevel: fsm.FeatureLevel})
+	s.apply(fsm.CmdMarketsGenesis, t0, fsm.MarketsGenesisPayload{Markets: market.DefaultCatalogue()})
+	return s
+}
+
+// TestUnpinBeforeTheJumpIsConfirmedKeepsTheCommittedPrice: a pin more
+// than market.PrintJumpFactor away is held by the FSM until a second print
+// confirms it. An operator who unpins before that (a mistyped pin caught
+// at once) must get the committed price back. The driver resumed the
+// simulation from the held pin print instead, so its next print, near the
+// pin, confirmed the jump the operator had withdrawn: ETH 3,400 went to
+// 10,000 after the unpin. A new leader resumed from the committed print
+// and would not have.
+func TestUnpinBeforeTheJumpIsConfirmedKeepsTheCommittedPrice(t *testing.T) {
+	s := newLogStateAtLevel(t)
+	a := &fakeLeader{log: s, clock: t0, term: 1, leading: true}
+	d := newDriver(t)
+	tick(d, a, 1_000)
+	start := s.last(FeedETHUSD)
+	if res := s.apply(fsm.CmdOraclePin, a.clock, fsm.OraclePinPayload{FeedID: FeedETHUSD, MidQ8: 10_000 * 100_000_000}); !res.OK() {
+		t.Fatalf("pin: %s", res.Body)
+	}
+	tick(d, a, 1_000)
+	if p := s.last(FeedETHUSD); p != start {
+		t.Fatalf("the pin's first print was taken at once: %+v", p)
+	}
+	if res := s.apply(fsm.CmdOracleUnpin, a.clock, fsm.OracleUnpinPayload{FeedID: FeedETHUSD}); !res.OK() {
+		t.Fatalf("unpin: %s", res.Body)
+	}
+	for i := 0; i < 3; i++ {
+		tick(d, a, 1_000)
+	}
+	p := s.last(FeedETHUSD)
+	if p.TsMs <= start.TsMs || p.MidQ8 > start.MidQ8*101/100 || p.MidQ8 < start.MidQ8*99/100 {
+		t.Fatalf("after the unpin ETH is %+v, want it near the committed %d", p, start.MidQ8)
+	}
+}
