@@ -133,7 +133,9 @@ import (
 //	   (LevelPoRDriftAtMark); a mint that would open the
 //	   USDx hedge's position in a market that takes no new position is
 //	   refused before it moves any money, instead of halting every
-//	   replica (usdx.LevelHedgeNeedsRoom).
+//	   replica (usdx.LevelHedgeNeedsRoom); a hedge-market funding
+//	   boundary first releases the unstakes whose cooldown ended before
+//	   it (usdx.LevelReleaseBeforeBoundary).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
