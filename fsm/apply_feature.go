@@ -136,7 +136,9 @@ import (
 //	   replica (usdx.LevelHedgeNeedsRoom); an oracle print stamped in or
 //	   before a market's seeded pre-launch history is refused, so it
 //	   cannot turn a seeded daily bar into a real one
-//	   (LevelPrintAfterHistory).
+//	   (LevelPrintAfterHistory); a hedge-market funding
+//	   boundary first releases the unstakes whose cooldown ended before
+//	   it (usdx.LevelReleaseBeforeBoundary).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

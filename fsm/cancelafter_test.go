@@ -190,6 +190,35 @@ func TestCancelAllAfterRefreshBeforeTheDeadlinePreventsIt(t *testing.T) {
 	}
 }
 
+// A refresh is judged at its own entry's log time, after the timers: one
+// stamped deadline-1 keeps the orders; one stamped at the deadline (or
+// past it) comes too late: the switch fires first, then the call arms a
+// new one and answers armed (docs/decisions.md, "When it fires"; the
+// OpenAPI description of timeoutMs says so too).
+func TestCancelAllAfterRefreshAtTheDeadlineComesTooLate(t *testing.T) {
+	for _, late := range []int64{-1, 0, 1} {
+		t.Run(fmt.Sprintf("deadline%+d", late), func(t *testing.T) {
+			w := newTradeWorld(t)
+			acct, key := w.account(btcBTC)
+			created(t, w.order(acct, key, limitOrder("l1", "BTC-PERP", "buy", 1000, usdQ8(90_000))), trade.StatusResting)
+			deadline := int64(*w.cancelAfter(acct, key, "arm", 3_000).DeadlineTsMs)
+			w.ts = deadline + late - 1 // the refresh's entry is stamped deadline+late
+			v := w.cancelAfter(acct, key, "refresh", 3_000)
+			armedAt(t, v, deadline+late+3_000)
+			o := w.orderOf(acct, "l1")
+			if late < 0 {
+				if o.Status != trade.StatusAccepted {
+					t.Fatalf("a refresh before the deadline lost the order: %+v", o)
+				}
+				return
+			}
+			if o.Status != trade.StatusCanceled || o.Reason != trade.ReasonCancelAllAfter || o.UpdatedTsMs != deadline+late {
+				t.Fatalf("a refresh at or past the deadline kept the order: %+v", o)
+			}
+		})
+	}
+}
+
 func TestCancelAllAfterDisarmPreventsIt(t *testing.T) {
 	w := newTradeWorld(t)
 	acct, key := w.account(btcBTC)

@@ -155,3 +155,32 @@ func TestDroppedDepositRailRefOutlivesItsRecord(t *testing.T) {
 		t.Fatal("rail reference kept past its retention")
 	}
 }
+
+// TestPruneCostsWhatExpiresNotWhatIsKept: a tick that forgets one old
+// deposit's rail reference must not copy the 30 days of references kept
+// behind it. Before, every tick that dropped any copied the whole list:
+// with 100,000 kept, a tick dropping one allocated 100,000 x 24 bytes.
+func TestPruneCostsWhatExpiresNotWhatIsKept(t *testing.T) {
+	const kept = 100_000
+	s := NewState()
+	for i := range kept {
+		ref := fmt.Sprintf("spark-%d", i)
+		s.ByRailRef[ref] = uint64(i + 1)
+		s.ForgottenRefs = append(s.ForgottenRefs, ForgottenRef{RailRef: ref, DropAtMs: int64(i + 1)})
+	}
+	now := int64(0)
+	allocs := testing.AllocsPerRun(1000, func() {
+		now++ // one reference falls due per tick
+		s.Prune(now)
+	})
+	if allocs > 0.01 {
+		t.Fatalf("%.2f allocations per tick that forgets one reference of %d", allocs, kept)
+	}
+	if len(s.ForgottenRefs) != kept-1001 || s.ForgottenRefs[0].DropAtMs != 1002 {
+		t.Fatalf("%d references kept, the oldest due at %d", len(s.ForgottenRefs), s.ForgottenRefs[0].DropAtMs)
+	}
+	s.Prune(kept)
+	if len(s.ForgottenRefs) != 0 || len(s.ByRailRef) != 0 {
+		t.Fatalf("%d references, %d rail refs left", len(s.ForgottenRefs), len(s.ByRailRef))
+	}
+}

@@ -64,7 +64,15 @@ func (s *State) Prune(nowMs int64) {
 		n++
 	}
 	if n > 0 {
-		s.ForgottenRefs = append([]ForgottenRef(nil), s.ForgottenRefs[n:]...)
+		// Re-slice: a tick that forgets one reference must not copy the
+		// month kept behind it. The dead prefix goes when the next append
+		// moves the list. The content (what the state hash and snapshot
+		// see) is the same as a copy's; empty is nil, as before.
+		clear(s.ForgottenRefs[:n])
+		s.ForgottenRefs = s.ForgottenRefs[n:]
+		if len(s.ForgottenRefs) == 0 {
+			s.ForgottenRefs = nil
+		}
 	}
 }
 

@@ -160,7 +160,26 @@ func coolLess(a, b CoolRef) bool {
 // they expired (until then a mint on one is told usdx_quote_expired).
 func (s *State) OnTime(e *Env) {
 	now := e.now()
-	for len(s.Cooling) > 0 && s.Cooling[0].ReleaseAtMs <= now {
+	s.releaseCooled(e, now)
+	for len(s.QuoteOrder) > 0 {
+		qu, ok := s.Quotes[s.QuoteOrder[0]]
+		if ok && qu.ExpiresAtMs+QuoteGraceMs > now {
+			break
+		}
+		if ok {
+			s.dropQuote(qu)
+		}
+		s.QuoteOrder = s.QuoteOrder[1:]
+	}
+	if len(s.QuoteOrder) == 0 {
+		s.QuoteOrder = nil
+	}
+}
+
+// releaseCooled releases, in (release time, account, unstake) order, the
+// unstakes whose cooldown ended at or before throughMs.
+func (s *State) releaseCooled(e *Env, throughMs int64) {
+	for len(s.Cooling) > 0 && s.Cooling[0].ReleaseAtMs <= throughMs {
 		ref := s.Cooling[0]
 		s.Cooling = s.Cooling[1:]
 		h := s.holder(ref.AccountID)
@@ -189,19 +208,6 @@ func (s *State) OnTime(e *Env) {
 	if len(s.Cooling) == 0 {
 		s.Cooling = nil
 	}
-	for len(s.QuoteOrder) > 0 {
-		qu, ok := s.Quotes[s.QuoteOrder[0]]
-		if ok && qu.ExpiresAtMs+QuoteGraceMs > now {
-			break
-		}
-		if ok {
-			s.dropQuote(qu)
-		}
-		s.QuoteOrder = s.QuoteOrder[1:]
-	}
-	if len(s.QuoteOrder) == 0 {
-		s.QuoteOrder = nil
-	}
 }
 
 // trimUnstakes keeps the cooling unstakes and the newest UnstakesKept
@@ -227,3 +233,14 @@ func (s *State) trimUnstakes(h *Holder) {
 	}
 	h.Unstakes = kept
 }
+
+// LevelReleaseBeforeBoundary is the feature level (fsm.FeatureLevel) from
+// which a funding boundary of the hedge market first releases the unstakes
+// whose cooldown ended before it, so they leave the pool at the share
+// price before its waterfall. Below it the timers ran by domain (the
+// boundary's waterfall first, then the releases), so when one entry's
+// time passed both, an unstake due before the boundary took a share of its
+// yield or markdown; with an entry between the two it did not (a review of
+// 2026-11-27: 50,000 sUSDx released 50,000 USDx or 50,004 USDx by the
+// tick schedule alone).
+const LevelReleaseBeforeBoundary uint32 = 8

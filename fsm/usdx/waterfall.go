@@ -55,6 +55,11 @@ func (s *State) OnFunding(e *Env, ev market.FundingEvent) {
 	if ev.MarketID != HedgeMarket {
 		return
 	}
+	if e.T.Level >= LevelReleaseBeforeBoundary {
+		// Cooldowns that ended before the boundary end before its
+		// waterfall, whichever entry's time passed both.
+		s.releaseCooled(e, ev.BoundaryTsMs-1)
+	}
 	w := Waterfall{BoundaryTsMs: ev.BoundaryTsMs, MarkQ8: ev.MarkQ8, SharePriceQ9Before: s.ServedSharePriceQ9(e)}
 	w.FlowMsat = s.hedgeFlow(e, ev)
 	switch {
