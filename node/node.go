@@ -167,7 +167,24 @@ func New(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("mark the data directory: %w", err)
 		}
 	}
-	trans.start(follower{r: r, logs: logs, snaps: snaps})
+	// A stop between raft's install of a leader's snapshot and the guard's
+	// clean-up after it (follower.installed) leaves the entries that
+	// snapshot replaced in the log; they go before the transport hands
+	// raft any request, judged against the snapshot raft restored (an
+	// older one when the newest would not open). A snapshot of the node's
+	// own keeps its trailing entries (the log holds its index at its term,
+	// or starts after it); one of raft's user restores (RestoreSnapshot)
+	// sits in a hole after the log, whose entries before it go as
+	// hashicorp/raft drops them for monotonic log stores.
+	if idx, term, ok := lastSnapshotOf(r); ok {
+		if from, to, err := dropUnvouched(logs, idx, term); err != nil {
+			return nil, fmt.Errorf("check the log below snapshot %d: %w", idx, err)
+		} else if from != 0 {
+			cfg.Logger.Warn("dropped log entries the restored snapshot replaced",
+				"from", from, "to", to, "snapshot-index", idx, "snapshot-term", term)
+		}
+	}
+	trans.start(follower{r: r, logs: logs, snaps: snaps, log: cfg.Logger.Named("transport")})
 	if cfg.Bootstrap && !has {
 		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
 			ID: raft.ServerID(cfg.ID), Address: trans.LocalAddr(), Suffrage: raft.Voter,

@@ -1,8 +1,10 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -66,6 +68,9 @@ type heldState interface {
 	// pastSnapshotPoint returns the append moved one entry on when its
 	// previous entry is a snapshot point the log lacks, or nil.
 	pastSnapshotPoint(*raft.AppendEntriesRequest) *raft.AppendEntriesRequest
+	// installed is told of a snapshot raft has just installed, before
+	// raft gets the next request.
+	installed(*raft.InstallSnapshotRequest)
 }
 
 func newSnapshotGuard(inner guardedTransport, log hclog.Logger) *snapshotGuard {
@@ -172,6 +177,11 @@ func (g *snapshotGuard) installThenWait(rpc raft.RPC) {
 	}
 	select {
 	case resp := <-done:
+		if ir, _ := resp.Response.(*raft.InstallSnapshotResponse); resp.Error == nil && ir != nil && ir.Success {
+			if req, _ := rpc.Command.(*raft.InstallSnapshotRequest); req != nil {
+				g.held.installed(req)
+			}
+		}
 		reply <- resp
 	case <-g.stop:
 	}
@@ -180,8 +190,9 @@ func (g *snapshotGuard) installThenWait(rpc raft.RPC) {
 // follower answers the guard from this node's raft, log and snapshots.
 type follower struct {
 	r     *raft.Raft
-	logs  raft.LogStore
+	logs  raft.LogStore // the store raft is given (its cache, so a deletion reaches both)
 	snaps raft.SnapshotStore
+	log   hclog.Logger // may be nil
 }
 
 // holds: the request is one raft would read (versions in range) of the
@@ -256,4 +267,84 @@ func (f follower) snapshotAt(index, term uint64) bool {
 		}
 	}
 	return false
+}
+
+// installed drops from the log the entries at and below an installed
+// snapshot's index that the snapshot does not vouch for.
+//
+// hashicorp/raft v1.7 compacts the log after installing a snapshot from a
+// leader only up to min(snapshot index, last log index - TrailingLogs)
+// (https://github.com/hashicorp/raft/issues/697, PR #704). A follower that
+// had entries the leader never committed (a leader cut off and deposed, as
+// n3 in the jepsen run of 2026-11-27) keeps those below the snapshot's index
+// when its log ends before it: it never applies them (its state machine
+// starts at the snapshot), but they stay in its store, and were it to lead
+// again a follower needing that range would be sent them in place of the
+// committed entries. Raft's paper (figure 13) discards the log unless its
+// entry at the snapshot's index has the snapshot's term.
+//
+// The guard calls this after raft answered the install and before raft sees
+// the next request, so raft's main loop takes no append meanwhile; what it
+// may still do (a heartbeat reads the log; a snapshot of its own compacts
+// below this index; a leadership won in between appends above it) does not
+// touch what is deleted here. With the entries gone the follower is, for
+// raft, a node with an empty log and this snapshot: raft's last entry is the
+// snapshot's (its remembered last log index lies below it), an append that
+// starts at the snapshot's point is checked against the snapshot's term, and
+// as a leader raft sends a snapshot to a follower that needs an entry it no
+// longer holds. Entries above the index are left to raft's own conflict
+// check. Where the log held another term's entry at the index and goes on
+// past it, raft's check of an append starting there fails before as after
+// (the entry was of another term; now it is missing): nothing gets worse.
+// When the entry at the index has the snapshot's term nothing is deleted:
+// raft checks appends against it as before.
+func (f follower) installed(req *raft.InstallSnapshotRequest) {
+	from, to, err := dropUnvouched(f.logs, req.LastLogIndex, req.LastLogTerm)
+	if f.log == nil {
+		return
+	}
+	switch {
+	case err != nil:
+		f.log.Error("entries below an installed snapshot not checked or not dropped",
+			"snapshot-index", req.LastLogIndex, "error", err)
+	case from != 0:
+		f.log.Warn("dropped log entries an installed snapshot replaced",
+			"from", from, "to", to, "snapshot-index", req.LastLogIndex, "snapshot-term", req.LastLogTerm)
+	}
+}
+
+// dropUnvouched deletes the log entries from the first one to index when the
+// log's entry at index is not of term (missing or another term's): those are
+// entries a snapshot at index and term replaced, and may be entries no
+// leader committed. When the entry at index has the snapshot's term the log
+// is, by log matching, the snapshot's history up to there, and is kept. It
+// returns the range deleted (0, 0 for none).
+func dropUnvouched(logs raft.LogStore, index, term uint64) (from, to uint64, err error) {
+	if index == 0 {
+		return 0, 0, nil
+	}
+	first, err := logs.FirstIndex()
+	if err != nil || first == 0 || first > index {
+		return 0, 0, err
+	}
+	var at raft.Log
+	switch err := logs.GetLog(index, &at); {
+	case err == nil && at.Term == term:
+		return 0, 0, nil
+	case err != nil && !errors.Is(err, raft.ErrLogNotFound):
+		return 0, 0, err
+	}
+	if err := logs.DeleteRange(first, index); err != nil {
+		return 0, 0, err
+	}
+	return first, index, nil
+}
+
+// lastSnapshotOf is the index and term of the snapshot raft last installed,
+// took or restored at start (false when none).
+func lastSnapshotOf(r *raft.Raft) (index, term uint64, ok bool) {
+	st := r.Stats()
+	index, err1 := strconv.ParseUint(st["last_snapshot_index"], 10, 64)
+	term, err2 := strconv.ParseUint(st["last_snapshot_term"], 10, 64)
+	return index, term, err1 == nil && err2 == nil && index != 0
 }

@@ -65,6 +65,13 @@ type guardPeer struct {
 // snapshotGuard.
 func guardCluster(t *testing.T) []*guardPeer {
 	t.Helper()
+	return guardClusterTrailing(t, 0)
+}
+
+// guardClusterTrailing is guardCluster with every raft keeping trailing
+// entries after its snapshots.
+func guardClusterTrailing(t *testing.T, trailing uint64) []*guardPeer {
+	t.Helper()
 	var peers []*guardPeer
 	var servers []raft.Server
 	for i := range 3 {
@@ -91,7 +98,7 @@ func guardCluster(t *testing.T) []*guardPeer {
 		rc.CommitTimeout = 5 * time.Millisecond
 		rc.SnapshotThreshold = 1 << 30 // snapshots only when the test asks
 		rc.SnapshotInterval = time.Hour
-		rc.TrailingLogs = 0 // the leader's log starts right after its snapshot
+		rc.TrailingLogs = trailing // 0: the leader's log starts right after its snapshot
 		guard := newSnapshotGuard(p.raw, rc.Logger)
 		r, err := raft.NewRaft(rc, p.fsm, p.logs, p.logs, p.snaps, guard)
 		if err != nil {
@@ -413,6 +420,7 @@ func (f *fakeHeld) term() uint64                            { return f.now.Load(
 func (f *fakeHeld) pastSnapshotPoint(*raft.AppendEntriesRequest) *raft.AppendEntriesRequest {
 	return nil
 }
+func (f *fakeHeld) installed(*raft.InstallSnapshotRequest) {}
 
 // sendToFake sends an InstallSnapshot of term 5 carrying data but claiming
 // size bytes to a guard whose follower is held.

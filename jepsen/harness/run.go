@@ -311,8 +311,8 @@ func (r *run) checkStores(final *checker.Final) {
 	for _, n := range r.cluster.Nodes {
 		dirs[n.ID] = n.Data
 	}
-	logs, replay := raftlog.Check(dirs, final.Samples)
-	r.sum.Results = append(r.sum.Results, logs, replay)
+	logs, replay, below := raftlog.Check(dirs, final.Samples)
+	r.sum.Results = append(r.sum.Results, logs, below, replay)
 	if r.archives != "" {
 		paths := map[string]string{}
 		for _, n := range r.cluster.Nodes {

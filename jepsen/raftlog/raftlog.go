@@ -15,6 +15,7 @@ package raftlog
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -32,8 +33,22 @@ import (
 type Store struct {
 	Dir         string
 	First, Last uint64 // the log's index range (0, 0 when empty)
-	logs        *raftboltdb.BoltStore
-	snaps       *raft.FileSnapshotStore
+	// From is where the entries the node could have applied from this log
+	// begin: past the last gap in the log and past any stored snapshot
+	// whose index the log lacks or holds with another term. Raft leaves
+	// such a gap when it installs a leader's snapshot over a log that ends
+	// before the snapshot's index (or restores an operator's snapshot), and
+	// keeps the entries below it (hashicorp/raft v1.7 compacts only up to
+	// min(snapshot index, last index - TrailingLogs), issue #697): entries
+	// the snapshot replaced, possibly ones no leader committed. From is
+	// First when there are none, and past Last when the log holds only such
+	// entries.
+	From uint64
+	// Below is the index of the gap or snapshot that puts From past First
+	// (0 when From is First).
+	Below uint64
+	logs  *raftboltdb.BoltStore
+	snaps *raft.FileSnapshotStore
 }
 
 // Open opens the raft store in a stopped node's data directory.
@@ -55,11 +70,48 @@ func Open(dataDir string) (*Store, error) {
 	if s.First, err = logs.FirstIndex(); err == nil {
 		s.Last, err = logs.LastIndex()
 	}
+	if err == nil {
+		err = s.findFrom()
+	}
 	if err != nil {
 		logs.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// findFrom sets From and Below (see Store).
+func (s *Store) findFrom() error {
+	s.From = s.First
+	if s.First == 0 {
+		return nil
+	}
+	var l raft.Log
+	for i := s.First + 1; i < s.Last; i++ {
+		switch err := s.logs.GetLog(i, &l); {
+		case errors.Is(err, raft.ErrLogNotFound):
+			s.From, s.Below = i+1, i
+		case err != nil:
+			return fmt.Errorf("log entry %d: %w", i, err)
+		}
+	}
+	metas, err := s.snaps.List()
+	if err != nil {
+		return fmt.Errorf("list snapshots: %w", err)
+	}
+	for _, m := range metas {
+		if m.Index < s.First || m.Index < s.From {
+			continue
+		}
+		switch err := s.logs.GetLog(m.Index, &l); {
+		case err == nil && l.Term == m.Term:
+			continue // the log holds the snapshot's own history there
+		case err != nil && !errors.Is(err, raft.ErrLogNotFound):
+			return fmt.Errorf("log entry %d: %w", m.Index, err)
+		}
+		s.From, s.Below = m.Index+1, m.Index
+	}
+	return nil
 }
 
 // Close releases the store.
@@ -85,9 +137,10 @@ func (m *Mismatch) String() string {
 }
 
 // FirstMismatch compares a's and b's entries from the first index both
-// hold up to upTo (an index both have applied, so committed on both).
+// could have applied from their logs (From) up to upTo (an index both have
+// applied, so committed on both).
 func FirstMismatch(a, b *Store, upTo uint64) (*Mismatch, uint64, error) {
-	from := max(a.First, b.First)
+	from := max(a.From, b.From)
 	to := min(a.Last, b.Last, upTo)
 	var compared uint64
 	for i := from; i <= to && i != 0; i++ {
@@ -100,11 +153,15 @@ func FirstMismatch(a, b *Store, upTo uint64) (*Mismatch, uint64, error) {
 			return nil, compared, err
 		}
 		compared++
-		if x.Term != y.Term || x.Type != y.Type || !bytes.Equal(x.Data, y.Data) || !bytes.Equal(x.Extensions, y.Extensions) {
+		if !sameEntry(x, y) {
 			return &Mismatch{Index: i, A: x, B: y}, compared, nil
 		}
 	}
 	return nil, compared, nil
+}
+
+func sameEntry(x, y *raft.Log) bool {
+	return x.Term == y.Term && x.Type == y.Type && bytes.Equal(x.Data, y.Data) && bytes.Equal(x.Extensions, y.Extensions)
 }
 
 // Describe names an entry for a report: its term and type, and for a

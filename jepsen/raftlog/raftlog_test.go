@@ -2,6 +2,7 @@ package raftlog
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,7 +67,7 @@ func TestStoresOfOneLogPassBothChecks(t *testing.T) {
 	logs := noopLogs(t, 5, "same")
 	h := hashOf(t, logs)
 	samples := map[string][]checker.StateSample{"n1": {{Applied: 5, Hash: h}}, "n2": {{Applied: 3, Hash: "x"}, {Applied: 5, Hash: h}}}
-	lm, rp := Check(map[string]string{"n1": dataDir(t, logs), "n2": dataDir(t, logs)}, samples)
+	lm, rp, _ := Check(map[string]string{"n1": dataDir(t, logs), "n2": dataDir(t, logs)}, samples)
 	if lm.Verdict != checker.Valid || rp.Verdict != checker.Valid {
 		t.Fatalf("log matching %s %v; replay %s %v", lm.Verdict, lm.Details, rp.Verdict, rp.Details)
 	}
@@ -78,7 +79,7 @@ func TestStoresOfOneLogPassBothChecks(t *testing.T) {
 func TestStoresThatDifferAreNamed(t *testing.T) {
 	a, b := noopLogs(t, 5, "a"), noopLogs(t, 5, "b")
 	samples := map[string][]checker.StateSample{"n1": {{Applied: 5, Hash: hashOf(t, a)}}, "n2": {{Applied: 5, Hash: hashOf(t, a)}}}
-	lm, rp := Check(map[string]string{"n1": dataDir(t, a), "n2": dataDir(t, b)}, samples)
+	lm, rp, _ := Check(map[string]string{"n1": dataDir(t, a), "n2": dataDir(t, b)}, samples)
 	if lm.Verdict != checker.Violation || !strings.Contains(strings.Join(lm.Details, "\n"), "differ at index 5") {
 		t.Fatalf("log matching %s %v", lm.Verdict, lm.Details)
 	}
@@ -88,8 +89,83 @@ func TestStoresThatDifferAreNamed(t *testing.T) {
 	}
 	// Entries past what both applied are not compared: a tail that raft
 	// may still replace.
-	if lm, _ := Check(map[string]string{"n1": dataDir(t, a), "n2": dataDir(t, b)},
+	if lm, _, _ := Check(map[string]string{"n1": dataDir(t, a), "n2": dataDir(t, b)},
 		map[string][]checker.StateSample{"n1": {{Applied: 4}}, "n2": {{Applied: 5}}}); lm.Verdict != checker.Valid {
 		t.Fatalf("an uncommitted tail: %s %v", lm.Verdict, lm.Details)
+	}
+}
+
+// storeWithSnapshot writes logs and a snapshot's metadata (index, term)
+// into a node data directory.
+func storeWithSnapshot(t *testing.T, logs []*raft.Log, index, term uint64) string {
+	t.Helper()
+	dir := dataDir(t, logs)
+	snaps, err := raft.NewFileSnapshotStore(dir, 3, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := snaps.Create(raft.SnapshotVersionMax, index, term, raft.Configuration{}, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// A node that installed a leader's snapshot over a log ending before it
+// keeps the entries below (hashicorp/raft#697): the 2026-11-27 run, where
+// n3 had led and was deposed with an uncommitted entry. Log matching
+// compares what each node could apply from its log; the entries below are
+// the below-snapshot check's, and one that is not the committed entry is a
+// violation there.
+func TestEntriesBelowAnInstalledSnapshot(t *testing.T) {
+	committed := noopLogs(t, 12, "c")
+	for _, l := range committed[5:] {
+		l.Term = 3
+	}
+	// n2: entries 1-5 alike, 6 of the deposed leader's term 2, then the
+	// snapshot at 8 and the log after it.
+	stale := noopLogs(t, 6, "stale")
+	stale[5].Term = 2
+	var n2 []*raft.Log
+	n2 = append(n2, stale...)
+	n2 = append(n2, committed[8:]...)
+	samples := map[string][]checker.StateSample{"n1": {{Applied: 12}}, "n2": {{Applied: 12}}}
+
+	check := func(n2dir string) (checker.Result, checker.Result) {
+		s, err := Open(n2dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.From != 9 || s.Below != 8 {
+			t.Fatalf("n2 from %d below %d, want 9 and 8", s.From, s.Below)
+		}
+		s.Close()
+		lm, _, below := Check(map[string]string{"n1": dataDir(t, committed), "n2": n2dir}, samples)
+		return lm, below
+	}
+	for name, dir := range map[string]string{
+		"a gap":                               dataDir(t, n2),
+		"a snapshot whose index it lacks":     storeWithSnapshot(t, n2, 8, 3),
+		"a snapshot it holds at another term": storeWithSnapshot(t, append(append(append([]*raft.Log{}, stale...), &raft.Log{Index: 7, Term: 2}, &raft.Log{Index: 8, Term: 2}), committed[8:]...), 8, 3),
+	} {
+		lm, below := check(dir)
+		if lm.Verdict != checker.Valid || !strings.Contains(strings.Join(lm.Details, "\n"), "n1 and n2: 4 committed entries alike") {
+			t.Errorf("%s: log matching %s %v", name, lm.Verdict, lm.Details)
+		}
+		if below.Verdict != checker.Violation || !strings.Contains(strings.Join(below.Details, "\n"), "not the committed ones, first at index 6: term 2") {
+			t.Errorf("%s: below-snapshot %s %v", name, below.Verdict, below.Details)
+		}
+	}
+
+	// Entries below a snapshot that are the committed ones are no finding.
+	var clean []*raft.Log
+	clean = append(clean, committed[:6]...)
+	clean = append(clean, committed[8:]...)
+	lm, below := check(dataDir(t, clean))
+	if lm.Verdict != checker.Valid || below.Verdict != checker.Valid || !strings.Contains(strings.Join(below.Details, "\n"), "6 compared, all the committed ones") {
+		t.Fatalf("log matching %s %v; below-snapshot %s %v", lm.Verdict, lm.Details, below.Verdict, below.Details)
 	}
 }

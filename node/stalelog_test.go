@@ -1,0 +1,167 @@
+package node
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// connectPeer cuts (or restores) every link between p and the others.
+func connectPeer(peers []*guardPeer, p *guardPeer, on bool) {
+	for _, q := range peers {
+		if q == p {
+			continue
+		}
+		if on {
+			p.raw.Connect(q.raw.LocalAddr(), q.raw)
+			q.raw.Connect(p.raw.LocalAddr(), p.raw)
+		} else {
+			p.raw.Disconnect(q.raw.LocalAddr())
+			q.raw.Disconnect(p.raw.LocalAddr())
+		}
+	}
+}
+
+// The jepsen case of 2026-11-27 (n3): a leader is cut off with entries it
+// never committed, the others elect a new leader, which writes on, takes a
+// snapshot and compacts its log; the old leader comes back and catches up by
+// installing that snapshot. hashicorp/raft v1.7.3 then compacts only up to
+// min(snapshot index, last log index - TrailingLogs)
+// (https://github.com/hashicorp/raft/issues/697, PR #704), so the old
+// leader's uncommitted entries below the snapshot's index stay in its log
+// store: were it to lead again, a follower needing that range would be sent
+// them. Raft's paper (figure 13) discards them. The guard does: after raft
+// installed a snapshot from a leader, no entry at or below its index that
+// the snapshot does not vouch for is left in the store.
+func TestInstalledSnapshotLeavesNoConflictingEntryBelowIt(t *testing.T) {
+	peers := guardClusterTrailing(t, 1024) // as in production, raft keeps entries after its snapshots
+	old := guardLeader(t, peers)
+	applyN(t, old.r, 5)
+	for _, p := range peers {
+		waitCaughtUp(t, p, old)
+	}
+	committed := old.r.LastIndex()
+
+	// Cut off, the old leader still appends what it is given, until its
+	// lease runs out; none of it commits.
+	connectPeer(peers, old, false)
+	for range 3 {
+		old.r.Apply([]byte("uncommitted"), 50*time.Millisecond)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for old.r.LastIndex() == committed || old.r.State() == raft.Leader {
+		if time.Now().After(deadline) {
+			t.Fatalf("the cut-off leader: last index %d (committed %d), state %s", old.r.LastIndex(), committed, old.r.State())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	staleTo := old.r.LastIndex()
+
+	var others []*guardPeer
+	for _, p := range peers {
+		if p != old {
+			others = append(others, p)
+		}
+	}
+	leader := guardLeader(t, others)
+	witness := followerOf(others, leader) // keeps its whole log
+	applyN(t, leader.r, 20)
+	rc := leader.r.ReloadableConfig()
+	rc.TrailingLogs = 0 // the forced snapshot compacts the new leader's log
+	if err := leader.r.ReloadConfig(rc); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.r.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	snap := newestSnapshot(t, leader)
+	if snap.Index <= staleTo {
+		t.Fatalf("snapshot at %d, the stale entries reach %d", snap.Index, staleTo)
+	}
+	applyN(t, leader.r, 3)
+
+	connectPeer(peers, old, true)
+	waitCaughtUp(t, old, leader)
+	if got := old.fsm.restores.Load(); got != 1 {
+		t.Fatalf("the old leader caught up with %d snapshot installs, want 1", got)
+	}
+
+	// Every entry at or below the snapshot's index that the old leader still
+	// stores must be the committed one (the witness's).
+	first, err := old.logs.FirstIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := first; i != 0 && i <= snap.Index; i++ {
+		var mine, theirs raft.Log
+		if err := old.logs.GetLog(i, &mine); err != nil {
+			continue
+		}
+		if err := witness.logs.GetLog(i, &theirs); err != nil {
+			t.Fatalf("witness entry %d: %v", i, err)
+		}
+		if mine.Term != theirs.Term || string(mine.Data) != string(theirs.Data) {
+			t.Fatalf("after installing the snapshot at %d the old leader still stores entry %d of term %d (%q); "+
+				"the committed entry there is of term %d (%q)", snap.Index, i, mine.Term, mine.Data, theirs.Term, theirs.Data)
+		}
+	}
+	// And it goes on replicating normally after the snapshot.
+	applyN(t, leader.r, 3)
+	waitCaughtUp(t, old, leader)
+}
+
+func storeOf(t *testing.T, entries ...raft.Log) *raft.InmemStore {
+	t.Helper()
+	s := raft.NewInmemStore()
+	for i := range entries {
+		if err := s.StoreLog(&entries[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+func indexes(t *testing.T, s *raft.InmemStore, upTo uint64) []uint64 {
+	t.Helper()
+	var got []uint64
+	for i := uint64(1); i <= upTo; i++ {
+		var l raft.Log
+		if s.GetLog(i, &l) == nil {
+			got = append(got, i)
+		}
+	}
+	return got
+}
+
+// dropUnvouched, run after an install and at start, keeps a log whose entry
+// at the snapshot's index has the snapshot's term (a node's own snapshot
+// keeps trailing entries) and drops everything up to the index otherwise.
+func TestDropUnvouched(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		log      []raft.Log
+		from, to uint64
+		left     []uint64
+	}{
+		{"stale entries end below the snapshot", []raft.Log{{Index: 3, Term: 2}, {Index: 4, Term: 2}}, 3, 5, nil},
+		{"own snapshot with trailing entries", []raft.Log{{Index: 4, Term: 2}, {Index: 5, Term: 3}, {Index: 6, Term: 3}}, 0, 0, []uint64{4, 5, 6}},
+		{"another term at the snapshot's index", []raft.Log{{Index: 4, Term: 2}, {Index: 5, Term: 2}, {Index: 6, Term: 2}}, 4, 5, []uint64{6}},
+		{"the log starts after the snapshot", []raft.Log{{Index: 6, Term: 3}}, 0, 0, []uint64{6}},
+		{"a gap at the snapshot's index", []raft.Log{{Index: 2, Term: 1}, {Index: 6, Term: 3}}, 2, 5, []uint64{6}},
+		{"empty", nil, 0, 0, nil},
+	} {
+		s := storeOf(t, c.log...)
+		from, to, err := dropUnvouched(s, 5, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if from != c.from || (from != 0 && to != c.to) {
+			t.Errorf("%s: dropped %d..%d, want %d..%d", c.name, from, to, c.from, c.to)
+		}
+		if got := indexes(t, s, 10); fmt.Sprint(got) != fmt.Sprint(c.left) {
+			t.Errorf("%s: left %v, want %v", c.name, got, c.left)
+		}
+	}
+}
