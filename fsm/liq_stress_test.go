@@ -275,11 +275,9 @@ func adlRanking(p *market.Params, pos map[string]trade.Position, side trade.Side
 // shortfall is taken from the shorts in the documented ranking.
 func TestGapPastBankruptcyAccountsForEveryMsat(t *testing.T) {
 	w := newTradeWorld(t)
-	var longs []string
 	for i := 0; i < 40; i++ {
 		a, k := w.account(btcBTC / 10)
 		created(t, w.order(a, k, levered(mktOrder("l", "BTC-PERP", "buy", int64(2_000+137*i)), int64(2+(i*7)%99))), trade.StatusFilled)
-		longs = append(longs, a)
 	}
 	for i := 0; i < 8; i++ {
 		a, k := w.account(btcBTC)
@@ -345,10 +343,7 @@ func TestADLOfAWinnerWithLegsAndRestingOrders(t *testing.T) {
 	if got := w.balance(ledger.Reserved(s)); got != reserved {
 		t.Fatalf("reserved %d, was %d", got, reserved)
 	}
-	var legs []trade.TriggerView
-	for _, v := range w.triggersPage(s, "armed").Triggers {
-		legs = append(legs, v)
-	}
+	legs := w.triggersPage(s, "armed").Triggers
 	if len(legs) != 2 {
 		t.Fatalf("armed legs after a partial ADL: %+v", legs)
 	}
