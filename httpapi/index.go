@@ -53,6 +53,13 @@ func indexGuard(s *Server, r *Route) gin.HandlerFunc {
 			}
 		}
 		if minIndex != "" {
+			if s.Node.IndexOutOfReach(want) {
+				// Far past the log this node knows of: no wait reaches
+				// it, so the request is not held for the whole wait.
+				stamp()
+				unavailable(c, "index "+minIndex+" is ahead of the log; send an index from X-Raft-Index")
+				return
+			}
 			if err := s.Node.WaitApplied(c.Request.Context(), want); err != nil {
 				stamp()
 				unavailable(c, "this node has not applied index "+minIndex+" yet; retry or ask another node")

@@ -7,7 +7,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/fsm/wire"
 )
 
@@ -29,7 +28,7 @@ type Deployment struct {
 
 func (s *Server) systemRoutes() []*Route {
 	return []*Route{
-		{Method: http.MethodGet, Path: healthzPath, Summary: "Node health: ok when the node is ready to serve: not halted, the log store answers, a leader is known, genesis and the market catalogue are applied, and the node keeps up with the log (it has applied what it knows is committed, and an entry within ten of the leader's ticks); otherwise 503 with the reason",
+		{Method: http.MethodGet, Path: healthzPath, Summary: "Node health: ok when the node is ready to serve: not halted, the log store answers, a leader is known, no snapshot restore or apply past a second holds its state, genesis and the market catalogue are applied, and the node keeps up with the log (it has applied what it knows is committed, and an entry within ten of the leader's ticks); otherwise 503 with the reason",
 			Responses: map[int]any{200: Health{}, 503: Health{}}, Handler: s.healthz},
 		{Method: http.MethodGet, Path: "/deployment", Summary: "Which deployment is serving",
 			Responses: map[int]any{200: Deployment{}}, Handler: s.deployment},
@@ -61,30 +60,42 @@ func (s *Server) notReady(db bool) string {
 	if !db {
 		return "the log store does not answer"
 	}
-	if id, _, _, _ := s.Node.LeaderInfo(); id == "" {
+	// Nothing below takes the machine's lock: a probe answers at once
+	// while a batch or a snapshot restore holds it (LeaderInfo would read
+	// the leader's addresses from the state).
+	if _, id := s.Node.Raft.LeaderWithID(); id == "" {
 		return "no leader known"
+	}
+	st := s.Node.StateHealth()
+	if st.Restoring {
+		return "restoring a snapshot"
+	}
+	if st.Busy > readyBusyLimit {
+		return fmt.Sprintf("busy: one apply has held the state for %d ms", st.Busy.Milliseconds())
 	}
 	// A leader known is not enough: a follower whose log store refuses
 	// appends, or whose apply is stuck, still hears its leader while the
 	// state it serves grows older; one replaying a backlog serves an old one.
-	if lag := s.Node.Raft.CommitIndex() - min(s.Node.Machine().Applied(), s.Node.Raft.CommitIndex()); lag > readyLagEntries {
+	if lag := s.Node.Raft.CommitIndex() - min(st.Applied, s.Node.Raft.CommitIndex()); lag > readyLagEntries {
 		return fmt.Sprintf("behind the log: %d committed entries not applied yet", lag)
 	}
 	if q, limit := s.Node.AppliedQuiet(), readyQuietLimit(s.Node.Config().TickInterval); q > limit {
 		return fmt.Sprintf("behind the leader: no entry applied for %d ms (the leader ticks every %d ms)",
 			q.Milliseconds(), s.Node.Config().TickInterval.Milliseconds())
 	}
-	var why string
-	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
-		switch {
-		case st.Genesis == nil:
-			why = "the cluster genesis is not applied yet"
-		case len(st.Market.MarketsByID) == 0:
-			why = "the market catalogue is not listed yet"
-		}
-	})
-	return why
+	switch {
+	case !st.Genesis:
+		return "the cluster genesis is not applied yet"
+	case !st.Markets:
+		return "the market catalogue is not listed yet"
+	}
+	return ""
 }
+
+// readyBusyLimit is how long one batch may hold (or wait for) the state's
+// lock before the node reports itself unready: reads wait for it
+// meanwhile. A batch takes milliseconds.
+const readyBusyLimit = time.Second
 
 // readyLagEntries bounds the committed entries a ready node has not applied
 // yet: four full appends (node.raftConfig's MaxAppendEntries), more than a

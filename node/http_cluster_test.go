@@ -76,7 +76,9 @@ func TestMinIndexOnFollowerAnswersOnceTheWriteIsApplied(t *testing.T) {
 func TestMinIndexNeverReachedAnswers503AfterBoundedWait(t *testing.T) {
 	c := clustertest.Start(t, 3)
 	f := c.Followers()[0]
-	want := f.Node.Machine().Applied() + 1_000_000
+	// Within reach as far as the node can tell (a busy cluster might
+	// append this much), but never reached here: the whole wait.
+	want := c.Leader().Node.Raft.LastIndex() + 50_000
 	a := get(t, c.HTTP(f.ID)+"/healthz", map[string]string{"X-Min-Index": strconv.FormatUint(want, 10)})
 	if a.status != http.StatusServiceUnavailable {
 		t.Fatalf("answered %d %s, want 503", a.status, a.body)
@@ -93,6 +95,50 @@ func TestMinIndexNeverReachedAnswers503AfterBoundedWait(t *testing.T) {
 	}
 	if got := raftIndexHeader(t, a); got >= want {
 		t.Fatalf("X-Raft-Index %d on a refusal for %d", got, want)
+	}
+}
+
+// An index a million entries past anything the cluster has logged was
+// held for the whole wait (3 s) before its 503; the node can tell no wait
+// reaches it, so it answers 503 unavailable at once, on the leader and on
+// a follower, saying the index is ahead of the log.
+func TestMinIndexFarAheadOfTheLogAnswers503AtOnce(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	for _, m := range []*clustertest.Member{c.Leader(), c.Followers()[0]} {
+		want := c.Leader().Node.Raft.LastIndex() + 1_000_000
+		a := get(t, c.HTTP(m.ID)+"/deployment", map[string]string{"X-Min-Index": strconv.FormatUint(want, 10)})
+		if a.status != http.StatusServiceUnavailable || a.took > 500*time.Millisecond {
+			t.Fatalf("%s answered %d %s after %v, want 503 at once", m.ID, a.status, a.body, a.took)
+		}
+		var body map[string]any
+		if err := json.Unmarshal(a.body, &body); err != nil {
+			t.Fatalf("body %s: %v", a.body, err)
+		}
+		if msg, _ := body["error"].(string); !strings.Contains(msg, "ahead of the log") || body["code"] != "unavailable" {
+			t.Fatalf("%s: body %s, want code unavailable saying the index is ahead of the log", m.ID, a.body)
+		}
+		if got := raftIndexHeader(t, a); got >= want {
+			t.Fatalf("X-Raft-Index %d on a refusal for %d", got, want)
+		}
+	}
+}
+
+// An index just past the log, which the next write reaches, is still
+// waited for: a read sent before the write lands answers once it applies.
+func TestMinIndexJustAheadOfTheLogIsWaitedFor(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	leader, f := c.Leader(), c.Followers()[0]
+	want := leader.Node.Raft.LastIndex() + 2
+	got := make(chan answer, 1)
+	go func() {
+		got <- get(t, c.HTTP(f.ID)+"/deployment", map[string]string{"X-Min-Index": strconv.FormatUint(want, 10)})
+	}()
+	time.Sleep(200 * time.Millisecond)
+	for i := 0; leader.Node.Raft.LastIndex() < want; i++ {
+		propose(t, leader.Node, noop("acct:just-ahead-"+strconv.Itoa(i)))
+	}
+	if a := <-got; a.status != http.StatusOK || raftIndexHeader(t, a) < want {
+		t.Fatalf("%s answered %d %s (X-Raft-Index %s), want 200 once %d is applied", f.ID, a.status, a.body, a.header.Get("X-Raft-Index"), want)
 	}
 }
 

@@ -168,7 +168,30 @@ func (n *Node) LogNowMs() int64 { return n.clock.estimate(n.stateNowMs()) }
 // time. The leader proposes a tick every TickInterval, so on a node that
 // keeps up with its leader it stays below a few ticks; measured on this
 // node's monotonic clock, so no clock skew between nodes enters it.
-func (n *Node) AppliedQuiet() time.Duration { return n.clock.quietFor(n.stateNowMs()) }
+// It reads the state's time as last published by the applier, not under
+// the machine's lock, so /healthz never waits on a batch or a restore.
+func (n *Node) AppliedQuiet() time.Duration {
+	return n.clock.quietFor(n.fsm.figures.Load().NowMs)
+}
+
+// StateHealth is what /healthz needs of the replicated state, read
+// without the machine's lock: the figures the applier last published,
+// whether a snapshot is being restored, and for how long the batch being
+// applied has held (or waited for) the lock (0 when none is).
+type StateHealth struct {
+	StateFigures
+	Restoring bool
+	Busy      time.Duration
+}
+
+// StateHealth returns the state's health figures at once.
+func (n *Node) StateHealth() StateHealth {
+	h := StateHealth{StateFigures: *n.fsm.figures.Load(), Restoring: n.fsm.restoring.Load()}
+	if since := n.fsm.busySince.Load(); since != 0 {
+		h.Busy = time.Duration(max(monoNow()-since, 0))
+	}
+	return h
+}
 
 // ClockMs is the time a leader-side driver should put in a payload it is
 // about to propose (an oracle print's time): never ahead of the stamp the

@@ -3,6 +3,7 @@ package node
 import (
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -33,10 +34,46 @@ type raftFSM struct {
 	archive *applyArchive
 
 	checkRecorder // observer and last conservation check (observe.go)
+
+	// figures are what /healthz reads of the state, published after
+	// every batch and restore: a probe never waits on the machine's lock,
+	// which a batch or a restore holds (and a pending one blocks readers
+	// behind). busySince (monoNow, 0 when idle) marks a batch that holds
+	// or waits for that lock; restoring a snapshot being read and installed.
+	figures   atomic.Pointer[StateFigures]
+	busySince atomic.Int64
+	restoring atomic.Bool
+}
+
+// monoNow is a monotonic clock reading in nanoseconds, never 0.
+func monoNow() int64 { return int64(time.Since(monoEpoch)) + 1 }
+
+var monoEpoch = time.Now()
+
+// StateFigures are the facts of the applied state that /healthz needs.
+type StateFigures struct {
+	Applied uint64
+	NowMs   int64
+	// Genesis: the cluster genesis is applied; Markets: the catalogue
+	// lists at least one market.
+	Genesis, Markets bool
 }
 
 func newRaftFSM(m *fsm.Machine, publish func([]fsm.Event)) *raftFSM {
-	return &raftFSM{m: m, applied: make(chan struct{}), publish: publish}
+	f := &raftFSM{m: m, applied: make(chan struct{}), publish: publish}
+	f.publishFigures()
+	return f
+}
+
+// publishFigures reads the figures off the state. It runs on the applier
+// (or before raft starts), the only writer, so no write is pending ahead
+// of its read lock.
+func (f *raftFSM) publishFigures() {
+	var fig StateFigures
+	f.m.Read(func(st *fsm.State, index uint64) {
+		fig = StateFigures{Applied: index, NowMs: st.NowMs, Genesis: st.Genesis != nil, Markets: len(st.Market.MarketsByID) > 0}
+	})
+	f.figures.Store(&fig)
 }
 
 var _ raft.BatchingFSM = (*raftFSM)(nil)
@@ -65,7 +102,10 @@ func (f *raftFSM) applyRun(logs []*raft.Log) []interface{} {
 			data[i] = l.Data
 		}
 	}
+	f.busySince.Store(monoNow())
 	results, events := f.m.ApplyBatch(idx, data)
+	f.publishFigures()
+	f.busySince.Store(0)
 	out := make([]interface{}, len(logs))
 	for i, r := range results {
 		if r != nil {
@@ -137,6 +177,8 @@ func (f *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 // metadata, as from a plain store, the snapshot's own header is used.
 func (f *raftFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	f.restoring.Store(true)
+	defer f.restoring.Store(false)
 	meta := snapshotMetaOf(rc)
 	b, err := io.ReadAll(rc)
 	if err != nil {
@@ -150,6 +192,7 @@ func (f *raftFSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
+	f.publishFigures()
 	if f.shadow != nil {
 		f.shadow.reset() // rebuilt from the store at the next snapshot
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -55,6 +56,10 @@ type snapshotGuard struct {
 	log  hclog.Logger
 	stop chan struct{}
 	once sync.Once
+	// seen is the highest log index a leader's request has named to this
+	// node (an append's last entry or commit index, a snapshot's index):
+	// what a follower knows the cluster's log to hold.
+	seen atomic.Uint64
 }
 
 // heldState is what the guard asks about the follower. Its methods run on
@@ -115,6 +120,7 @@ func (g *snapshotGuard) pump() {
 		}
 		switch req := rpc.Command.(type) {
 		case *raft.InstallSnapshotRequest:
+			g.see(req.LastLogIndex)
 			if g.held.holds(req) {
 				g.answerHeld(rpc, req)
 			} else {
@@ -122,6 +128,7 @@ func (g *snapshotGuard) pump() {
 			}
 			continue
 		case *raft.AppendEntriesRequest:
+			g.see(max(req.LeaderCommitIndex, req.PrevLogEntry+uint64(len(req.Entries))))
 			if moved := g.held.pastSnapshotPoint(req); moved != nil {
 				g.log.Info("append starts past a snapshot point the log lacks: moved to the next entry",
 					"previous", req.PrevLogEntry, "now", moved.PrevLogEntry)
@@ -143,6 +150,15 @@ func (g *snapshotGuard) pump() {
 // drains, its election timer may fire and move the term on, so the answer
 // is checked again after the read and refused if the term moved, lest a
 // deposed leader count it as a follower's confirmation.
+func (g *snapshotGuard) see(index uint64) {
+	for {
+		old := g.seen.Load()
+		if index <= old || g.seen.CompareAndSwap(old, index) {
+			return
+		}
+	}
+}
+
 func (g *snapshotGuard) answerHeld(rpc raft.RPC, req *raft.InstallSnapshotRequest) {
 	n, err := io.Copy(io.Discard, rpc.Reader)
 	if err == nil && n != req.Size {
