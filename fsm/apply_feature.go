@@ -138,7 +138,10 @@ import (
 //	   cannot turn a seeded daily bar into a real one
 //	   (LevelPrintAfterHistory); a hedge-market funding
 //	   boundary first releases the unstakes whose cooldown ended before
-//	   it (usdx.LevelReleaseBeforeBoundary).
+//	   it (usdx.LevelReleaseBeforeBoundary); the prices frame and an
+//	   operator's market-change answer carry priceSource (oracle, pinned,
+//	   scripted), so an operator's pin or script is visible
+//	   (LevelPriceSourceShown).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -237,6 +237,9 @@ func applyOraclePrint(c *Ctx) (int, any, *wire.Refusal) {
 	}
 	f := c.St.Market.FeedsByID[p.FeedID]
 	price := PriceEvent{FeedID: p.FeedID, MidQ8: wire.Int(p.MidQ8), ConfQ9: wire.Int(p.ConfQ9), TsMs: wire.Int(p.TsMs)}
+	if c.St.FeatureLevel >= LevelPriceSourceShown {
+		price.PriceSource = string(c.St.Market.PriceSource(p.FeedID))
+	}
 	for _, id := range f.MarketIDs {
 		st := c.St.Market.MarketsByID[id].Params.OracleStalenessMs
 		if price.StalenessMs == 0 || wire.Int(st) < price.StalenessMs {
@@ -415,6 +418,9 @@ func applyMarketSet(c *Ctx) (int, any, *wire.Refusal) {
 	}
 	c.emitStats(p.MarketID)
 	v, _ := c.St.Market.Market(p.MarketID)
+	if c.St.FeatureLevel < LevelPriceSourceShown {
+		v.PriceSource = "" // the answer as stored before the field existed
+	}
 	return http.StatusOK, NewMarketView(v), nil
 }
 

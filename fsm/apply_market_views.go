@@ -34,6 +34,7 @@ type MarketView struct {
 	NextFundingTsMs       wire.Int       `json:"nextFundingTsMs" unit:"ms"`
 	OracleStalenessMs     wire.Int       `json:"oracleStalenessMs" unit:"ms"`
 	LastPrice             *LastPriceView `json:"lastPrice"`
+	PriceSource           string         `json:"priceSource,omitempty" enum:"oracle,pinned,scripted" doc:"what drives the feed's prints: oracle (the live oracle), pinned (an operator holds the price), scripted (an operator's script, also after its last point: the price holds until the operator lifts it). Always present in GET /v1/markets; omitted only in an operator's market-change answer recorded below feature level 8"`
 }
 
 // LastPriceView is the Market resource's lastPrice and a ticker's last.
@@ -54,7 +55,7 @@ func NewMarketView(v market.MarketView) MarketView {
 		BaseSpreadQ9: wire.Int(v.BaseSpreadQ9), FundingRateHourlyQ9: wire.Int(v.FundingRateHourlyQ9),
 		SkewQ9: wire.Int(v.SkewQ9), MaxLeverage: wire.Int(v.MaxLeverage),
 		NextFundingTsMs: wire.Int(v.NextFundingTsMs), OracleStalenessMs: wire.Int(v.OracleStalenessMs),
-		LastPrice: NewLastPriceView(v.LastPrice),
+		LastPrice: NewLastPriceView(v.LastPrice), PriceSource: string(v.PriceSource),
 	}
 	if v.QuantoMultiplierMsat != nil {
 		out.QuantoMultiplierMsat = wire.Ptr(*v.QuantoMultiplierMsat)
@@ -120,7 +121,17 @@ type PriceEvent struct {
 	ConfQ9      wire.Int `json:"confQ9" unit:"q9"`
 	TsMs        wire.Int `json:"tsMs" unit:"ms"`
 	StalenessMs wire.Int `json:"stalenessMs" unit:"ms"`
+	PriceSource string   `json:"priceSource,omitempty" enum:"oracle,pinned,scripted" doc:"what drove this print: oracle, pinned (an operator holds the price) or scripted (an operator's script, also after its last point); from feature level 8 (LevelPriceSourceShown), omitted in frames of entries below it"`
 }
+
+// LevelPriceSourceShown is the feature level (fsm.FeatureLevel) from which
+// the prices frame, and an operator's market-change answer, carry
+// priceSource: whether an operator's pin or script drives the feed. Found
+// by a review of 2026-11-27: a pinned feed's frames looked like live,
+// fresh oracle prints (liquidations ran at them) and a finished script
+// held its last price unannounced. No state changes; gated so that old
+// entries replay to the same frames and stored answers.
+const LevelPriceSourceShown uint32 = 8
 
 // StatsEvent is the payload of a stats-channel event, sent on every print
 // of the market's feed and on every parameter change: the mark (the oracle

@@ -70,6 +70,7 @@ type TickerEntryView struct {
 	MarketID    string             `json:"marketId"`
 	Last        *fsm.LastPriceView `json:"last"`
 	StalenessMs wire.Int           `json:"stalenessMs" unit:"ms"`
+	PriceSource string             `json:"priceSource" enum:"oracle,pinned,scripted" doc:"what drives the market's feed: oracle (the live oracle), pinned (an operator holds the price), scripted (an operator's script, also after its last point: the price holds until the operator lifts it)"`
 }
 
 // TickerView is the Ticker resource.
@@ -247,7 +248,8 @@ func (tc *tickerCache) serve(s *Server) gin.HandlerFunc {
 			}
 			out := TickerView{AsOfMs: wire.Int(t.AsOfMs), Tickers: make([]TickerEntryView, len(t.Tickers))}
 			for i, e := range t.Tickers {
-				out.Tickers[i] = TickerEntryView{MarketID: e.MarketID, Last: fsm.NewLastPriceView(e.Last), StalenessMs: wire.Int(e.StalenessMs)}
+				out.Tickers[i] = TickerEntryView{MarketID: e.MarketID, Last: fsm.NewLastPriceView(e.Last), StalenessMs: wire.Int(e.StalenessMs),
+					PriceSource: string(e.PriceSource)}
 			}
 			body, err := json.Marshal(out)
 			if err != nil {

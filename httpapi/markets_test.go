@@ -81,6 +81,7 @@ func TestMarketsListAndOne(t *testing.T) {
 		"maxOrderContracts": "1000000", "openInterestContracts": "0", "takerFeeQ9": "500000",
 		"imRateQ9": "10000000", "mmRateQ9": "5000000", "baseSpreadQ9": "200000", "fundingRateHourlyQ9": "0",
 		"skewQ9": "0", "maxLeverage": "100", "oracleStalenessMs": "10000", "lastPrice": nil,
+		"priceSource": "oracle",
 	}
 	for k, v := range want {
 		if got, ok := btc[k]; !ok || got != v {

@@ -25,7 +25,7 @@ type EventKind struct {
 // EventKinds lists every event the hub forwards, by channel. A test checks
 // it against the kinds the state machine emits.
 var EventKinds = []EventKind{
-	{channelPrices, "price", reflect.TypeOf(fsm.PriceEvent{}), "One oracle print of the feed."},
+	{channelPrices, "price", reflect.TypeOf(fsm.PriceEvent{}), "One oracle print of the feed; priceSource says whether the live oracle or an operator's pin or script drove it."},
 	{channelStats, "stats", reflect.TypeOf(fsm.StatsEvent{}), "The market's live figures, on every print of its feed (after the fills it caused) and every parameter change; open interest moved by orders shows at the next print."},
 	{channelStats, "funding", reflect.TypeOf(fsm.FundingBoundaryView{}), "A funding boundary was recorded (hourly)."},
 	{channelAccount, "deposit", reflect.TypeOf(fsm.DepositView{}), "A deposit was credited (faucet grants included)."},

@@ -113,3 +113,31 @@ func (s *State) FeedOverride(feedID string) (Override, bool) {
 	o.Points = append([]OverridePoint(nil), o.Points...)
 	return o, true
 }
+
+// PriceSource says what drives a feed's prints, for clients: the live
+// oracle, or an operator's pin or script. It is read off the feed's
+// override, so a script that has played its last point still reads
+// scripted: the feed holds that price until the operator unpins it.
+type PriceSource string
+
+const (
+	// SourceOracle: no override; prints come from the oracle source.
+	SourceOracle PriceSource = "oracle"
+	// SourcePinned: an operator holds the feed at one price (OverridePin).
+	SourcePinned PriceSource = "pinned"
+	// SourceScripted: an operator's script drives the feed (OverrideStep,
+	// OverrideLinear), including after its last point.
+	SourceScripted PriceSource = "scripted"
+)
+
+// PriceSource returns what drives a feed; an unknown feed reads oracle.
+func (s *State) PriceSource(feedID string) PriceSource {
+	f, ok := s.FeedsByID[feedID]
+	if !ok || f.Override == nil {
+		return SourceOracle
+	}
+	if f.Override.Mode == OverridePin {
+		return SourcePinned
+	}
+	return SourceScripted
+}

@@ -13,6 +13,8 @@ type MarketView struct {
 	NextFundingTsMs       int64
 	// LastPrice is the feed's last print; nil before the first.
 	LastPrice *LastPrice
+	// PriceSource is what drives the market's feed (see PriceSource).
+	PriceSource PriceSource
 }
 
 // LastPrice is the spec's lastPrice object.
@@ -28,6 +30,8 @@ type TickerEntry struct {
 	// StalenessMs is the market's oracleStalenessMs: the threshold a client
 	// compares with Last.TsMs (see the package comment).
 	StalenessMs int64
+	// PriceSource is what drives the market's feed (see PriceSource).
+	PriceSource PriceSource
 }
 
 // Ticker is the spec's Ticker resource.
@@ -65,6 +69,7 @@ func (s *State) Ticker(nowMs int64) Ticker {
 			MarketID:    id,
 			Last:        s.lastPriceOf(m),
 			StalenessMs: m.Params.OracleStalenessMs,
+			PriceSource: s.PriceSource(m.Params.OracleFeedID),
 		})
 	}
 	return t
@@ -80,6 +85,7 @@ func (s *State) view(m *MarketState) MarketView {
 		SkewQ9:                m.SkewQ9(),
 		NextFundingTsMs:       m.NextFundingTsMs,
 		LastPrice:             s.lastPriceOf(m),
+		PriceSource:           s.PriceSource(m.Params.OracleFeedID),
 	}
 }
 
