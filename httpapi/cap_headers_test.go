@@ -1,14 +1,12 @@
 package httpapi
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/perpd/perpd/fsm"
-	"github.com/perpd/perpd/node"
 )
 
 // capHeaders checks a 429 of an hourly cap that apply refused: its
@@ -65,13 +63,7 @@ func TestFaucetCapAnswerDescribesTheCap(t *testing.T) {
 
 // The venue-wide signup cap, the other 429 apply gives, likewise.
 func TestSignupCapAnswerDescribesTheCap(t *testing.T) {
-	a := newTestAPI(t, func(c *node.Config) { c.SignupsPerHour = 2 })
-	for i := range 2 {
-		if r := a.do(req{method: "POST", path: "/v1/signup", idem: fmt.Sprint("cap-", i), body: "{}"}); r.status != 201 {
-			t.Fatalf("signup %d within the cap: %d %s", i, r.status, r.body)
-		}
-	}
-	r := a.do(req{method: "POST", path: "/v1/signup", idem: "cap-over", body: "{}"})
+	a, r := signupPastTheCap(t)
 	var reopensMs int64
 	a.node.Machine().Read(func(st *fsm.State, _ uint64) { reopensMs = st.Access.SignupTsMs[0] + time.Hour.Milliseconds() })
 	capHeaders(t, r, 2, reopensMs)

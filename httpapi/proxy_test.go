@@ -87,16 +87,23 @@ func TestValidateTrustedProxies(t *testing.T) {
 	}
 }
 
-// The venue-wide signup cap answers 429 with Retry-After, like every 429,
-// saying when the oldest signup leaves the hour.
-func TestSignupCapAnswers429WithRetryAfter(t *testing.T) {
+// signupPastTheCap fills a node's venue-wide signup cap of 2 and answers
+// the signup after it.
+func signupPastTheCap(t *testing.T) (*testAPI, resp) {
+	t.Helper()
 	a := newTestAPI(t, func(c *node.Config) { c.SignupsPerHour = 2 })
 	for i := range 2 {
 		if r := a.do(req{method: "POST", path: "/v1/signup", idem: fmt.Sprint("cap-", i), body: "{}"}); r.status != 201 {
 			t.Fatalf("signup %d within the cap: %d %s", i, r.status, r.body)
 		}
 	}
-	r := a.do(req{method: "POST", path: "/v1/signup", idem: "cap-over", body: "{}"})
+	return a, a.do(req{method: "POST", path: "/v1/signup", idem: "cap-over", body: "{}"})
+}
+
+// The venue-wide signup cap answers 429 with Retry-After, like every 429,
+// saying when the oldest signup leaves the hour.
+func TestSignupCapAnswers429WithRetryAfter(t *testing.T) {
+	_, r := signupPastTheCap(t)
 	if r.status != 429 || r.json(t)["code"] != "rate_limited" {
 		t.Fatalf("signup over the cap: %d %s", r.status, r.body)
 	}
