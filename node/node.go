@@ -177,11 +177,11 @@ func New(cfg Config) (*Node, error) {
 	// sits in a hole after the log, whose entries before it go as
 	// hashicorp/raft drops them for monotonic log stores.
 	if idx, term, ok := lastSnapshotOf(r); ok {
-		if from, to, err := dropUnvouched(logs, idx, term); err != nil {
+		if from, to, point, err := dropUnvouched(logs, idx, term); err != nil {
 			return nil, fmt.Errorf("check the log below snapshot %d: %w", idx, err)
 		} else if from != 0 {
 			cfg.Logger.Warn("dropped log entries the restored snapshot replaced",
-				"from", from, "to", to, "snapshot-index", idx, "snapshot-term", term)
+				"from", from, "to", to, "snapshot-index", idx, "snapshot-term", term, "point-stored", point)
 		}
 	}
 	trans.start(follower{r: r, logs: logs, snaps: snaps, log: cfg.Logger.Named("transport")})

@@ -152,6 +152,11 @@ func replayLog(m *fsm.Machine, logs raft.LogStore, index uint64) error {
 			if err := logs.GetLog(i, &l); err != nil {
 				return fmt.Errorf("log entry %d: %w", i, err)
 			}
+			if IsSnapshotPoint(&l) {
+				// It stands for a snapshot's last entry, which replay
+				// never needs: a base before it is not this log's.
+				return fmt.Errorf("log entry %d is a snapshot's point, not the entry: replay needs a base at or after it", i)
+			}
 			idx = append(idx, i)
 			if l.Type == raft.LogCommand {
 				data = append(data, l.Data)

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -308,14 +309,19 @@ func (f follower) snapshotAt(index, term uint64) bool {
 // snapshot's (its remembered last log index lies below it), an append that
 // starts at the snapshot's point is checked against the snapshot's term, and
 // as a leader raft sends a snapshot to a follower that needs an entry it no
-// longer holds. Entries above the index are left to raft's own conflict
-// check. Where the log held another term's entry at the index and goes on
-// past it, raft's check of an append starting there fails before as after
-// (the entry was of another term; now it is missing): nothing gets worse.
-// When the entry at the index has the snapshot's term nothing is deleted:
-// raft checks appends against it as before.
+// longer holds. When the entry at the index has the snapshot's term nothing
+// is deleted: raft checks appends against it as before.
+//
+// Where the stale entries go on past the index, raft remembers a last log
+// index above the snapshot and checks the leader's next append, which
+// starts at the snapshot's point, against the log's entry there: missing
+// (or of another term) it refuses, the leader walks back past its compacted
+// log, sends the snapshot again, and the two loop for ever. So the point
+// itself is stored there (snapshotPoint): the append is checked against the
+// snapshot's term, and raft's own conflict check then replaces the stale
+// entries after it with the leader's.
 func (f follower) installed(req *raft.InstallSnapshotRequest) {
-	from, to, err := dropUnvouched(f.logs, req.LastLogIndex, req.LastLogTerm)
+	from, to, point, err := dropUnvouched(f.logs, req.LastLogIndex, req.LastLogTerm)
 	if f.log == nil {
 		return
 	}
@@ -325,35 +331,59 @@ func (f follower) installed(req *raft.InstallSnapshotRequest) {
 			"snapshot-index", req.LastLogIndex, "error", err)
 	case from != 0:
 		f.log.Warn("dropped log entries an installed snapshot replaced",
-			"from", from, "to", to, "snapshot-index", req.LastLogIndex, "snapshot-term", req.LastLogTerm)
+			"from", from, "to", to, "snapshot-index", req.LastLogIndex, "snapshot-term", req.LastLogTerm,
+			"point-stored", point)
 	}
+}
+
+// snapshotPointMark is the data of the entry dropUnvouched stores at a
+// snapshot's index: a no-op of the snapshot's term that stands for the
+// snapshot's last entry. Raft never applies it (the state machine starts at
+// the snapshot) and never sends it (a leader sends entries after a
+// follower's previous one, and a snapshot to a follower that needs one
+// before it); it only answers raft's check of an append that starts there.
+var snapshotPointMark = []byte("perpd: snapshot point")
+
+// IsSnapshotPoint reports whether l is the stand-in dropUnvouched stores at
+// a snapshot's index (the jepsen log checks compare only its term).
+func IsSnapshotPoint(l *raft.Log) bool {
+	return l.Type == raft.LogNoop && bytes.Equal(l.Data, snapshotPointMark)
 }
 
 // dropUnvouched deletes the log entries from the first one to index when the
 // log's entry at index is not of term (missing or another term's): those are
 // entries a snapshot at index and term replaced, and may be entries no
 // leader committed. When the entry at index has the snapshot's term the log
-// is, by log matching, the snapshot's history up to there, and is kept. It
-// returns the range deleted (0, 0 for none).
-func dropUnvouched(logs raft.LogStore, index, term uint64) (from, to uint64, err error) {
+// is, by log matching, the snapshot's history up to there, and is kept. When
+// the log goes on past index, it then stores the snapshot's point there
+// (see installed), and says so. It returns the range deleted (0, 0 for
+// none).
+func dropUnvouched(logs raft.LogStore, index, term uint64) (from, to uint64, point bool, err error) {
 	if index == 0 {
-		return 0, 0, nil
+		return 0, 0, false, nil
 	}
 	first, err := logs.FirstIndex()
 	if err != nil || first == 0 || first > index {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	var at raft.Log
 	switch err := logs.GetLog(index, &at); {
 	case err == nil && at.Term == term:
-		return 0, 0, nil
+		return 0, 0, false, nil
 	case err != nil && !errors.Is(err, raft.ErrLogNotFound):
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	if err := logs.DeleteRange(first, index); err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
-	return first, index, nil
+	last, err := logs.LastIndex()
+	if err != nil || last <= index {
+		return first, index, false, err
+	}
+	if err := logs.StoreLog(&raft.Log{Index: index, Term: term, Type: raft.LogNoop, Data: snapshotPointMark}); err != nil {
+		return first, index, false, err
+	}
+	return first, index, true, nil
 }
 
 // lastSnapshotOf is the index and term of the snapshot raft last installed,

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,31 +138,144 @@ func indexes(t *testing.T, s *raft.InmemStore, upTo uint64) []uint64 {
 
 // dropUnvouched, run after an install and at start, keeps a log whose entry
 // at the snapshot's index has the snapshot's term (a node's own snapshot
-// keeps trailing entries) and drops everything up to the index otherwise.
+// keeps trailing entries) and drops everything up to the index otherwise;
+// when the log goes on past the index it stores the snapshot's point there.
 func TestDropUnvouched(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		log      []raft.Log
 		from, to uint64
+		point    bool
 		left     []uint64
 	}{
-		{"stale entries end below the snapshot", []raft.Log{{Index: 3, Term: 2}, {Index: 4, Term: 2}}, 3, 5, nil},
-		{"own snapshot with trailing entries", []raft.Log{{Index: 4, Term: 2}, {Index: 5, Term: 3}, {Index: 6, Term: 3}}, 0, 0, []uint64{4, 5, 6}},
-		{"another term at the snapshot's index", []raft.Log{{Index: 4, Term: 2}, {Index: 5, Term: 2}, {Index: 6, Term: 2}}, 4, 5, []uint64{6}},
-		{"the log starts after the snapshot", []raft.Log{{Index: 6, Term: 3}}, 0, 0, []uint64{6}},
-		{"a gap at the snapshot's index", []raft.Log{{Index: 2, Term: 1}, {Index: 6, Term: 3}}, 2, 5, []uint64{6}},
-		{"empty", nil, 0, 0, nil},
+		{"stale entries end below the snapshot", []raft.Log{{Index: 3, Term: 2}, {Index: 4, Term: 2}}, 3, 5, false, nil},
+		{"own snapshot with trailing entries", []raft.Log{{Index: 4, Term: 2}, {Index: 5, Term: 3}, {Index: 6, Term: 3}}, 0, 0, false, []uint64{4, 5, 6}},
+		{"another term at the snapshot's index", []raft.Log{{Index: 4, Term: 2}, {Index: 5, Term: 2}, {Index: 6, Term: 2}}, 4, 5, true, []uint64{5, 6}},
+		{"the log starts after the snapshot", []raft.Log{{Index: 6, Term: 3}}, 0, 0, false, []uint64{6}},
+		{"a gap at the snapshot's index", []raft.Log{{Index: 2, Term: 1}, {Index: 6, Term: 3}}, 2, 5, true, []uint64{5, 6}},
+		{"empty", nil, 0, 0, false, nil},
 	} {
 		s := storeOf(t, c.log...)
-		from, to, err := dropUnvouched(s, 5, 3)
+		from, to, point, err := dropUnvouched(s, 5, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if from != c.from || (from != 0 && to != c.to) {
-			t.Errorf("%s: dropped %d..%d, want %d..%d", c.name, from, to, c.from, c.to)
+		if from != c.from || (from != 0 && to != c.to) || point != c.point {
+			t.Errorf("%s: dropped %d..%d (point %v), want %d..%d (point %v)", c.name, from, to, point, c.from, c.to, c.point)
 		}
 		if got := indexes(t, s, 10); fmt.Sprint(got) != fmt.Sprint(c.left) {
 			t.Errorf("%s: left %v, want %v", c.name, got, c.left)
 		}
+		var at raft.Log
+		if c.point {
+			if err := s.GetLog(5, &at); err != nil || !IsSnapshotPoint(&at) || at.Term != 3 {
+				t.Errorf("%s: entry 5 is %+v (%v), want the snapshot's point of term 3", c.name, at, err)
+			}
+		}
+	}
+}
+
+// The case TestInstalledSnapshotLeavesNoConflictingEntryBelowIt leaves out:
+// the cut-off leader's uncommitted entries reach past the index of the
+// snapshot it later installs. hashicorp/raft v1.7 remembers its last log
+// index across the install, so the leader's next append, which starts at the
+// snapshot's point, is checked against the log's entry there: one of another
+// term before the guard drops it, none after. Either way the append is
+// refused, the leader walks back past its compacted log and sends the
+// snapshot again, for ever. Raft's paper discards the whole log here; the
+// guard leaves the snapshot's point in the log (its index and term, as the
+// append expects), so raft's own conflict check replaces the stale entries
+// after it.
+func TestStaleEntriesPastAnInstalledSnapshotDoNotStopCatchUp(t *testing.T) {
+	peers := guardClusterTrailing(t, 1024)
+	old := guardLeader(t, peers)
+	applyN(t, old.r, 5)
+	for _, p := range peers {
+		waitCaughtUp(t, p, old)
+	}
+	committed := old.r.LastIndex()
+
+	connectPeer(peers, old, false)
+	for i := range 40 {
+		old.r.Apply([]byte(fmt.Sprint("uncommitted ", i)), 0) // not waited on: the log grows while the lease lasts
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for old.r.State() == raft.Leader {
+		if time.Now().After(deadline) {
+			t.Fatal("the cut-off leader did not step down")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	staleTo := old.r.LastIndex()
+	if staleTo < committed+5 {
+		t.Fatalf("the cut-off leader appended only %d entries", staleTo-committed)
+	}
+
+	var others []*guardPeer
+	for _, p := range peers {
+		if p != old {
+			others = append(others, p)
+		}
+	}
+	leader := guardLeader(t, others)
+	witness := followerOf(others, leader)
+	applyN(t, leader.r, 2)
+	rc := leader.r.ReloadableConfig()
+	rc.TrailingLogs = 0
+	if err := leader.r.ReloadConfig(rc); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.r.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	snap := newestSnapshot(t, leader)
+	if snap.Index > staleTo || snap.Index <= committed {
+		t.Fatalf("snapshot at %d: the case needs it inside the stale entries %d..%d", snap.Index, committed+1, staleTo)
+	}
+	applyN(t, leader.r, 3)
+
+	connectPeer(peers, old, true)
+	waitCaughtUp(t, old, leader)
+	applyN(t, leader.r, 3)
+	waitCaughtUp(t, old, leader)
+	if got := old.fsm.restores.Load(); got != 1 {
+		t.Fatalf("the old leader caught up with %d snapshot installs, want 1", got)
+	}
+
+	// Past the snapshot its log is the committed one; at the snapshot's
+	// point it holds at most the point itself (the snapshot's term).
+	last := old.r.LastIndex()
+	if wl := witness.r.LastIndex(); last != wl {
+		t.Fatalf("the old leader's log ends at %d, the witness's at %d", last, wl)
+	}
+	for i := snap.Index + 1; i <= last; i++ {
+		var mine, theirs raft.Log
+		if err := old.logs.GetLog(i, &mine); err != nil {
+			t.Fatalf("old leader entry %d: %v", i, err)
+		}
+		if err := witness.logs.GetLog(i, &theirs); err != nil {
+			t.Fatalf("witness entry %d: %v", i, err)
+		}
+		if mine.Term != theirs.Term || string(mine.Data) != string(theirs.Data) {
+			t.Fatalf("entry %d: the old leader holds term %d %q, the committed one is term %d %q", i, mine.Term, mine.Data, theirs.Term, theirs.Data)
+		}
+	}
+	var at raft.Log
+	if err := old.logs.GetLog(snap.Index, &at); err == nil && at.Term != snap.Term {
+		t.Fatalf("entry %d at the snapshot's point is of term %d, the snapshot's is %d", snap.Index, at.Term, snap.Term)
+	}
+}
+
+// A replay that would run through a snapshot's point (its base is older
+// than the point) is refused: the point is not the committed entry, and a
+// no-op in its place would give another state without a word.
+func TestReplayRefusesASnapshotPoint(t *testing.T) {
+	logs := storeOf(t, raft.Log{Index: 1, Term: 1, Type: raft.LogNoop}, raft.Log{Index: 2, Term: 3, Type: raft.LogNoop})
+	if _, _, _, err := dropUnvouched(logs, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	_, err := RebuildAt(logs, raft.NewInmemSnapshotStore(), 2)
+	if err == nil || !strings.Contains(err.Error(), "snapshot's point") {
+		t.Fatalf("replay through a snapshot's point: %v", err)
 	}
 }

@@ -87,12 +87,16 @@ func (s *Store) findFrom() error {
 		return nil
 	}
 	var l raft.Log
-	for i := s.First + 1; i < s.Last; i++ {
+	for i := s.First; i < s.Last; i++ {
 		switch err := s.logs.GetLog(i, &l); {
 		case errors.Is(err, raft.ErrLogNotFound):
 			s.From, s.Below = i+1, i
 		case err != nil:
 			return fmt.Errorf("log entry %d: %w", i, err)
+		case node.IsSnapshotPoint(&l):
+			// The node's guard stored an installed snapshot's point over
+			// stale entries that went on past it (node.dropUnvouched).
+			s.From, s.Below = i+1, i
 		}
 	}
 	metas, err := s.snaps.List()
@@ -104,7 +108,7 @@ func (s *Store) findFrom() error {
 			continue
 		}
 		switch err := s.logs.GetLog(m.Index, &l); {
-		case err == nil && l.Term == m.Term:
+		case err == nil && l.Term == m.Term && !node.IsSnapshotPoint(&l):
 			continue // the log holds the snapshot's own history there
 		case err != nil && !errors.Is(err, raft.ErrLogNotFound):
 			return fmt.Errorf("log entry %d: %w", m.Index, err)

@@ -169,3 +169,40 @@ func TestEntriesBelowAnInstalledSnapshot(t *testing.T) {
 		t.Fatalf("log matching %s %v; below-snapshot %s %v", lm.Verdict, lm.Details, below.Verdict, below.Details)
 	}
 }
+
+// A node whose stale entries went on past an installed snapshot keeps the
+// snapshot's point in its log (node.dropUnvouched): a no-op of the
+// snapshot's term standing for the committed entry. Both checks start after
+// it; below-snapshot compares only its term.
+func TestASnapshotPointStandsForTheEntry(t *testing.T) {
+	committed := noopLogs(t, 12, "c")
+	for _, l := range committed[5:] {
+		l.Term = 3
+	}
+	samples := map[string][]checker.StateSample{"n1": {{Applied: 12}}, "n2": {{Applied: 12}}}
+	withPoint := func(term uint64) string {
+		point := &raft.Log{Index: 8, Term: term, Type: raft.LogNoop, Data: []byte("perpd: snapshot point")}
+		return storeWithSnapshot(t, append([]*raft.Log{point}, committed[8:]...), 8, 3)
+	}
+	dir := withPoint(3)
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.From != 9 || s.Below != 8 {
+		t.Fatalf("from %d below %d, want 9 and 8", s.From, s.Below)
+	}
+	s.Close()
+	lm, _, below := Check(map[string]string{"n1": dataDir(t, committed), "n2": dir}, samples)
+	if lm.Verdict != checker.Valid || !strings.Contains(strings.Join(lm.Details, "\n"), "n1 and n2: 4 committed entries alike") {
+		t.Errorf("log matching %s %v", lm.Verdict, lm.Details)
+	}
+	if below.Verdict != checker.Valid || !strings.Contains(strings.Join(below.Details, "\n"), "1 compared, all the committed ones") {
+		t.Errorf("below-snapshot %s %v", below.Verdict, below.Details)
+	}
+	// A point of another term than the committed entry's is a finding.
+	_, _, below = Check(map[string]string{"n1": dataDir(t, committed), "n2": withPoint(2)}, samples)
+	if below.Verdict != checker.Violation {
+		t.Errorf("a point of the wrong term: below-snapshot %s %v", below.Verdict, below.Details)
+	}
+}
