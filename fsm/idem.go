@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"net/http"
+	"slices"
 
 	"github.com/perpd/perpd/fsm/wire"
 )
@@ -93,11 +94,23 @@ func (s *IdemStore) store(key string, reqHash []byte, r *Result, nowMs int64, in
 	rec := &IdemRecord{ReqHash: reqHash, Status: r.Status, Body: r.Body, ExpiresAtMs: nowMs + IdemRetentionMs, Index: index}
 	s.Records[key] = rec
 	s.Bytes += recordBytes(key, rec)
-	s.Order = append(s.Order, key)
+	s.Order = appendKey(s.Order, key)
 	// The newest record always stays, even alone past the byte bound.
 	for len(s.Order) > IdemMaxRecords || (s.Bytes > IdemMaxBytes && len(s.Order) > 1) {
 		s.drop()
 	}
+}
+
+// appendKey is append for the store's key lists, which grow by one key
+// per stored answer up to hundreds of thousands: past a few hundred keys
+// append grows a slice by a quarter, copying the whole list every few
+// thousand answers; doubling copies it a quarter as often. Only the
+// capacity differs, never the keys.
+func appendKey(keys []string, key string) []string {
+	if len(keys) == cap(keys) && len(keys) >= 256 {
+		keys = slices.Grow(keys, len(keys))
+	}
+	return append(keys, key)
 }
 
 // prune drops records whose retention has passed.

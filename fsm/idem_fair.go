@@ -151,11 +151,11 @@ func (s *IdemStore) storeFair(key, tenant string, reqHash []byte, r *Result, now
 	s.Records[key] = rec
 	s.Bytes += b
 	rec.pos = f.base + uint64(len(s.Order))
-	s.Order = append(s.Order, key)
+	s.Order = appendKey(s.Order, key)
 	// The same function as the rebuild after a restore, so a live and a
 	// restored replica always agree on whose record it is.
 	t := f.tenant(tenantOfRecord(key, rec))
-	t.keys = append(t.keys, key)
+	t.keys = appendKey(t.keys, key)
 	t.bytes += b
 	f.resized(t)
 	for (len(s.Records) > IdemMaxRecords || s.Bytes > IdemMaxBytes) && s.evictFair(key) {
