@@ -146,7 +146,7 @@ func (f *fairIndex) resized(t *idemTenant) {
 // tenant, and past a bound the largest tenant gives room (evictFair).
 func (s *IdemStore) storeFair(key, tenant string, reqHash []byte, r *Result, nowMs int64, index uint64) {
 	f := s.fairIndexed()
-	rec := &IdemRecord{ReqHash: reqHash, Status: r.Status, Body: r.Body, ExpiresAtMs: nowMs + IdemRetentionMs, Index: index, Tenant: tenant}
+	rec := &IdemRecord{ReqHash: reqHash, Status: int32(r.Status), Body: r.Body, ExpiresAtMs: nowMs + IdemRetentionMs, Index: index, Tenant: tenant}
 	b := recordBytes(key, rec)
 	s.Records[key] = rec
 	s.Bytes += b
