@@ -146,16 +146,16 @@ func (f *fairIndex) resized(t *idemTenant) {
 // tenant, and past a bound the largest tenant gives room (evictFair).
 func (s *IdemStore) storeFair(key, tenant string, reqHash []byte, r *Result, nowMs int64, index uint64) {
 	f := s.fairIndexed()
-	rec := &IdemRecord{ReqHash: reqHash, Status: r.Status, Body: r.Body, ExpiresAtMs: nowMs + IdemRetentionMs, Index: index, Tenant: tenant}
+	rec := &IdemRecord{ReqHash: reqHash, Status: int32(r.Status), Body: r.Body, ExpiresAtMs: nowMs + IdemRetentionMs, Index: index, Tenant: tenant}
 	b := recordBytes(key, rec)
 	s.Records[key] = rec
 	s.Bytes += b
 	rec.pos = f.base + uint64(len(s.Order))
-	s.Order = append(s.Order, key)
+	s.Order = appendKey(s.Order, key)
 	// The same function as the rebuild after a restore, so a live and a
 	// restored replica always agree on whose record it is.
 	t := f.tenant(tenantOfRecord(key, rec))
-	t.keys = append(t.keys, key)
+	t.keys = appendKey(t.keys, key)
 	t.bytes += b
 	f.resized(t)
 	for (len(s.Records) > IdemMaxRecords || s.Bytes > IdemMaxBytes) && s.evictFair(key) {

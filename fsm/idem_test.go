@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/perpd/perpd/fsm/wire"
@@ -236,4 +237,23 @@ func TestIdemBytesFollowPruneAndSnapshot(t *testing.T) {
 			t.Fatalf("restored store counts %d bytes, want %d", st.Idem.Bytes, b)
 		}
 	})
+}
+
+// TestAppendKeyKeepsKeysAndDoublesLongLists: the store's key lists hold
+// exactly what append would, and past 256 keys each growth at least
+// doubles the room (append's quarter would copy a 500,000-key list every
+// 125,000 answers).
+func TestAppendKeyKeepsKeysAndDoublesLongLists(t *testing.T) {
+	var got, want []string
+	for i := range 5000 {
+		k := fmt.Sprintf("k%d", i)
+		before := cap(got)
+		got, want = appendKey(got, k), append(want, k)
+		if cap(got) != before && before >= 256 && cap(got) < 2*before {
+			t.Fatalf("at %d keys the list grew from %d to %d, less than double", len(got), before, cap(got))
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatal("appendKey's list differs from append's")
+	}
 }

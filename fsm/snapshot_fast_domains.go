@@ -149,7 +149,7 @@ func decIdemRecord(d *rd, rec *IdemRecord) {
 		case 1:
 			rec.ReqHash = d.bytes()
 		case 2:
-			rec.Status = d.int()
+			rec.Status = d.i32()
 		case 3:
 			rec.Body = d.bytes()
 		case 4:

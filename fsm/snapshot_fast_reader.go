@@ -161,6 +161,14 @@ func (d *rd) int() int {
 	return int(v)
 }
 
+func (d *rd) i32() int32 {
+	v := d.i64()
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		failf("integer overflows int32")
+	}
+	return int32(v)
+}
+
 func (d *rd) i8() int8 {
 	v := d.i64()
 	if v < math.MinInt8 || v > math.MaxInt8 {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -459,4 +460,39 @@ func (f *stateFiller) size(depth int) int {
 	default:
 		return 1 + f.rng.IntN(max(1, 4-depth/3))
 	}
+}
+
+// TestIdemRecordStatusRoundTripsAndRefusesPastInt32: a stored answer's
+// status (an int32 since the record was packed) restores as it was
+// encoded, and a snapshot whose status does not fit is refused by the
+// fast path and the reference alike.
+func TestIdemRecordStatusRoundTripsAndRefusesPastInt32(t *testing.T) {
+	w := smallTradingWorld(t, 2)
+	snap := snapOf(t, w.m)
+	st, _, err := decodeSnapshot(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Idem.Records) == 0 {
+		t.Fatal("no stored answers")
+	}
+	for k, rec := range st.Idem.Records {
+		if want := w.m.st.Idem.Records[k]; rec.Status != want.Status || rec.Status != http.StatusCreated {
+			t.Fatalf("%s: restored status %d, stored %d", k, rec.Status, want.Status)
+		}
+	}
+	if !bytes.Equal(snapOf(t, w.m), snapshotOf(t, st, w.m.Applied())) {
+		t.Fatal("the restored state encodes to other bytes")
+	}
+	// Key 2 (status) with 201 in CBOR (0x18 0xc9) becomes 2^31.
+	created := []byte{0x02, 0x18, 0xc9}
+	i := bytes.Index(snap, created)
+	if i < 0 {
+		t.Fatal("no status 201 in the snapshot")
+	}
+	mut := append(bytes.Clone(snap[:i]), append([]byte{0x02, 0x1a, 0x80, 0, 0, 0}, snap[i+len(created):]...)...)
+	if _, _, err := decodeSnapshotRef(mut); err == nil {
+		t.Fatal("the reference restored a status past int32")
+	}
+	wantSameRestore(t, mut)
 }

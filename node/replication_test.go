@@ -56,7 +56,7 @@ func TestWriteThroughFollowerIsAppliedOnAllNodes(t *testing.T) {
 	for _, m := range c.Live() {
 		waitApplied(t, m.Node, res.Index)
 		rec, ok := record(m.Node, "acct1:write-through-follower")
-		if !ok || rec.Index != res.Index || rec.Status != res.Status || !bytes.Equal(rec.Body, res.Body) {
+		if !ok || rec.Index != res.Index || int(rec.Status) != res.Status || !bytes.Equal(rec.Body, res.Body) {
 			t.Errorf("%s holds %+v (found %v), want the answer at index %d", m.ID, rec, ok, res.Index)
 		}
 	}

@@ -86,11 +86,17 @@ func (s *State) sweep(env *Env, marketID string) {
 	if !printed || m.Params.Status == market.StatusHalted || env.Market.IsStale(marketID, env.NowMs) {
 		return
 	}
+	due := b.Liq.Reached(pr.MidQ8)
+	if len(due) == 0 {
+		// Every fill sweeps its market, and almost always nothing is due:
+		// no ranking to make.
+		return
+	}
 	// One ranking for auto-deleveraging per sweep (adlRanking): a gap's
 	// shortfalls re-rank only what each liquidation touched.
 	env.adl = &adlRanking{}
 	defer func() { env.adl = nil }()
-	for _, id := range b.Liq.Reached(pr.MidQ8) {
+	for _, id := range due {
 		// An earlier liquidation's auto-deleveraging may have closed or
 		// shrunk this position since Reached listed it.
 		if e, ok := b.Liq.Entries[id]; ok && reached(e.Dir, e.LevelQ8, pr.MidQ8) {
