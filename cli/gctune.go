@@ -14,12 +14,14 @@ import (
 // DefaultGCPercent is the collector's pace on a node unless GOGC or
 // --gc-percent says otherwise. An order allocates short-lived request and
 // answer objects over a live heap that is mostly the state; at Go's default
-// of 100 the collector ran every few milliseconds under load and took a
-// fifth of the leader's CPU. At 400 a 3-node cluster on 2 cores carried
-// 10-15% more orders a second with a lower p99 (docs/performance.md), for
-// a heap of up to five times the live state, which the soft memory limit
-// below keeps within the machine.
-const DefaultGCPercent = 400
+// of 100 the collector once took a fifth of the leader's CPU, so the pace
+// was 400. Orders now allocate a third of what they did, and a heap that
+// grows five times as fast as the state paid for it in page faults: at 150
+// a 3-node cluster on 2 cores carried about 10-20% more orders a second
+// than at 400, for a heap of up to two and a half times the live state
+// (docs/decisions.md, "The collector's pace on a node"). The soft memory
+// limit below keeps it within the machine.
+const DefaultGCPercent = 150
 
 // tuneGC applies --gc-percent and --memory-limit-mb unless the operator set
 // GOGC or GOMEMLIMIT in the environment (which the runtime has already
