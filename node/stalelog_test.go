@@ -25,6 +25,45 @@ func connectPeer(peers []*guardPeer, p *guardPeer, on bool) {
 	}
 }
 
+// caughtUpCluster starts three guarded rafts that keep entries after their
+// snapshots, as in production, writes five entries and waits until every
+// member applied them. It returns the leader and its last index.
+func caughtUpCluster(t *testing.T) (peers []*guardPeer, leader *guardPeer, committed uint64) {
+	t.Helper()
+	peers = guardClusterTrailing(t, 1024)
+	leader = guardLeader(t, peers)
+	applyN(t, leader.r, 5)
+	for _, p := range peers {
+		waitCaughtUp(t, p, leader)
+	}
+	return peers, leader, leader.r.LastIndex()
+}
+
+// newLeaderSnapshots waits for the members other than old (cut off) to
+// elect a leader, which writes n entries, then snapshots and compacts its
+// log entirely. witness is the other member, which keeps its whole log.
+func newLeaderSnapshots(t *testing.T, peers []*guardPeer, old *guardPeer, n int) (leader, witness *guardPeer) {
+	t.Helper()
+	var others []*guardPeer
+	for _, p := range peers {
+		if p != old {
+			others = append(others, p)
+		}
+	}
+	leader = guardLeader(t, others)
+	witness = followerOf(others, leader)
+	applyN(t, leader.r, n)
+	rc := leader.r.ReloadableConfig()
+	rc.TrailingLogs = 0 // the forced snapshot compacts the new leader's log
+	if err := leader.r.ReloadConfig(rc); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.r.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	return leader, witness
+}
+
 // The jepsen case of 2026-11-27 (n3): a leader is cut off with entries it
 // never committed, the others elect a new leader, which writes on, takes a
 // snapshot and compacts its log; the old leader comes back and catches up by
@@ -37,13 +76,7 @@ func connectPeer(peers []*guardPeer, p *guardPeer, on bool) {
 // installed a snapshot from a leader, no entry at or below its index that
 // the snapshot does not vouch for is left in the store.
 func TestInstalledSnapshotLeavesNoConflictingEntryBelowIt(t *testing.T) {
-	peers := guardClusterTrailing(t, 1024) // as in production, raft keeps entries after its snapshots
-	old := guardLeader(t, peers)
-	applyN(t, old.r, 5)
-	for _, p := range peers {
-		waitCaughtUp(t, p, old)
-	}
-	committed := old.r.LastIndex()
+	peers, old, committed := caughtUpCluster(t)
 
 	// Cut off, the old leader still appends what it is given, until its
 	// lease runs out; none of it commits.
@@ -60,23 +93,7 @@ func TestInstalledSnapshotLeavesNoConflictingEntryBelowIt(t *testing.T) {
 	}
 	staleTo := old.r.LastIndex()
 
-	var others []*guardPeer
-	for _, p := range peers {
-		if p != old {
-			others = append(others, p)
-		}
-	}
-	leader := guardLeader(t, others)
-	witness := followerOf(others, leader) // keeps its whole log
-	applyN(t, leader.r, 20)
-	rc := leader.r.ReloadableConfig()
-	rc.TrailingLogs = 0 // the forced snapshot compacts the new leader's log
-	if err := leader.r.ReloadConfig(rc); err != nil {
-		t.Fatal(err)
-	}
-	if err := leader.r.Snapshot().Error(); err != nil {
-		t.Fatal(err)
-	}
+	leader, witness := newLeaderSnapshots(t, peers, old, 20)
 	snap := newestSnapshot(t, leader)
 	if snap.Index <= staleTo {
 		t.Fatalf("snapshot at %d, the stale entries reach %d", snap.Index, staleTo)
@@ -187,13 +204,7 @@ func TestDropUnvouched(t *testing.T) {
 // append expects), so raft's own conflict check replaces the stale entries
 // after it.
 func TestStaleEntriesPastAnInstalledSnapshotDoNotStopCatchUp(t *testing.T) {
-	peers := guardClusterTrailing(t, 1024)
-	old := guardLeader(t, peers)
-	applyN(t, old.r, 5)
-	for _, p := range peers {
-		waitCaughtUp(t, p, old)
-	}
-	committed := old.r.LastIndex()
+	peers, old, committed := caughtUpCluster(t)
 
 	connectPeer(peers, old, false)
 	for i := range 40 {
@@ -211,23 +222,7 @@ func TestStaleEntriesPastAnInstalledSnapshotDoNotStopCatchUp(t *testing.T) {
 		t.Fatalf("the cut-off leader appended only %d entries", staleTo-committed)
 	}
 
-	var others []*guardPeer
-	for _, p := range peers {
-		if p != old {
-			others = append(others, p)
-		}
-	}
-	leader := guardLeader(t, others)
-	witness := followerOf(others, leader)
-	applyN(t, leader.r, 2)
-	rc := leader.r.ReloadableConfig()
-	rc.TrailingLogs = 0
-	if err := leader.r.ReloadConfig(rc); err != nil {
-		t.Fatal(err)
-	}
-	if err := leader.r.Snapshot().Error(); err != nil {
-		t.Fatal(err)
-	}
+	leader, witness := newLeaderSnapshots(t, peers, old, 2)
 	snap := newestSnapshot(t, leader)
 	if snap.Index > staleTo || snap.Index <= committed {
 		t.Fatalf("snapshot at %d: the case needs it inside the stale entries %d..%d", snap.Index, committed+1, staleTo)
