@@ -32,10 +32,9 @@ import (
 // snapshot's point. A follower that installed that snapshot holds no log
 // entry there, only the entries after it, and raft v1.7 looks the previous
 // entry up in the log alone once the log is past it: it refuses, the leader
-// walks back to the snapshot again, and the two loop. The guard lets such an
-// append start one entry later, at the first entry it carries, when the
-// follower's own entry there has the same term (so, by log matching, is the
-// same entry).
+// walks back to the snapshot again, and the two loop. The guard hands such
+// an append to raft without its previous entry, which the stored snapshot
+// vouches for; raft checks its entries against the log's after the point.
 
 // guardedTransport is what raft gets from the network transport: the base
 // interface plus the optional ones raft looks for.
@@ -48,7 +47,7 @@ type guardedTransport interface {
 // snapshotGuard passes every RPC to raft except an InstallSnapshot that the
 // follower already holds; those it drains and answers with success, which
 // moves the leader's replication on past the snapshot. Appends that start at
-// a snapshot point it hands on one entry later.
+// a snapshot point the log lacks it hands on without their previous entry.
 type snapshotGuard struct {
 	guardedTransport
 	in   <-chan raft.RPC
@@ -71,8 +70,8 @@ type heldState interface {
 	holds(*raft.InstallSnapshotRequest) bool
 	// term is raft's current term.
 	term() uint64
-	// pastSnapshotPoint returns the append moved one entry on when its
-	// previous entry is a snapshot point the log lacks, or nil.
+	// pastSnapshotPoint returns the append without a previous entry when
+	// that entry is a snapshot point the log lacks, or nil.
 	pastSnapshotPoint(*raft.AppendEntriesRequest) *raft.AppendEntriesRequest
 	// installed is told of a snapshot raft has just installed, before
 	// raft gets the next request.
@@ -131,8 +130,8 @@ func (g *snapshotGuard) pump() {
 		case *raft.AppendEntriesRequest:
 			g.see(max(req.LeaderCommitIndex, req.PrevLogEntry+uint64(len(req.Entries))))
 			if moved := g.held.pastSnapshotPoint(req); moved != nil {
-				g.log.Info("append starts past a snapshot point the log lacks: moved to the next entry",
-					"previous", req.PrevLogEntry, "now", moved.PrevLogEntry)
+				g.log.Info("append starts at a snapshot point the log lacks: handed to raft without its previous entry",
+					"previous", req.PrevLogEntry, "entries", len(req.Entries))
 				rpc.Command = moved
 			}
 		}
@@ -242,18 +241,28 @@ func (f follower) holds(req *raft.InstallSnapshotRequest) bool {
 
 func (f follower) term() uint64 { return f.r.CurrentTerm() }
 
-// pastSnapshotPoint: an append past the tail of the log (the steady case)
-// costs one look at raft's last index. The rest is for a retransmission
+// pastSnapshotPoint: an append that starts past the tail of the log, or
+// whose previous entry the log holds (the steady case), is raft's: one look
+// at raft's last index, and at the log's entry there. The rest is an append
 // whose previous entry is missing from the log but is a stored snapshot's
-// point, and whose first entry the log holds with the same term: then the
-// append may start from that entry instead. A copy is returned: the
-// in-memory transport of the tests hands the leader's own request over.
+// point, index and term: the follower's state there is that snapshot, whose
+// last entry is the leader's previous one, so the append is consistent with
+// it. Raft checks the previous entry against the log alone, or, at its last
+// index, against the last entry it remembers, and either may be gone: the
+// guard dropped the stale entries up to the point (those that ended at the
+// point leave raft remembering the last one, term and all), or raft's
+// install compacted the log through the point itself (a follower keeping
+// fewer entries than went on past it), leaving no entry to store the point
+// in. Raft refuses, the leader walks back past its log, sends the snapshot
+// again, and the two loop. So raft gets a copy without a previous entry and
+// checks only the entries: it keeps those the log holds with the same term
+// (log matching makes them the same entries) and replaces the log from the
+// first that differs. The commit index is bounded by the append's last
+// entry (as Raft's paper has it), lest stale entries after it that the log
+// still holds count as committed. A copy, because the in-memory transport of
+// the tests hands the leader's own request over.
 func (f follower) pastSnapshotPoint(req *raft.AppendEntriesRequest) *raft.AppendEntriesRequest {
-	if req.PrevLogEntry == 0 || len(req.Entries) == 0 || req.PrevLogEntry >= f.r.LastIndex() {
-		return nil
-	}
-	first := req.Entries[0]
-	if first.Index != req.PrevLogEntry+1 {
+	if req.PrevLogEntry == 0 || req.PrevLogEntry > f.r.LastIndex() {
 		return nil
 	}
 	var entry raft.Log
@@ -263,12 +272,9 @@ func (f follower) pastSnapshotPoint(req *raft.AppendEntriesRequest) *raft.Append
 	if !f.snapshotAt(req.PrevLogEntry, req.PrevLogTerm) {
 		return nil
 	}
-	if err := f.logs.GetLog(first.Index, &entry); err != nil || entry.Term != first.Term {
-		return nil
-	}
 	moved := *req
-	moved.PrevLogEntry, moved.PrevLogTerm = first.Index, first.Term
-	moved.Entries = req.Entries[1:]
+	moved.PrevLogEntry, moved.PrevLogTerm = 0, 0
+	moved.LeaderCommitIndex = min(req.LeaderCommitIndex, req.PrevLogEntry+uint64(len(req.Entries)))
 	return &moved
 }
 
@@ -319,7 +325,10 @@ func (f follower) snapshotAt(index, term uint64) bool {
 // log, sends the snapshot again, and the two loop for ever. So the point
 // itself is stored there (snapshotPoint): the append is checked against the
 // snapshot's term, and raft's own conflict check then replaces the stale
-// entries after it with the leader's.
+// entries after it with the leader's. Where no point can serve (raft's
+// install compacted the log through the index itself, or the stale entries
+// ended at the index and raft remembers the last one's term),
+// pastSnapshotPoint hands the append to raft without its previous entry.
 func (f follower) installed(req *raft.InstallSnapshotRequest) {
 	from, to, point, err := dropUnvouched(f.logs, req.LastLogIndex, req.LastLogTerm)
 	if f.log == nil {

@@ -303,9 +303,8 @@ func TestSnapshotGuardAnswersASnapshotItsLogHolds(t *testing.T) {
 
 // appendFromSnapshotPoint sends follower the leader's entries after the
 // snapshot it installed, with that snapshot's point as the previous entry,
-// as the leader does after the guard answers a re-sent snapshot. tweak may
-// change the entries before they go.
-func appendFromSnapshotPoint(t *testing.T, leader, follower *guardPeer, tweak func([]*raft.Log)) *raft.AppendEntriesResponse {
+// as the leader does after the guard answers a re-sent snapshot.
+func appendFromSnapshotPoint(t *testing.T, leader, follower *guardPeer) *raft.AppendEntriesResponse {
 	t.Helper()
 	point := newestSnapshot(t, leader)
 	last, err := leader.logs.LastIndex()
@@ -319,9 +318,6 @@ func appendFromSnapshotPoint(t *testing.T, leader, follower *guardPeer, tweak fu
 			t.Fatal(err)
 		}
 		entries = append(entries, &l)
-	}
-	if tweak != nil {
-		tweak(entries)
 	}
 	req := &raft.AppendEntriesRequest{
 		RPCHeader:         raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(leader.id), Addr: []byte(leader.raw.LocalAddr())},
@@ -343,28 +339,55 @@ func appendFromSnapshotPoint(t *testing.T, leader, follower *guardPeer, tweak fu
 // first entry on; raft alone refuses it, and the two loop.
 func TestSnapshotGuardTakesAnAppendFromTheSnapshotPoint(t *testing.T) {
 	leader, follower, _ := staleResend(t)
-	if resp := appendFromSnapshotPoint(t, leader, follower, nil); !resp.Success {
+	if resp := appendFromSnapshotPoint(t, leader, follower); !resp.Success {
 		t.Fatalf("the append from the snapshot's point was refused: %+v", resp)
 	}
 	applyN(t, leader.r, 5)
 	waitCaughtUp(t, follower, leader)
 }
 
-// An append from the snapshot's point whose first entry is not the one the
-// follower holds is left to raft, which refuses it; nothing changes.
-func TestSnapshotGuardLeavesAConflictingAppendToRaft(t *testing.T) {
-	leader, follower, _ := staleResend(t)
-	before := follower.r.LastIndex()
-	resp := appendFromSnapshotPoint(t, leader, follower, func(es []*raft.Log) {
-		first := *es[0]
-		first.Term++
-		es[0] = &first
-	})
-	if resp.Success {
-		t.Fatal("an append whose first entry conflicts with the log was taken")
+// An append from the snapshot's point reaches raft without its previous
+// entry, which the stored snapshot vouches for, and with its commit index
+// bounded by its last entry; raft's conflict check then decides on the
+// entries (TestStaleEntriesPastASnapshotRaftCompactedDoNotStopCatchUp: it
+// replaces stale ones). An append whose previous entry the log holds, that
+// starts past the log, or whose previous entry is no stored snapshot's
+// point (another term) is left to raft as it is.
+func TestSnapshotGuardHandsOnlyASnapshotPointOver(t *testing.T) {
+	leader, peer, _ := staleResend(t)
+	point := newestSnapshot(t, leader)
+	held := follower{r: peer.r, logs: peer.logs, snaps: peer.snaps}
+	var entry raft.Log
+	if peer.logs.GetLog(point.Index, &entry) == nil {
+		t.Fatalf("the follower's log holds the snapshot's point %d; the case needs a log that starts after it", point.Index)
 	}
-	if got := follower.r.LastIndex(); got != before {
-		t.Fatalf("the follower's last index moved from %d to %d", before, got)
+	if err := peer.logs.GetLog(point.Index+1, &entry); err != nil {
+		t.Fatal(err)
+	}
+	req := &raft.AppendEntriesRequest{
+		Term:              leader.r.CurrentTerm(),
+		PrevLogEntry:      point.Index,
+		PrevLogTerm:       point.Term,
+		Entries:           []*raft.Log{&entry},
+		LeaderCommitIndex: point.Index + 10,
+	}
+	moved := held.pastSnapshotPoint(req)
+	if moved == nil || moved.PrevLogEntry != 0 || moved.PrevLogTerm != 0 || len(moved.Entries) != 1 || moved.LeaderCommitIndex != point.Index+1 {
+		t.Fatalf("the append from the snapshot's point became %+v", moved)
+	}
+	if req.PrevLogEntry != point.Index || req.LeaderCommitIndex != point.Index+10 {
+		t.Fatalf("the leader's own request was changed: %+v", req)
+	}
+	inLog := *req
+	inLog.PrevLogEntry, inLog.PrevLogTerm = entry.Index, entry.Term
+	past := *req
+	past.PrevLogEntry = peer.r.LastIndex() + 1
+	otherTerm := *req
+	otherTerm.PrevLogTerm++
+	for name, r := range map[string]*raft.AppendEntriesRequest{"in the log": &inLog, "past the log": &past, "another term": &otherTerm} {
+		if got := held.pastSnapshotPoint(r); got != nil {
+			t.Errorf("an append whose previous entry is %s was changed: %+v", name, got)
+		}
 	}
 }
 

@@ -44,6 +44,22 @@ func caughtUpCluster(t *testing.T) (peers []*guardPeer, leader *guardPeer, commi
 // log entirely. witness is the other member, which keeps its whole log.
 func newLeaderSnapshots(t *testing.T, peers []*guardPeer, old *guardPeer, n int) (leader, witness *guardPeer) {
 	t.Helper()
+	return leaderSnapshots(t, peers, old, func(leader *guardPeer) { applyN(t, leader.r, n) })
+}
+
+// newLeaderSnapshotsAt is newLeaderSnapshots with the leader writing until
+// its last index is index (one entry at least, after its no-op).
+func newLeaderSnapshotsAt(t *testing.T, peers []*guardPeer, old *guardPeer, index uint64) (leader, witness *guardPeer) {
+	t.Helper()
+	return leaderSnapshots(t, peers, old, func(leader *guardPeer) {
+		for applyN(t, leader.r, 1); leader.r.LastIndex() < index; {
+			applyN(t, leader.r, 1)
+		}
+	})
+}
+
+func leaderSnapshots(t *testing.T, peers []*guardPeer, old *guardPeer, write func(*guardPeer)) (leader, witness *guardPeer) {
+	t.Helper()
 	var others []*guardPeer
 	for _, p := range peers {
 		if p != old {
@@ -52,7 +68,7 @@ func newLeaderSnapshots(t *testing.T, peers []*guardPeer, old *guardPeer, n int)
 	}
 	leader = guardLeader(t, others)
 	witness = followerOf(others, leader)
-	applyN(t, leader.r, n)
+	write(leader)
 	rc := leader.r.ReloadableConfig()
 	rc.TrailingLogs = 0 // the forced snapshot compacts the new leader's log
 	if err := leader.r.ReloadConfig(rc); err != nil {
@@ -204,7 +220,41 @@ func TestDropUnvouched(t *testing.T) {
 // append expects), so raft's own conflict check replaces the stale entries
 // after it.
 func TestStaleEntriesPastAnInstalledSnapshotDoNotStopCatchUp(t *testing.T) {
+	staleCatchUp(t, 1024, func(committed, staleTo uint64) uint64 { return committed + 3 })
+}
+
+// The same with a follower that keeps no entries after its snapshots: raft's
+// install compacts its log through the snapshot's index itself (up to
+// min(index, last - TrailingLogs)), so the guard finds nothing to drop and
+// no entry to replace with the snapshot's point, and the stale entries go on
+// right after the point. (Found by TestSnapshotPointStress; in production a
+// stale tail longer than TrailingLogs past the index does the same.)
+func TestStaleEntriesPastASnapshotRaftCompactedDoNotStopCatchUp(t *testing.T) {
+	staleCatchUp(t, 0, func(committed, staleTo uint64) uint64 { return committed + 3 })
+}
+
+// And with stale entries that end exactly at the snapshot's index: the
+// guard drops them all and the log is empty, but raft remembers its last
+// entry, index and term, and checks an append starting at its last index
+// against that remembered term, not the log: the stale one. (Found by
+// TestSnapshotPointStress.)
+func TestStaleEntriesEndingAtTheSnapshotsIndexDoNotStopCatchUp(t *testing.T) {
+	staleCatchUp(t, 1024, func(committed, staleTo uint64) uint64 { return staleTo })
+}
+
+// staleCatchUp cuts off the leader of a caught-up cluster while it appends
+// entries nobody commits, lets the others elect a leader that writes until
+// its last index is snapAt(committed, staleTo) and snapshots, and brings the old
+// leader back, keeping trailing entries after its snapshots: it must catch
+// up with one install, and hold the committed log after the snapshot.
+func staleCatchUp(t *testing.T, trailing uint64, snapAt func(committed, staleTo uint64) uint64) {
+	t.Helper()
 	peers, old, committed := caughtUpCluster(t)
+	rc := old.r.ReloadableConfig()
+	rc.TrailingLogs = trailing
+	if err := old.r.ReloadConfig(rc); err != nil {
+		t.Fatal(err)
+	}
 
 	connectPeer(peers, old, false)
 	for i := range 40 {
@@ -222,10 +272,10 @@ func TestStaleEntriesPastAnInstalledSnapshotDoNotStopCatchUp(t *testing.T) {
 		t.Fatalf("the cut-off leader appended only %d entries", staleTo-committed)
 	}
 
-	leader, witness := newLeaderSnapshots(t, peers, old, 2)
+	leader, witness := newLeaderSnapshotsAt(t, peers, old, snapAt(committed, staleTo))
 	snap := newestSnapshot(t, leader)
-	if snap.Index > staleTo || snap.Index <= committed {
-		t.Fatalf("snapshot at %d: the case needs it inside the stale entries %d..%d", snap.Index, committed+1, staleTo)
+	if want := snapAt(committed, staleTo); snap.Index != want || snap.Index > staleTo || snap.Index <= committed {
+		t.Fatalf("snapshot at %d: the case needs it at %d, inside the stale entries %d..%d", snap.Index, want, committed+1, staleTo)
 	}
 	applyN(t, leader.r, 3)
 
