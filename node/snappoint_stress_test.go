@@ -305,15 +305,8 @@ func (c *spCluster) restart(p *spPeer) {
 func (c *spCluster) link(p *spPeer, on bool) {
 	p.cut = !on
 	for _, q := range c.peers {
-		if q == p || q.cut {
-			continue
-		}
-		if on {
-			p.raw.Connect(q.raw.LocalAddr(), q.raw)
-			q.raw.Connect(p.raw.LocalAddr(), p.raw)
-		} else {
-			p.raw.Disconnect(q.raw.LocalAddr())
-			q.raw.Disconnect(p.raw.LocalAddr())
+		if q != p && !q.cut {
+			linkTransports(p.raw, q.raw, on)
 		}
 	}
 }

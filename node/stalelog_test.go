@@ -12,16 +12,20 @@ import (
 // connectPeer cuts (or restores) every link between p and the others.
 func connectPeer(peers []*guardPeer, p *guardPeer, on bool) {
 	for _, q := range peers {
-		if q == p {
-			continue
+		if q != p {
+			linkTransports(p.raw, q.raw, on)
 		}
-		if on {
-			p.raw.Connect(q.raw.LocalAddr(), q.raw)
-			q.raw.Connect(p.raw.LocalAddr(), p.raw)
-		} else {
-			p.raw.Disconnect(q.raw.LocalAddr())
-			q.raw.Disconnect(p.raw.LocalAddr())
-		}
+	}
+}
+
+// linkTransports connects (or cuts) two in-memory transports both ways.
+func linkTransports(a, b *raft.InmemTransport, on bool) {
+	if on {
+		a.Connect(b.LocalAddr(), b)
+		b.Connect(a.LocalAddr(), a)
+	} else {
+		a.Disconnect(b.LocalAddr())
+		b.Disconnect(a.LocalAddr())
 	}
 }
 
