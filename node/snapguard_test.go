@@ -43,7 +43,13 @@ type countSnap uint64
 func (s countSnap) Persist(sink raft.SnapshotSink) error {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], uint64(s))
-	if _, err := sink.Write(b[:]); err != nil {
+	return persistBytes(sink, b[:])
+}
+
+// persistBytes writes a test snapshot's bytes and closes the sink, or
+// cancels it on a failed write.
+func persistBytes(sink raft.SnapshotSink, b []byte) error {
+	if _, err := sink.Write(b); err != nil {
 		_ = sink.Cancel()
 		return err
 	}

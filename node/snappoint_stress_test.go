@@ -157,13 +157,7 @@ func (f *chainFSM) Restore(rc io.ReadCloser) error {
 
 type chainSnap [48]byte
 
-func (s chainSnap) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s[:]); err != nil {
-		_ = sink.Cancel()
-		return err
-	}
-	return sink.Close()
-}
+func (s chainSnap) Persist(sink raft.SnapshotSink) error { return persistBytes(sink, s[:]) }
 
 func (chainSnap) Release() {}
 
