@@ -24,6 +24,10 @@ import (
 //     configuration entries it holds in its log are forgotten: a re-joined
 //     member stops counting itself as a voter until the next change.
 //
+// The snapshot re-sent can also be older than one the follower took itself
+// and compacted its log into; raft installs that too, and with the entries
+// between the two gone it panics when the commit index next moves.
+//
 // Raft's paper says a follower that receives a snapshot describing a prefix
 // of its log keeps the entries that follow. snapshotGuard does that: it sits
 // between the transport and raft and answers such a request itself.
@@ -130,8 +134,8 @@ func (g *snapshotGuard) pump() {
 		case *raft.AppendEntriesRequest:
 			g.see(max(req.LeaderCommitIndex, req.PrevLogEntry+uint64(len(req.Entries))))
 			if moved := g.held.pastSnapshotPoint(req); moved != nil {
-				g.log.Info("append starts at a snapshot point the log lacks: handed to raft without its previous entry",
-					"previous", req.PrevLogEntry, "entries", len(req.Entries))
+				g.log.Info("append starts at or below a snapshot the log lacks: handed to raft without its previous entry",
+					"previous", req.PrevLogEntry, "entries", len(req.Entries), "kept", len(moved.Entries))
 				rpc.Command = moved
 			}
 		}
@@ -219,6 +223,15 @@ type follower struct {
 // the log after it) that the log continues right after, so the leader's
 // next append can start there (pastSnapshotPoint). Any doubt (an entry
 // compacted away, a read error, another term) leaves the request to raft.
+//
+// A snapshot older than one this follower stored is held too, when its
+// entry is gone from the log (compacted into the newer snapshot) and the
+// log continues right after the newer one. Both snapshots hold only
+// committed entries, and committed entries are the same on every member, so
+// the newer one already contains the older. raft v1.7 would install it: the
+// state machine goes back, the log no longer holds the entries between the
+// two, and the follower panics ("log not found") when the commit index next
+// moves (TestSnapshotGuardAnswersASnapshotOlderThanTheFollowers).
 func (f follower) holds(req *raft.InstallSnapshotRequest) bool {
 	if v := req.ProtocolVersion; v < raft.ProtocolVersionMax-1 || v > raft.ProtocolVersionMax {
 		return false
@@ -233,10 +246,18 @@ func (f follower) holds(req *raft.InstallSnapshotRequest) bool {
 	if err := f.logs.GetLog(req.LastLogIndex, &entry); err == nil {
 		return entry.Term == req.LastLogTerm
 	}
-	if !f.snapshotAt(req.LastLogIndex, req.LastLogTerm) {
-		return false
+	if f.snapshotAt(req.LastLogIndex, req.LastLogTerm) {
+		return f.continuesAfter(req.LastLogIndex)
 	}
-	return f.r.LastIndex() == req.LastLogIndex || f.logs.GetLog(req.LastLogIndex+1, &entry) == nil
+	newer, ok := f.snapshotAbove(req.LastLogIndex)
+	return ok && f.continuesAfter(newer.Index)
+}
+
+// continuesAfter reports whether the log goes on right after index, or ends
+// there: the entries after a stored snapshot are all here.
+func (f follower) continuesAfter(index uint64) bool {
+	var entry raft.Log
+	return f.r.LastIndex() == index || f.logs.GetLog(index+1, &entry) == nil
 }
 
 func (f follower) term() uint64 { return f.r.CurrentTerm() }
@@ -261,6 +282,13 @@ func (f follower) term() uint64 { return f.r.CurrentTerm() }
 // entry (as Raft's paper has it), lest stale entries after it that the log
 // still holds count as committed. A copy, because the in-memory transport of
 // the tests hands the leader's own request over.
+//
+// An append whose previous entry lies below a newer stored snapshot (the
+// leader goes on from an older snapshot the guard answered, holds) is
+// handled the same way from the newer snapshot on: its entries up to the
+// newer snapshot's index are committed ones the snapshot already holds and
+// are left out (one at that index must have the snapshot's term, or the
+// append is raft's), and raft gets the rest without a previous entry.
 func (f follower) pastSnapshotPoint(req *raft.AppendEntriesRequest) *raft.AppendEntriesRequest {
 	if req.PrevLogEntry == 0 || req.PrevLogEntry > f.r.LastIndex() {
 		return nil
@@ -269,13 +297,52 @@ func (f follower) pastSnapshotPoint(req *raft.AppendEntriesRequest) *raft.Append
 	if err := f.logs.GetLog(req.PrevLogEntry, &entry); err == nil {
 		return nil // raft finds it
 	}
+	entries := req.Entries
 	if !f.snapshotAt(req.PrevLogEntry, req.PrevLogTerm) {
-		return nil
+		newer, ok := f.snapshotAbove(req.PrevLogEntry)
+		if !ok || !f.continuesAfter(newer.Index) {
+			return nil
+		}
+		if entries, ok = entriesAfter(req.Entries, newer.Index, newer.Term); !ok {
+			return nil
+		}
 	}
 	moved := *req
+	moved.Entries = entries
 	moved.PrevLogEntry, moved.PrevLogTerm = 0, 0
 	moved.LeaderCommitIndex = min(req.LeaderCommitIndex, req.PrevLogEntry+uint64(len(req.Entries)))
 	return &moved
+}
+
+// entriesAfter is the part of an append's entries past index; false when
+// one at index has another term than the snapshot there.
+func entriesAfter(entries []*raft.Log, index, term uint64) ([]*raft.Log, bool) {
+	for i, e := range entries {
+		if e.Index == index && e.Term != term {
+			return nil, false
+		}
+		if e.Index > index {
+			return entries[i:], true
+		}
+	}
+	return nil, true
+}
+
+// snapshotAbove is the newest stored snapshot past index that the state
+// machine has been given (every stored snapshot is, unless one is being
+// installed just then).
+func (f follower) snapshotAbove(index uint64) (*raft.SnapshotMeta, bool) {
+	list, err := f.snaps.List()
+	if err != nil {
+		return nil, false
+	}
+	var newest *raft.SnapshotMeta
+	for _, m := range list {
+		if m.Index > index && (newest == nil || m.Index > newest.Index) {
+			newest = m
+		}
+	}
+	return newest, newest != nil && newest.Index <= f.r.AppliedIndex()
 }
 
 // snapshotAt reports whether a stored snapshot ends at index and term.

@@ -530,3 +530,117 @@ func TestSnapshotGuardNeedsTheLogToContinueAfterAStoredSnapshot(t *testing.T) {
 		t.Fatal("a stored snapshot the log does not continue is counted as held")
 	}
 }
+
+// olderResend builds a follower that has applied, and snapshotted, past the
+// leader's newest snapshot (its own log compacted up to its snapshot), then
+// has the leader send that older snapshot: a leader whose replication to it
+// fell back past the leader's own log does this. raft v1.7 installs it: the
+// state machine goes back to the older snapshot, and its log no longer
+// holds the entries between the two.
+func olderResend(t *testing.T) (leader, follower *guardPeer, applied uint64, resp *raft.InstallSnapshotResponse) {
+	t.Helper()
+	peers := guardCluster(t)
+	leader = guardLeader(t, peers)
+	follower = followerOf(peers, leader)
+	applyN(t, leader.r, 20)
+	waitCaughtUp(t, follower, leader)
+	if err := leader.r.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	applyN(t, leader.r, 20)
+	waitCaughtUp(t, follower, leader)
+	if err := follower.r.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	applyN(t, leader.r, 5)
+	waitCaughtUp(t, follower, leader)
+	own := newestSnapshot(t, follower)
+	if older := newestSnapshot(t, leader); older.Index >= own.Index {
+		t.Fatalf("the leader's snapshot (%d) is not older than the follower's (%d)", older.Index, own.Index)
+	}
+	var entry raft.Log
+	if follower.logs.GetLog(newestSnapshot(t, leader).Index, &entry) == nil {
+		t.Fatal("the follower's log still holds the older snapshot's point; the case needs it compacted")
+	}
+	applied = follower.fsm.applied.Load()
+	return leader, follower, applied, resendSnapshot(t, leader, follower)
+}
+
+// The guard answers a snapshot older than what the follower has applied and
+// snapshotted itself: the state machine does not go back, and the leader's
+// appends from the older snapshot's point, whose first entries the follower
+// compacted into its own snapshot, are taken from the follower's snapshot
+// on.
+func TestSnapshotGuardAnswersASnapshotOlderThanTheFollowers(t *testing.T) {
+	leader, follower, before, resp := olderResend(t)
+	if !resp.Success {
+		t.Fatalf("the guard answers an older snapshot with success: %+v", resp)
+	}
+	if n := follower.fsm.restores.Load(); n != 0 {
+		t.Fatalf("the state machine was restored %d times (applied %d -> %d), want 0", n, before, follower.fsm.applied.Load())
+	}
+	if resp := appendFromSnapshotPoint(t, leader, follower); !resp.Success {
+		t.Fatalf("the append from the older snapshot's point was refused: %+v", resp)
+	}
+	if got := follower.fsm.applied.Load(); got != before {
+		t.Fatalf("the append moved the state machine from %d to %d applied entries", before, got)
+	}
+	applyN(t, leader.r, 5)
+	waitCaughtUp(t, follower, leader)
+	if got, want := follower.fsm.applied.Load(), leader.fsm.applied.Load(); got != want {
+		t.Fatalf("the follower applied %d entries, the leader %d", got, want)
+	}
+}
+
+// An append whose previous entry lies below the follower's newer snapshot
+// reaches raft from that snapshot on: entries up to its index are left out,
+// the rest go without a previous entry, the commit index bounded by the
+// append's last entry. An entry at the snapshot's index of another term, or
+// a log that does not continue after the snapshot, leaves it to raft.
+func TestSnapshotGuardCutsAnAppendBelowANewerSnapshot(t *testing.T) {
+	leader, peer, _, _ := olderResend(t)
+	older, newer := newestSnapshot(t, leader), newestSnapshot(t, peer)
+	held := follower{r: peer.r, logs: peer.logs, snaps: peer.snaps}
+	entriesFrom := func(from, to uint64) []*raft.Log {
+		var out []*raft.Log
+		for i := from; i <= to; i++ {
+			var l raft.Log
+			if err := leader.logs.GetLog(i, &l); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, &l)
+		}
+		return out
+	}
+	last := leader.r.LastIndex()
+	req := func(entries []*raft.Log) *raft.AppendEntriesRequest {
+		return &raft.AppendEntriesRequest{Term: leader.r.CurrentTerm(), PrevLogEntry: older.Index, PrevLogTerm: older.Term,
+			Entries: entries, LeaderCommitIndex: last + 10}
+	}
+	whole := req(entriesFrom(older.Index+1, last))
+	moved := held.pastSnapshotPoint(whole)
+	if moved == nil || moved.PrevLogEntry != 0 || moved.PrevLogTerm != 0 || moved.LeaderCommitIndex != last ||
+		len(moved.Entries) != int(last-newer.Index) || moved.Entries[0].Index != newer.Index+1 {
+		t.Fatalf("an append from %d to %d over a snapshot at %d became %+v", older.Index, last, newer.Index, moved)
+	}
+	if len(whole.Entries) != int(last-older.Index) || whole.PrevLogEntry != older.Index {
+		t.Fatalf("the leader's own request was changed: %+v", whole)
+	}
+	short := req(entriesFrom(older.Index+1, newer.Index-1))
+	if moved := held.pastSnapshotPoint(short); moved == nil || len(moved.Entries) != 0 || moved.LeaderCommitIndex != newer.Index-1 {
+		t.Fatalf("an append that ends below the newer snapshot became %+v", moved)
+	}
+	conflicting := req(entriesFrom(older.Index+1, last))
+	at := *conflicting.Entries[newer.Index-older.Index-1]
+	at.Term++
+	conflicting.Entries[newer.Index-older.Index-1] = &at
+	if moved := held.pastSnapshotPoint(conflicting); moved != nil {
+		t.Fatalf("an append with another term at the snapshot's index was changed: %+v", moved)
+	}
+	if err := peer.logs.DeleteRange(newer.Index+1, newer.Index+1); err != nil {
+		t.Fatal(err)
+	}
+	if moved := held.pastSnapshotPoint(req(entriesFrom(older.Index+1, last))); moved != nil {
+		t.Fatalf("an append over a snapshot the log does not continue was changed: %+v", moved)
+	}
+}
