@@ -226,7 +226,9 @@ type follower struct {
 //
 // A snapshot older than one this follower stored is held too, when its
 // entry is gone from the log (compacted into the newer snapshot) and the
-// log continues right after the newer one. Both snapshots hold only
+// log continues right after the newest one (which decides, though the
+// follower may also keep the older one: it took a snapshot at the same
+// index). Both snapshots hold only
 // committed entries, and committed entries are the same on every member, so
 // the newer one already contains the older. raft v1.7 would install it: the
 // state machine goes back, the log no longer holds the entries between the
@@ -246,11 +248,10 @@ func (f follower) holds(req *raft.InstallSnapshotRequest) bool {
 	if err := f.logs.GetLog(req.LastLogIndex, &entry); err == nil {
 		return entry.Term == req.LastLogTerm
 	}
-	if f.snapshotAt(req.LastLogIndex, req.LastLogTerm) {
-		return f.continuesAfter(req.LastLogIndex)
+	if newer, ok := f.snapshotAbove(req.LastLogIndex); ok {
+		return f.continuesAfter(newer.Index)
 	}
-	newer, ok := f.snapshotAbove(req.LastLogIndex)
-	return ok && f.continuesAfter(newer.Index)
+	return f.snapshotAt(req.LastLogIndex, req.LastLogTerm) && f.continuesAfter(req.LastLogIndex)
 }
 
 // continuesAfter reports whether the log goes on right after index, or ends
@@ -285,7 +286,8 @@ func (f follower) term() uint64 { return f.r.CurrentTerm() }
 //
 // An append whose previous entry lies below a newer stored snapshot (the
 // leader goes on from an older snapshot the guard answered, holds) is
-// handled the same way from the newer snapshot on: its entries up to the
+// handled the same way from the newest such snapshot on, whether or not the
+// older one is stored too: its entries up to the
 // newer snapshot's index are committed ones the snapshot already holds and
 // are left out (one at that index must have the snapshot's term, or the
 // append is raft's), and raft gets the rest without a previous entry.
@@ -298,14 +300,15 @@ func (f follower) pastSnapshotPoint(req *raft.AppendEntriesRequest) *raft.Append
 		return nil // raft finds it
 	}
 	entries := req.Entries
-	if !f.snapshotAt(req.PrevLogEntry, req.PrevLogTerm) {
-		newer, ok := f.snapshotAbove(req.PrevLogEntry)
-		if !ok || !f.continuesAfter(newer.Index) {
+	if newer, ok := f.snapshotAbove(req.PrevLogEntry); ok {
+		if !f.continuesAfter(newer.Index) {
 			return nil
 		}
 		if entries, ok = entriesAfter(req.Entries, newer.Index, newer.Term); !ok {
 			return nil
 		}
+	} else if !f.snapshotAt(req.PrevLogEntry, req.PrevLogTerm) {
+		return nil
 	}
 	moved := *req
 	moved.Entries = entries

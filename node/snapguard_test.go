@@ -64,7 +64,7 @@ type guardPeer struct {
 	fsm   *countFSM
 	r     *raft.Raft
 	logs  *raft.InmemStore
-	snaps *raft.InmemSnapshotStore
+	snaps raft.SnapshotStore
 }
 
 // guardCluster starts three rafts on in-memory transports, each behind a
@@ -78,12 +78,20 @@ func guardCluster(t *testing.T) []*guardPeer {
 // entries after its snapshots.
 func guardClusterTrailing(t *testing.T, trailing uint64) []*guardPeer {
 	t.Helper()
+	return guardClusterStores(t, trailing, func() raft.SnapshotStore { return raft.NewInmemSnapshotStore() })
+}
+
+// guardClusterStores is guardClusterTrailing with each member's snapshot
+// store from newSnaps (the in-memory one keeps only the newest snapshot,
+// the file store keeps several, as a node's does).
+func guardClusterStores(t *testing.T, trailing uint64, newSnaps func() raft.SnapshotStore) []*guardPeer {
+	t.Helper()
 	var peers []*guardPeer
 	var servers []raft.Server
 	for i := range 3 {
 		addr, raw := raft.NewInmemTransport("")
 		p := &guardPeer{id: raft.ServerID("g" + strconv.Itoa(i)), raw: raw, fsm: &countFSM{},
-			logs: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore()}
+			logs: raft.NewInmemStore(), snaps: newSnaps()}
 		peers = append(peers, p)
 		servers = append(servers, raft.Server{ID: p.id, Address: addr, Suffrage: raft.Voter})
 	}
@@ -642,5 +650,47 @@ func TestSnapshotGuardCutsAnAppendBelowANewerSnapshot(t *testing.T) {
 	}
 	if moved := held.pastSnapshotPoint(req(entriesFrom(older.Index+1, last))); moved != nil {
 		t.Fatalf("an append over a snapshot the log does not continue was changed: %+v", moved)
+	}
+}
+
+// A follower that keeps several snapshots may hold the leader's older one
+// too (both took it at the same index) under the newer one its log starts
+// after. The newer one decides: the re-sent older snapshot is answered, and
+// the append from its point is cut to the entries after the newer one.
+func TestSnapshotGuardGoesByTheNewestOfSeveralSnapshots(t *testing.T) {
+	peers := guardClusterStores(t, 0, func() raft.SnapshotStore {
+		s, err := raft.NewFileSnapshotStoreWithLogger(t.TempDir(), 3, hclog.NewNullLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+	leader := guardLeader(t, peers)
+	follower := followerOf(peers, leader)
+	applyN(t, leader.r, 20)
+	waitCaughtUp(t, follower, leader)
+	for _, p := range []*guardPeer{leader, follower} {
+		if err := p.r.Snapshot().Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	older := newestSnapshot(t, leader)
+	if own := newestSnapshot(t, follower); own.Index != older.Index || own.Term != older.Term {
+		t.Fatalf("the follower's first snapshot is at %d/%d, the leader's at %d/%d", own.Index, own.Term, older.Index, older.Term)
+	}
+	applyN(t, leader.r, 20)
+	waitCaughtUp(t, follower, leader)
+	if err := follower.r.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	applyN(t, leader.r, 5)
+	waitCaughtUp(t, follower, leader)
+	before := follower.fsm.applied.Load()
+	checkAnswered(t, leader, follower, resendSnapshot(t, leader, follower), 0)
+	if resp := appendFromSnapshotPoint(t, leader, follower); !resp.Success {
+		t.Fatalf("the append from the older snapshot's point was refused: %+v", resp)
+	}
+	if got := follower.fsm.applied.Load(); got < before {
+		t.Fatalf("the state machine went back from %d to %d applied entries", before, got)
 	}
 }
