@@ -231,7 +231,12 @@ type follower struct {
 // the newer one already contains the older. raft v1.7 would install it: the
 // state machine goes back, the log no longer holds the entries between the
 // two, and the follower panics ("log not found") when the commit index next
-// moves (TestSnapshotGuardAnswersASnapshotOlderThanTheFollowers).
+// moves (TestSnapshotGuardAnswersASnapshotOlderThanTheFollowers). That
+// holds whether or not the store still lists a snapshot at the older
+// point: a file store keeps several, so a follower that installed that
+// very snapshot, or took one there, before its newer one still lists it,
+// though its log no longer continues after it
+// (TestSnapshotGuardAnswersAnOlderSnapshotItStillLists).
 func (f follower) holds(req *raft.InstallSnapshotRequest) bool {
 	if v := req.ProtocolVersion; v < raft.ProtocolVersionMax-1 || v > raft.ProtocolVersionMax {
 		return false
@@ -246,8 +251,8 @@ func (f follower) holds(req *raft.InstallSnapshotRequest) bool {
 	if err := f.logs.GetLog(req.LastLogIndex, &entry); err == nil {
 		return entry.Term == req.LastLogTerm
 	}
-	if f.snapshotAt(req.LastLogIndex, req.LastLogTerm) {
-		return f.continuesAfter(req.LastLogIndex)
+	if f.snapshotAt(req.LastLogIndex, req.LastLogTerm) && f.continuesAfter(req.LastLogIndex) {
+		return true
 	}
 	newer, ok := f.snapshotAbove(req.LastLogIndex)
 	return ok && f.continuesAfter(newer.Index)
@@ -288,7 +293,10 @@ func (f follower) term() uint64 { return f.r.CurrentTerm() }
 // handled the same way from the newer snapshot on: its entries up to the
 // newer snapshot's index are committed ones the snapshot already holds and
 // are left out (one at that index must have the snapshot's term, or the
-// append is raft's), and raft gets the rest without a previous entry.
+// append is raft's), and raft gets the rest without a previous entry. A
+// stored snapshot at the previous entry itself serves only while the log
+// continues right after it; past a newer snapshot the log does not, and
+// raft, handed the entries between the two, would refuse for want of them.
 func (f follower) pastSnapshotPoint(req *raft.AppendEntriesRequest) *raft.AppendEntriesRequest {
 	if req.PrevLogEntry == 0 || req.PrevLogEntry > f.r.LastIndex() {
 		return nil
@@ -298,7 +306,7 @@ func (f follower) pastSnapshotPoint(req *raft.AppendEntriesRequest) *raft.Append
 		return nil // raft finds it
 	}
 	entries := req.Entries
-	if !f.snapshotAt(req.PrevLogEntry, req.PrevLogTerm) {
+	if !f.snapshotAt(req.PrevLogEntry, req.PrevLogTerm) || !f.continuesAfter(req.PrevLogEntry) {
 		newer, ok := f.snapshotAbove(req.PrevLogEntry)
 		if !ok || !f.continuesAfter(newer.Index) {
 			return nil
