@@ -787,6 +787,13 @@ func (c *spCluster) resend(why string, to *spPeer) {
 	if newest := list[0]; meta.ID != newest.ID {
 		c.seen["resend: older than the leader's newest"]++
 	}
+	if theirs, err := to.snaps.List(); err == nil && meta.Index < own {
+		for _, m := range theirs {
+			if m.Index == meta.Index {
+				c.seen["resend: older, and the follower lists it"]++
+			}
+		}
+	}
 	installs := to.installs()
 	var resp raft.InstallSnapshotResponse
 	err = l.raw.InstallSnapshot(to.id, to.raw.LocalAddr(), req, &resp, bytes.NewReader(data))
