@@ -695,6 +695,20 @@ func TestSnapshotGuardAnswersAnOlderSnapshotItStillLists(t *testing.T) {
 	if !held.snapshotAt(older.Index, older.Term) || peer.logs.GetLog(older.Index+1, &entry) == nil {
 		t.Fatalf("the case needs the follower to list a snapshot at %d and its log to start past it", older.Index)
 	}
+	newer, last := newestSnapshot(t, peer), leader.r.LastIndex()
+	var entries []*raft.Log
+	for i := older.Index + 1; i <= last; i++ {
+		l := new(raft.Log)
+		if err := leader.logs.GetLog(i, l); err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, l)
+	}
+	moved := held.pastSnapshotPoint(&raft.AppendEntriesRequest{Term: leader.r.CurrentTerm(),
+		PrevLogEntry: older.Index, PrevLogTerm: older.Term, Entries: entries, LeaderCommitIndex: last})
+	if moved == nil || len(moved.Entries) == 0 || moved.Entries[0].Index != newer.Index+1 {
+		t.Fatalf("an append from the listed older point %d is not cut at the newer snapshot %d: %+v", older.Index, newer.Index, moved)
+	}
 	before := peer.fsm.applied.Load()
 	if resp := resendSnapshot(t, leader, peer); !resp.Success {
 		t.Fatalf("the guard answers an older snapshot the follower still lists with success: %+v", resp)
