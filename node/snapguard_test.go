@@ -78,20 +78,27 @@ func guardCluster(t *testing.T) []*guardPeer {
 // entries after its snapshots.
 func guardClusterTrailing(t *testing.T, trailing uint64) []*guardPeer {
 	t.Helper()
-	return guardClusterStores(t, trailing, func() raft.SnapshotStore { return raft.NewInmemSnapshotStore() })
+	return guardClusterOf(t, trailing, false)
 }
 
-// guardClusterStores is guardClusterTrailing with each member's snapshot
-// store from newSnaps (the in-memory one keeps only the newest snapshot,
-// the file store keeps several, as a node's does).
-func guardClusterStores(t *testing.T, trailing uint64, newSnaps func() raft.SnapshotStore) []*guardPeer {
+// guardClusterOf is guardClusterTrailing with, when files, snapshots in
+// file stores that keep three (as node.New has them): older snapshots stay
+// listed beside the newest.
+func guardClusterOf(t *testing.T, trailing uint64, files bool) []*guardPeer {
 	t.Helper()
 	var peers []*guardPeer
 	var servers []raft.Server
 	for i := range 3 {
 		addr, raw := raft.NewInmemTransport("")
 		p := &guardPeer{id: raft.ServerID("g" + strconv.Itoa(i)), raw: raw, fsm: &countFSM{},
-			logs: raft.NewInmemStore(), snaps: newSnaps()}
+			logs: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore()}
+		if files {
+			snaps, err := raft.NewFileSnapshotStoreWithLogger(t.TempDir(), 3, hclog.NewNullLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.snaps = snaps
+		}
 		peers = append(peers, p)
 		servers = append(servers, raft.Server{ID: p.id, Address: addr, Suffrage: raft.Voter})
 	}
@@ -653,44 +660,68 @@ func TestSnapshotGuardCutsAnAppendBelowANewerSnapshot(t *testing.T) {
 	}
 }
 
-// A follower that keeps several snapshots may hold the leader's older one
-// too (both took it at the same index) under the newer one its log starts
-// after. The newer one decides: the re-sent older snapshot is answered, and
-// the append from its point is cut to the entries after the newer one.
-func TestSnapshotGuardGoesByTheNewestOfSeveralSnapshots(t *testing.T) {
-	peers := guardClusterStores(t, 0, func() raft.SnapshotStore {
-		s, err := raft.NewFileSnapshotStoreWithLogger(t.TempDir(), 3, hclog.NewNullLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	})
+// A follower whose file store still lists a snapshot at the re-sent one's
+// point (it took one there itself, or installed that very snapshot, then
+// snapshotted past it and compacted its log) is no different: the log does
+// not continue after the older point, but it does after the newer snapshot,
+// so the re-sent snapshot is answered and the append from its point is cut
+// at the newer one. Before, the older point's own snapshot decided alone:
+// raft installed the snapshot (the state machine went back) and refused
+// the append, whose entries the log no longer held.
+func TestSnapshotGuardAnswersAnOlderSnapshotItStillLists(t *testing.T) {
+	peers := guardClusterOf(t, 0, true)
 	leader := guardLeader(t, peers)
-	follower := followerOf(peers, leader)
+	peer := followerOf(peers, leader)
 	applyN(t, leader.r, 20)
-	waitCaughtUp(t, follower, leader)
-	for _, p := range []*guardPeer{leader, follower} {
+	waitCaughtUp(t, peer, leader)
+	for _, p := range []*guardPeer{leader, peer} {
 		if err := p.r.Snapshot().Error(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	older := newestSnapshot(t, leader)
-	if own := newestSnapshot(t, follower); own.Index != older.Index || own.Term != older.Term {
-		t.Fatalf("the follower's first snapshot is at %d/%d, the leader's at %d/%d", own.Index, own.Term, older.Index, older.Term)
+	if own := newestSnapshot(t, peer); own.Index != older.Index || own.Term != older.Term {
+		t.Fatalf("the follower snapshotted at %d/%d, the leader at %d/%d; the case needs the same point", own.Index, own.Term, older.Index, older.Term)
 	}
 	applyN(t, leader.r, 20)
-	waitCaughtUp(t, follower, leader)
-	if err := follower.r.Snapshot().Error(); err != nil {
+	waitCaughtUp(t, peer, leader)
+	if err := peer.r.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
 	applyN(t, leader.r, 5)
-	waitCaughtUp(t, follower, leader)
-	before := follower.fsm.applied.Load()
-	checkAnswered(t, leader, follower, resendSnapshot(t, leader, follower), 0)
-	if resp := appendFromSnapshotPoint(t, leader, follower); !resp.Success {
+	waitCaughtUp(t, peer, leader)
+	held := follower{r: peer.r, logs: peer.logs, snaps: peer.snaps}
+	var entry raft.Log
+	if !held.snapshotAt(older.Index, older.Term) || peer.logs.GetLog(older.Index+1, &entry) == nil {
+		t.Fatalf("the case needs the follower to list a snapshot at %d and its log to start past it", older.Index)
+	}
+	newer, last := newestSnapshot(t, peer), leader.r.LastIndex()
+	var entries []*raft.Log
+	for i := older.Index + 1; i <= last; i++ {
+		l := new(raft.Log)
+		if err := leader.logs.GetLog(i, l); err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, l)
+	}
+	moved := held.pastSnapshotPoint(&raft.AppendEntriesRequest{Term: leader.r.CurrentTerm(),
+		PrevLogEntry: older.Index, PrevLogTerm: older.Term, Entries: entries, LeaderCommitIndex: last})
+	if moved == nil || len(moved.Entries) == 0 || moved.Entries[0].Index != newer.Index+1 {
+		t.Fatalf("an append from the listed older point %d is not cut at the newer snapshot %d: %+v", older.Index, newer.Index, moved)
+	}
+	before := peer.fsm.applied.Load()
+	if resp := resendSnapshot(t, leader, peer); !resp.Success {
+		t.Fatalf("the guard answers an older snapshot the follower still lists with success: %+v", resp)
+	}
+	if n := peer.fsm.restores.Load(); n != 0 {
+		t.Fatalf("the state machine was restored %d times (applied %d -> %d), want 0", n, before, peer.fsm.applied.Load())
+	}
+	if resp := appendFromSnapshotPoint(t, leader, peer); !resp.Success {
 		t.Fatalf("the append from the older snapshot's point was refused: %+v", resp)
 	}
-	if got := follower.fsm.applied.Load(); got < before {
-		t.Fatalf("the state machine went back from %d to %d applied entries", before, got)
+	applyN(t, leader.r, 5)
+	waitCaughtUp(t, peer, leader)
+	if got, want := peer.fsm.applied.Load(), leader.fsm.applied.Load(); got != want {
+		t.Fatalf("the follower applied %d entries, the leader %d", got, want)
 	}
 }

@@ -36,12 +36,19 @@ import (
 // trailing entries and writes on; heal, sometimes cutting it off again
 // mid catch-up, sometimes restarting it on its stores (node.New's start rule
 // included) while cut off or catching up; sometimes a member snapshots on
-// its own after. After each cycle every member must have applied the same
-// entries (a hash chain over index and data) and never restored a state
-// older than one it had, each member caught up with at most one snapshot
-// install per catch-up, every configuration lists all three, and every
-// entry a member stores must be the committed one, except, at or below its
-// latest snapshot, a snapshot's point of the committed entry's term.
+// its own after, with few or no trailing entries. At random moments (during
+// catch-up, after a restart, after a re-add, after a member's own snapshot)
+// the leader re-sends one of its snapshots, its newest or an older one its
+// file store keeps, to a follower over the raw transport, and sometimes the
+// appends from that snapshot's point that follow (resend): the follower may
+// lack it, hold it in its log, or have snapshotted past it itself. After
+// each cycle every member must have applied the same entries (a hash chain
+// over index and data) and never restored a state older than one it had,
+// each member caught up with at most one snapshot install per catch-up
+// (besides those a resent snapshot made), every configuration lists all
+// three, and every entry a member stores must be the committed one,
+// except, at or below its latest snapshot, a snapshot's point of the
+// committed entry's term.
 //
 // PERPD_SNAPPOINT_SEED=n starts from round seed n, PERPD_SNAPPOINT_ROUNDS=k
 // runs k rounds (1 to replay one: the same choices, not the same timing),
@@ -176,6 +183,9 @@ type spPeer struct {
 	cut      bool
 	// installs before the current raft, and the restores its start made.
 	pastInstalls, startRestores int32
+	// resent counts installs a resent snapshot (resend) made: a follower
+	// that lacked the snapshot installs it, once more than its catch-up.
+	resent int32
 }
 
 // installs counts snapshots installed from a leader, over restarts.
@@ -517,11 +527,16 @@ func (c *spCluster) rejoin() {
 	c.leaderDo("add "+string(f.id)+" back", func(l *spPeer) error {
 		return l.r.AddVoter(f.id, f.raw.LocalAddr(), 0, 5*time.Second).Error()
 	})
+	resentBefore := f.resent
+	if c.rng.Intn(3) == 0 {
+		time.Sleep(time.Duration(c.rng.Intn(40)) * time.Millisecond)
+		c.resend("after rejoin", f)
+	}
 	c.write(1 + c.rng.Intn(5))
 	c.seen["rejoin"]++
 	now := c.caughtUp()
-	if n := f.installs() - before; n > 1 {
-		c.fail("%s rejoined with %d snapshot installs", f.id, n)
+	if n := f.installs() - before; n > 1+f.resent-resentBefore {
+		c.fail("%s rejoined with %d snapshot installs (%d of them resent)", f.id, n, f.resent-resentBefore)
 	}
 	c.check(now)
 }
@@ -550,9 +565,9 @@ func (c *spCluster) cycle() {
 		victim = c.peers[c.rng.Intn(len(c.peers))]
 	}
 	c.setTrailing(victim, c.pick(1024, 1024, 0, 1, 3))
-	before := make(map[*spPeer]int32)
+	before, resentBefore := make(map[*spPeer]int32), make(map[*spPeer]int32)
 	for _, p := range c.peers {
-		before[p] = p.installs()
+		before[p], resentBefore[p] = p.installs(), p.resent
 	}
 	c.link(victim, false)
 	stale := 0
@@ -613,6 +628,10 @@ func (c *spCluster) cycle() {
 	}
 
 	c.link(victim, true)
+	if c.rng.Intn(3) == 0 {
+		time.Sleep(time.Duration(c.rng.Intn(60)) * time.Millisecond)
+		c.resend("during catch-up", c.either(victim))
+	}
 	catchUps := int32(1)
 	if c.rng.Intn(5) == 0 { // cut again mid catch-up
 		time.Sleep(time.Duration(c.rng.Intn(40)) * time.Millisecond)
@@ -635,17 +654,22 @@ func (c *spCluster) cycle() {
 		time.Sleep(time.Duration(c.rng.Intn(150)) * time.Millisecond)
 		c.restart(victim)
 		c.seen["restart while catching up"]++
+		if c.rng.Intn(2) == 0 {
+			c.resend("after restart", c.either(victim))
+		}
 	}
 	c.write(1) // a leader replaces a stale tail only when it appends there
 	now := c.caughtUp()
-	for _, p := range c.peers {
-		if n := p.installs() - before[p]; n > catchUps {
-			c.fail("%s caught up %d times with %d snapshot installs", p.id, catchUps, n)
-		}
-	}
+	c.checkInstalls(before, resentBefore, catchUps)
 	c.check(now)
-	if c.rng.Intn(4) == 0 { // a snapshot of a member's own, trailing entries kept
+	if c.rng.Intn(3) == 0 { // a snapshot of a member's own, trailing entries kept
 		p := c.peers[c.rng.Intn(len(c.peers))]
+		if c.rng.Intn(2) == 0 {
+			p = victim // it may still list the snapshot it caught up with
+		}
+		if c.rng.Intn(2) == 0 {
+			c.setTrailing(p, c.pick(0, 1, 3))
+		}
 		switch err := p.r.Snapshot().Error(); {
 		case err == nil:
 			c.note("%s snapshots at %d keeping %d", p.id, p.r.AppliedIndex(), p.trailing)
@@ -653,6 +677,186 @@ func (c *spCluster) cycle() {
 		case !errors.Is(err, raft.ErrNothingNewToSnapshot):
 			c.fail("snapshot on %s: %v", p.id, err)
 		}
+		if c.rng.Intn(3) != 0 { // the leader's snapshot is now older than the member's
+			for _, q := range c.peers {
+				before[q], resentBefore[q] = q.installs(), q.resent
+			}
+			c.write(c.rng.Intn(6))
+			c.resend("after own snapshot", p)
+			c.write(1)
+			now := c.caughtUp()
+			c.checkInstalls(before, resentBefore, 0)
+			c.check(now)
+		}
+	}
+}
+
+// checkInstalls: each member caught up with at most one snapshot install
+// per catch-up, besides those a resent snapshot made.
+func (c *spCluster) checkInstalls(before, resentBefore map[*spPeer]int32, catchUps int32) {
+	c.t.Helper()
+	for _, p := range c.peers {
+		resent := p.resent - resentBefore[p]
+		if n := p.installs() - before[p]; n > catchUps+resent {
+			c.fail("%s caught up %d times with %d snapshot installs (%d of them resent)", p.id, catchUps, n, resent)
+		}
+	}
+}
+
+// either is p or, half the time, nil (resend then picks a follower).
+func (c *spCluster) either(p *spPeer) *spPeer {
+	if c.rng.Intn(2) == 0 {
+		return nil
+	}
+	return p
+}
+
+// resend has the leader send one of its stored snapshots (its newest, or
+// an older one its file store keeps) to a follower (to, or a random one
+// when to is nil or leads) over the raw transport: what a leader does when
+// its replication falls back past its log, or a delayed copy of an earlier
+// send. After a success it sometimes goes on as the leader then does, with
+// appends from the snapshot's point in batches of at most MaxAppendEntries
+// (or all at once), each with the leader's commit index. A refusal of
+// those in the same term is a failure: the leader would walk back and send
+// the snapshot again, for ever.
+func (c *spCluster) resend(why string, to *spPeer) {
+	c.t.Helper()
+	up := c.up()
+	l := c.leader(up)
+	if to == nil || to == l || to.cut {
+		var fs []*spPeer
+		for _, p := range up {
+			if p != l {
+				fs = append(fs, p)
+			}
+		}
+		if len(fs) == 0 {
+			return
+		}
+		to = fs[c.rng.Intn(len(fs))]
+	}
+	list, err := l.snaps.List()
+	if err != nil || len(list) == 0 {
+		c.note("resend %s: leader %s lists no snapshot (%v)", why, l.id, err)
+		return
+	}
+	meta := list[c.rng.Intn(len(list))]
+	_, rc, err := l.snaps.Open(meta.ID)
+	if err != nil {
+		c.note("resend %s: open %s on %s: %v", why, meta.ID, l.id, err)
+		return
+	}
+	data, err := io.ReadAll(rc)
+	_ = rc.Close()
+	if err != nil {
+		c.fail("read snapshot %s on %s: %v", meta.ID, l.id, err)
+	}
+	term := l.r.CurrentTerm()
+	header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(l.id), Addr: []byte(l.raw.LocalAddr())}
+	req := &raft.InstallSnapshotRequest{
+		RPCHeader:          header,
+		SnapshotVersion:    meta.Version,
+		Term:               term,
+		Leader:             []byte(l.raw.LocalAddr()),
+		LastLogIndex:       meta.Index,
+		LastLogTerm:        meta.Term,
+		Configuration:      raft.EncodeConfiguration(meta.Configuration),
+		ConfigurationIndex: meta.ConfigurationIndex,
+		Size:               int64(len(data)),
+	}
+	// A leader's heartbeats and appends reach a follower before any snapshot
+	// (a leader sends one only after its appends were refused, at its term),
+	// so the follower is at the leader's term by then. A snapshot of a
+	// higher term the guard leaves to raft, which installs it even when the
+	// state machine is past it.
+	var hb raft.AppendEntriesResponse
+	if err := l.raw.AppendEntries(to.id, to.raw.LocalAddr(), &raft.AppendEntriesRequest{
+		RPCHeader: header, Term: term, Leader: []byte(l.raw.LocalAddr()),
+	}, &hb); err != nil || hb.Term != term {
+		c.note("resend %s: heartbeat to %s at term %d: answered at %d, %v", why, to.id, term, hb.Term, err)
+		c.seen["resend: not delivered"]++
+		return
+	}
+	own, _, _ := lastSnapshotOf(to.r)
+	applied := to.r.AppliedIndex()
+	c.seen["resend "+why]++
+	if meta.Index < own {
+		c.seen["resend: older than the follower's snapshot"]++
+	}
+	if newest := list[0]; meta.ID != newest.ID {
+		c.seen["resend: older than the leader's newest"]++
+	}
+	if theirs, err := to.snaps.List(); err == nil && meta.Index < own {
+		for _, m := range theirs {
+			if m.Index == meta.Index {
+				c.seen["resend: older, and the follower lists it"]++
+			}
+		}
+	}
+	installs := to.installs()
+	var resp raft.InstallSnapshotResponse
+	err = l.raw.InstallSnapshot(to.id, to.raw.LocalAddr(), req, &resp, bytes.NewReader(data))
+	installed := to.installs() - installs
+	to.resent += installed
+	c.note("resend %s: %s sends %s snapshot %d/%d (applied %d, own snapshot %d): success %v, installs %d, error %v",
+		why, l.id, to.id, meta.Index, meta.Term, applied, own, resp.Success, installed, err)
+	switch {
+	case err != nil:
+		c.seen["resend: not delivered"]++
+		return
+	case !resp.Success:
+		c.seen["resend: refused"]++
+		return
+	case installed > 0:
+		c.seen["resend: installed"]++
+	default:
+		c.seen["resend: answered"]++
+	}
+	if c.rng.Intn(3) == 0 {
+		return
+	}
+	batch := c.maxAppend
+	if c.rng.Intn(2) == 0 {
+		batch = 1 << 20
+	}
+	prev, prevTerm := meta.Index, meta.Term
+	last, err := l.logs.LastIndex()
+	if err != nil {
+		c.fail("leader %s last index: %v", l.id, err)
+	}
+	for sent := 0; prev < last; sent++ {
+		var entries []*raft.Log
+		for i := prev + 1; i <= min(last, prev+uint64(batch)); i++ {
+			e := new(raft.Log)
+			if err := l.logs.GetLog(i, e); err != nil {
+				c.note("resend %s: leader %s lacks entry %d (%v): appends stop", why, l.id, i, err)
+				return
+			}
+			entries = append(entries, e)
+		}
+		areq := &raft.AppendEntriesRequest{
+			RPCHeader: header, Term: term, Leader: []byte(l.raw.LocalAddr()),
+			PrevLogEntry: prev, PrevLogTerm: prevTerm, Entries: entries, LeaderCommitIndex: l.r.CommitIndex(),
+		}
+		var aresp raft.AppendEntriesResponse
+		if err := l.raw.AppendEntries(to.id, to.raw.LocalAddr(), areq, &aresp); err != nil {
+			c.note("resend %s: append after %d to %s: %v", why, prev, to.id, err)
+			return
+		}
+		if !aresp.Success {
+			if aresp.Term == term && to.r.CurrentTerm() == term {
+				c.fail("%s refused the append after %d/%d (%d entries) that follows snapshot %d/%d it %s, in the same term %d",
+					to.id, prev, prevTerm, len(entries), meta.Index, meta.Term, map[bool]string{true: "installed", false: "was answered for"}[installed > 0], term)
+			}
+			c.note("resend %s: append after %d refused at term %d", why, prev, aresp.Term)
+			return
+		}
+		if sent == 0 {
+			c.seen["resend: append from the point"]++
+		}
+		e := entries[len(entries)-1]
+		prev, prevTerm = e.Index, e.Term
 	}
 }
 
