@@ -137,11 +137,45 @@ func (g *snapshotGuard) pump() {
 				g.log.Info("append starts at or below a snapshot the log lacks: handed to raft without its previous entry",
 					"previous", req.PrevLogEntry, "entries", len(req.Entries), "kept", len(moved.Entries))
 				rpc.Command = moved
+			} else if bounded := commitBounded(req); bounded != nil {
+				rpc.Command = bounded
 			}
 		}
 		select {
 		case g.out <- rpc:
 		case <-g.stop:
+			return
+		}
+	}
+}
+
+// commitBounded returns a copy of an append whose leader's commit index lies
+// past the append's last entry, bounded by that entry, or nil. Raft's paper
+// has a follower commit up to min(leader's commit, index of the last new
+// entry); raft v1.7 takes min(leader's commit, its own last index), which
+// counts entries after the append that it has not checked against the
+// leader's. A follower holding a deposed leader's uncommitted entries after
+// them would commit and apply those
+// (TestAnAppendCommitsNoFurtherThanItsLastEntry). A leader sends such an
+// append when its replication to the follower starts below the follower's
+// log and goes in batches: after the guard answered an older snapshot, or to
+// a follower that lags. A caught-up follower is sent every entry up to the
+// leader's last, so its appends pass unchanged.
+func commitBounded(req *raft.AppendEntriesRequest) *raft.AppendEntriesRequest {
+	last := req.PrevLogEntry + uint64(len(req.Entries))
+	if req.LeaderCommitIndex <= last {
+		return nil
+	}
+	bounded := *req
+	bounded.LeaderCommitIndex = last
+	return &bounded
+}
+
+// see records index as seen, if it is the highest yet.
+func (g *snapshotGuard) see(index uint64) {
+	for {
+		old := g.seen.Load()
+		if index <= old || g.seen.CompareAndSwap(old, index) {
 			return
 		}
 	}
@@ -154,15 +188,6 @@ func (g *snapshotGuard) pump() {
 // drains, its election timer may fire and move the term on, so the answer
 // is checked again after the read and refused if the term moved, lest a
 // deposed leader count it as a follower's confirmation.
-func (g *snapshotGuard) see(index uint64) {
-	for {
-		old := g.seen.Load()
-		if index <= old || g.seen.CompareAndSwap(old, index) {
-			return
-		}
-	}
-}
-
 func (g *snapshotGuard) answerHeld(rpc raft.RPC, req *raft.InstallSnapshotRequest) {
 	n, err := io.Copy(io.Discard, rpc.Reader)
 	if err == nil && n != req.Size {

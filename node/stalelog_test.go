@@ -328,3 +328,77 @@ func TestReplayRefusesASnapshotPoint(t *testing.T) {
 		t.Fatalf("replay through a snapshot's point: %v", err)
 	}
 }
+
+// An append commits on a follower no further than its own last entry
+// (Raft's rule: min(leader's commit, index of the last new entry)). raft
+// v1.7 takes min(leader's commit, the follower's last index), so an append
+// that ends below a deposed leader's stale entries, while the leader's
+// commit index is past them, would commit and apply the stale entries. A
+// leader sends such an append when its replication to the follower starts
+// far below the follower's log, as after the guard answers an older
+// snapshot, and a lagging follower gets its entries in batches.
+func TestAnAppendCommitsNoFurtherThanItsLastEntry(t *testing.T) {
+	peers, old, committed := caughtUpCluster(t)
+	applied := old.fsm.applied.Load()
+	connectPeer(peers, old, false)
+	for i := range 20 {
+		old.r.Apply([]byte(fmt.Sprint("uncommitted ", i)), 0)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for old.r.State() == raft.Leader {
+		if time.Now().After(deadline) {
+			t.Fatal("the cut-off leader did not step down")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if old.r.LastIndex() < committed+5 {
+		t.Fatalf("the cut-off leader appended only %d entries", old.r.LastIndex()-committed)
+	}
+	var others []*guardPeer
+	for _, p := range peers {
+		if p != old {
+			others = append(others, p)
+		}
+	}
+	leader := guardLeader(t, others)
+	applyN(t, leader.r, 40)
+	if leader.r.CommitIndex() <= old.r.LastIndex() {
+		t.Fatalf("the new leader's commit index %d is not past the stale entries (to %d)", leader.r.CommitIndex(), old.r.LastIndex())
+	}
+	var prev raft.Log
+	if err := leader.logs.GetLog(committed-2, &prev); err != nil {
+		t.Fatal(err)
+	}
+	var entries []*raft.Log
+	for i := committed - 1; i <= committed; i++ {
+		l := new(raft.Log)
+		if err := leader.logs.GetLog(i, l); err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, l)
+	}
+	req := &raft.AppendEntriesRequest{
+		RPCHeader:         raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(leader.id), Addr: []byte(leader.raw.LocalAddr())},
+		Term:              leader.r.CurrentTerm(),
+		PrevLogEntry:      prev.Index,
+		PrevLogTerm:       prev.Term,
+		Entries:           entries,
+		LeaderCommitIndex: leader.r.CommitIndex(),
+	}
+	_, sender := raft.NewInmemTransport("")
+	sender.Connect(old.raw.LocalAddr(), old.raw)
+	var resp raft.AppendEntriesResponse
+	if err := sender.AppendEntries(old.id, old.raw.LocalAddr(), req, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Success {
+		t.Fatalf("the append that matches the follower's log was refused: %+v", resp)
+	}
+	time.Sleep(200 * time.Millisecond) // raft hands committed entries to the state machine on its own goroutine
+	if got := old.fsm.applied.Load(); got != applied {
+		t.Fatalf("the deposed leader applied %d entries, %d of them its own uncommitted ones", got, got-applied)
+	}
+	if got := old.r.CommitIndex(); got > committed {
+		t.Fatalf("the follower's commit index moved to %d, past the append's last entry %d", got, committed)
+	}
+}
