@@ -772,7 +772,7 @@ func (c *spCluster) resend(why string, to *spPeer) {
 	// state machine is past it.
 	var hb raft.AppendEntriesResponse
 	if err := l.raw.AppendEntries(to.id, to.raw.LocalAddr(), &raft.AppendEntriesRequest{
-		RPCHeader: header, Term: term, Leader: []byte(l.raw.LocalAddr()),
+		RPCHeader: header, Term: term,
 	}, &hb); err != nil || hb.Term != term {
 		c.note("resend %s: heartbeat to %s at term %d: answered at %d, %v", why, to.id, term, hb.Term, err)
 		c.seen["resend: not delivered"]++
@@ -836,7 +836,7 @@ func (c *spCluster) resend(why string, to *spPeer) {
 			entries = append(entries, e)
 		}
 		areq := &raft.AppendEntriesRequest{
-			RPCHeader: header, Term: term, Leader: []byte(l.raw.LocalAddr()),
+			RPCHeader: header, Term: term,
 			PrevLogEntry: prev, PrevLogTerm: prevTerm, Entries: entries, LeaderCommitIndex: l.r.CommitIndex(),
 		}
 		var aresp raft.AppendEntriesResponse
