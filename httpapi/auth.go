@@ -26,13 +26,8 @@ type caller struct {
 	Scopes    access.Scope
 }
 
-const callerKey = "perpd.caller"
-
-func callerOf(c *gin.Context) caller {
-	v, _ := c.Get(callerKey)
-	cl, _ := v.(caller)
-	return cl
-}
+// callerOf is the caller authGuard found (zero on a public route).
+func callerOf(c *gin.Context) caller { return stateOf(c).caller }
 
 // HashKey is the stored form of a key value: hex SHA-256.
 func HashKey(key string) string {
@@ -189,7 +184,7 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 			fail(c, http.StatusForbidden, wire.CodeInsufficientScope, "this key lacks the "+r.Scope+" scope")
 			return
 		}
-		c.Set(callerKey, cl)
+		stateOf(c).caller = cl
 		s.touch.seen(cl.KeyID)
 	}
 }

@@ -14,8 +14,6 @@ const IdemHeader = "idempotency-key"
 // MaxIdemKeyLen bounds an idempotency key.
 const MaxIdemKeyLen = 255
 
-const idemKeyCtx = "perpd.idem"
-
 // idemGuard requires a well-formed idempotency-key on idem routes, and
 // checks one sent to a route where it is optional.
 func idemGuard(s *Server, r *Route) gin.HandlerFunc {
@@ -48,6 +46,7 @@ func idemGuard(s *Server, r *Route) gin.HandlerFunc {
 				"header idempotency-key holds an API key: send the key only in x-api-key, and a fresh random idempotency-key")
 			return
 		}
-		c.Set(idemKeyCtx, k)
+		st := stateOf(c)
+		st.idemKey, st.hasIdem = k, true
 	}
 }

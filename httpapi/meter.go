@@ -220,9 +220,6 @@ func resetAt(now time.Time, tokens float64, perMin int) int64 {
 // leaderBudgets are drawn on the leader, with the write they meter.
 var leaderBudgets = map[string]bool{"order": true, "withdraw": true}
 
-// drawCtx holds the *node.Draw of a request on a leader-budget route.
-const drawCtx = "perpd.draw"
-
 // meterGuard draws the route's budget: per key and per account for keyed
 // routes, per client address for public ones that have a budget (signup).
 // A leader budget is not drawn here: the guard names the draw, and the
@@ -238,7 +235,8 @@ func meterGuard(s *Server, r *Route) gin.HandlerFunc {
 	if leaderBudgets[r.Budget] {
 		return func(c *gin.Context) {
 			subject, account := subjectOf(c, r)
-			c.Set(drawCtx, &node.Draw{ID: randomID(16), Budget: r.Budget, Subject: subject, Account: account})
+			st := stateOf(c)
+			st.draw, st.hasDraw = node.Draw{ID: randomID(16), Budget: r.Budget, Subject: subject, Account: account}, true
 		}
 	}
 	if r.Auth == Keyed && r.Method != http.MethodGet {
@@ -255,7 +253,8 @@ func meterGuard(s *Server, r *Route) gin.HandlerFunc {
 				return
 			}
 			subject, account := subjectOf(c, r)
-			c.Set(drawCtx, &node.Draw{ID: randomID(16), Budget: r.Budget, Subject: clusterWrites + subject, Account: clusterWrites + account})
+			st := stateOf(c)
+			st.draw, st.hasDraw = node.Draw{ID: randomID(16), Budget: r.Budget, Subject: clusterWrites + subject, Account: clusterWrites + account}, true
 		}
 	}
 	return func(c *gin.Context) { s.draw(c, r, s.budgets[r.Budget]) }

@@ -39,12 +39,12 @@ func (s *Server) command(c *gin.Context, t fsm.CmdType, payload any, req any) (*
 	// key reused on DELETE /v1/orders/{another} is another request.
 	route := c.FullPath()
 	cmd.ReqHash = fsm.RequestHash([]byte(c.Request.Method), []byte(c.Request.URL.Path), canon)
-	if k, ok := c.Get(idemKeyCtx); ok {
+	if k, ok := idemKeyOf(c); ok {
 		scope := "acct:" + cl.AccountID
 		if cl.AccountID == "" {
 			scope = "route:" + route
 		}
-		cmd.IdemKey = scope + ":" + k.(string)
+		cmd.IdemKey = scope + ":" + k
 	} else {
 		cmd.IdemKey = "auto:" + randomID(16)
 	}
@@ -61,9 +61,13 @@ func (s *Server) propose(c *gin.Context, cmd *fsm.Command) (*fsm.Result, bool) {
 	if s.proposer != nil {
 		propose = s.proposer
 	}
+	// The request id and the draw travel to the node in the write's
+	// context only: no other call the handlers make reads them.
 	ctx := c.Request.Context()
-	d, _ := c.Get(drawCtx)
-	draw, _ := d.(*node.Draw)
+	if id := stateOf(c).id; id != "" {
+		ctx = node.WithRequestID(ctx, id)
+	}
+	draw := drawOf(c)
 	if draw != nil {
 		ctx = node.WithDraw(ctx, draw)
 		if b, ok := s.budgets[draw.Budget]; ok && leaderBudgets[draw.Budget] {
