@@ -298,13 +298,19 @@ const (
 // rateAnswer sets the X-RateLimit headers of v and, when v refuses,
 // answers 429 with Retry-After. It reports whether v admits.
 func (s *Server) rateAnswer(c *gin.Context, budget string, v verdict) bool {
-	// Every metered request sets these three: the keys are written in
-	// their canonical form (what Header.Set would make of them) and the
-	// values share one backing array.
-	h := c.Writer.Header()
-	vals := [...]string{strconv.Itoa(v.limit), strconv.Itoa(v.remaining), strconv.FormatInt(v.resetUnix, 10)}
-	shared := vals[:]
-	h[hdrRateLimit], h[hdrRateRemaining], h[hdrRateReset] = shared[0:1:1], shared[1:2:2], shared[2:3:3]
+	// Every metered request sets these three: one string holds the three
+	// numbers, and the request's header slots the values.
+	var buf [3 * 20]byte
+	b := strconv.AppendInt(buf[:0], int64(v.limit), 10)
+	i := len(b)
+	b = strconv.AppendInt(b, int64(v.remaining), 10)
+	j := len(b)
+	b = strconv.AppendInt(b, v.resetUnix, 10)
+	all := string(b)
+	st := stateOf(c)
+	st.setHeader(c, slotRateLimit, hdrRateLimit, all[:i])
+	st.setHeader(c, slotRateRemaining, hdrRateRemaining, all[i:j])
+	st.setHeader(c, slotRateReset, hdrRateReset, all[j:])
 	if v.ok {
 		return true
 	}
@@ -312,7 +318,7 @@ func (s *Server) rateAnswer(c *gin.Context, budget string, v verdict) bool {
 	if secs < 1 {
 		secs = 1
 	}
-	h.Set("Retry-After", strconv.FormatInt(secs, 10))
+	c.Writer.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	fail(c, http.StatusTooManyRequests, wire.CodeRateLimited,
 		"the "+budget+" budget is empty; retry after "+strconv.FormatInt(secs, 10)+"s")
 	return false

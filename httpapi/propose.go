@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -105,9 +106,10 @@ func (s *Server) propose(c *gin.Context, cmd *fsm.Command) (*fsm.Result, bool) {
 	// next call to the same node sees it (a key just minted works at once).
 	// Bounded: the write itself has succeeded whatever this wait does.
 	_ = s.Node.WaitApplied(c.Request.Context(), res.Index)
-	c.Writer.Header().Set("X-Raft-Index", strconv.FormatUint(res.Index, 10))
+	st := stateOf(c)
+	st.setHeader(c, slotRaftIndex, hdrRaftIndex, strconv.FormatUint(res.Index, 10))
 	if res.Replay {
-		c.Writer.Header().Set("Idempotent-Replayed", "true")
+		st.setHeader(c, slotReplayed, "Idempotent-Replayed", "true")
 	}
 	return res, true
 }
@@ -138,9 +140,41 @@ func storedResult[T any](c *gin.Context, res *fsm.Result) (out T, ok bool) {
 	return out, true
 }
 
-// respond writes a state-machine result as it was stored.
+// respond writes a state-machine result as it was stored: what
+// c.Data(res.Status, jsonContentType, res.Body) writes, with the two
+// headers in the request's slots (TestRespondWritesWhatGinDataWrites).
 func respond(c *gin.Context, res *fsm.Result) {
-	c.Data(res.Status, "application/json; charset=utf-8", res.Body)
+	st := stateOf(c)
+	c.Status(res.Status)
+	if len(c.Writer.Header()["Content-Type"]) == 0 {
+		st.setHeader(c, slotContentType, "Content-Type", jsonContentType)
+	}
+	if !bodyAllowedForStatus(res.Status) {
+		c.Writer.WriteHeaderNow()
+		return
+	}
+	if len(res.Body) > 0 {
+		st.setHeader(c, slotContentLength, "Content-Length", strconv.Itoa(len(res.Body)))
+	}
+	if _, err := c.Writer.Write(res.Body); err != nil {
+		_ = c.Error(err)
+		c.Abort()
+	}
+}
+
+// jsonContentType is the content type of stored results.
+const jsonContentType = "application/json; charset=utf-8"
+
+// bodyAllowedForStatus is gin's rule (render.go) for statuses whose answer
+// has no body.
+func bodyAllowedForStatus(status int) bool {
+	switch {
+	case status >= http.StatusContinue && status < http.StatusOK:
+		return false
+	case status == http.StatusNoContent, status == http.StatusNotModified:
+		return false
+	}
+	return true
 }
 
 // randomID returns n random bytes as hex.

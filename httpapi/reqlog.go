@@ -65,7 +65,7 @@ func (s *Server) logRequest(c *gin.Context, st *reqState) {
 		id = node.NewRequestID()
 	}
 	st.id = id
-	c.Writer.Header().Set(RequestIDHeader, id)
+	st.setHeader(c, slotRequestID, RequestIDHeader, id)
 	c.Next()
 
 	status := c.Writer.Status()

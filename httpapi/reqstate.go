@@ -18,7 +18,8 @@ import (
 // requestLog takes from keyMaps and gives back, emptied and detached from
 // the context, once the whole chain has answered. The state itself is
 // never pooled: the node may still hold the draw (a write still queued
-// when its caller gave up).
+// when its caller gave up), and the answer's header map holds slices of
+// hdr.
 type reqState struct {
 	id      string
 	caller  caller
@@ -26,6 +27,34 @@ type reqState struct {
 	hasIdem bool
 	draw    node.Draw
 	hasDraw bool
+	// hdr backs the values of the headers this package sets on most
+	// answers (setHeader), so they cost no allocation of their own.
+	hdr [hdrSlots]string
+}
+
+// The slots of reqState.hdr, one per header.
+const (
+	slotRequestID = iota
+	slotRaftIndex
+	slotRateLimit
+	slotRateRemaining
+	slotRateReset
+	slotReplayed
+	slotContentType
+	slotContentLength
+	hdrSlots
+)
+
+// setHeader sets the header key, which must be in canonical form (what
+// Header.Set would make of it), to the single value v, held in the
+// request's own slot: the same map entry Header.Set writes, without its
+// allocation. The slice is capped at one element, so an Add appends to a
+// copy, never into the next slot; setting the slot again (X-Raft-Index,
+// first when the request arrives, then with the write's index) replaces
+// the value as Header.Set would.
+func (st *reqState) setHeader(c *gin.Context, slot int, key, v string) {
+	st.hdr[slot] = v
+	c.Writer.Header()[key] = st.hdr[slot : slot+1 : slot+1]
 }
 
 // stateKey is the Keys entry holding the request's *reqState.
