@@ -19,6 +19,10 @@ import (
 // KeyHeader carries the API key (SPEC section 5). Never a URL parameter.
 const KeyHeader = "x-api-key"
 
+// keyHeaderKey is KeyHeader in canonical form: Header.Get would
+// canonicalise the lower-case spelling into a new string on every request.
+const keyHeaderKey = "X-Api-Key"
+
 // caller is the authenticated identity of a keyed request.
 type caller struct {
 	AccountID string
@@ -42,6 +46,9 @@ func scopeBits(name string) access.Scope { return access.ParseScope(name) }
 // the query string: honouring it would teach clients to leak keys into logs.
 func refuseKeyInURL(s *Server, r *Route) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		if c.Request.URL.RawQuery == "" {
+			return // nothing to parse (URL.Query would still make a map)
+		}
 		for name := range c.Request.URL.Query() {
 			n := strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(name))
 			if n == "apikey" || n == "xapikey" || n == "key" || n == "token" {
@@ -153,7 +160,7 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 	}
 	need := scopeBits(r.Scope)
 	return func(c *gin.Context) {
-		key := c.GetHeader(KeyHeader)
+		key := c.GetHeader(keyHeaderKey)
 		if key == "" {
 			fail(c, http.StatusUnauthorized, wire.CodeUnauthorized, "missing x-api-key header")
 			return

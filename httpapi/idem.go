@@ -11,6 +11,9 @@ import (
 // IdemHeader is the idempotency header of `idem` routes.
 const IdemHeader = "idempotency-key"
 
+// idemHeaderKey is IdemHeader in canonical form (keyHeaderKey says why).
+const idemHeaderKey = "Idempotency-Key"
+
 // MaxIdemKeyLen bounds an idempotency key.
 const MaxIdemKeyLen = 255
 
@@ -21,7 +24,7 @@ func idemGuard(s *Server, r *Route) gin.HandlerFunc {
 		return nil
 	}
 	return func(c *gin.Context) {
-		k := c.GetHeader(IdemHeader)
+		k := c.GetHeader(idemHeaderKey)
 		if k == "" && r.IdemOptional {
 			return
 		}

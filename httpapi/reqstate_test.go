@@ -72,3 +72,13 @@ func TestRespondWritesWhatGinDataWrites(t *testing.T) {
 		}
 	}
 }
+
+// The key and idempotency headers are looked up by their canonical names,
+// which must be what Header.Get makes of the documented spellings.
+func TestLookupHeaderKeysAreCanonical(t *testing.T) {
+	for spelled, key := range map[string]string{KeyHeader: keyHeaderKey, IdemHeader: idemHeaderKey} {
+		if canon := textproto.CanonicalMIMEHeaderKey(spelled); canon != key {
+			t.Errorf("%s is looked up as %q; Header.Get looks for %q", spelled, key, canon)
+		}
+	}
+}
