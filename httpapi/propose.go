@@ -177,11 +177,19 @@ func bodyAllowedForStatus(status int) bool {
 	return true
 }
 
-// randomID returns n random bytes as hex.
+// randomID returns n random bytes as hex. Up to 32 bytes (every caller)
+// are drawn and encoded on the stack: the string is the one allocation.
 func randomID(n int) string {
-	b := make([]byte, n)
+	var buf [32]byte
+	var text [64]byte
+	b, h := buf[:0], text[:0]
+	if n > len(buf) {
+		b, h = make([]byte, 0, n), make([]byte, 0, 2*n)
+	}
+	b, h = b[:n], h[:2*n]
 	if _, err := rand.Read(b); err != nil {
 		panic(err)
 	}
-	return hex.EncodeToString(b)
+	hex.Encode(h, b)
+	return string(h)
 }
