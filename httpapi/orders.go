@@ -112,7 +112,9 @@ func (s *Server) placeOrder(c *gin.Context) {
 			StopLevelQ8: intOr0(b.StopLevel), TakeProfitLevelQ8: intOr0(b.TakeProfitLevel),
 			StopContracts: intOr0(b.StopContracts), TakeProfitContracts: intOr0(b.TakeProfitContracts)}
 	}
-	res, ok := s.submit(c, fsm.CmdPlaceOrder, p, req)
+	// By pointer: req is on the heap already (decode), and requestHash
+	// writes an *OrderRequest's canonical JSON itself.
+	res, ok := s.submit(c, fsm.CmdPlaceOrder, p, &req)
 	if !ok {
 		return
 	}

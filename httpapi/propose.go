@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -27,19 +29,12 @@ func (s *Server) command(c *gin.Context, t fsm.CmdType, payload any, req any) (*
 	}
 	cl := callerOf(c)
 	cmd.Account, cmd.KeyID = cl.AccountID, cl.KeyID
-	canon, ok := []byte(nil), false
-	if cj, is := req.(canonicalJSON); is {
-		canon, ok = cj.appendCanonicalJSON(make([]byte, 0, 256))
-	}
-	if !ok {
-		if canon, err = json.Marshal(req); err != nil {
-			return nil, err
-		}
-	}
 	// The hash covers the request's actual path, not the route template: a
 	// key reused on DELETE /v1/orders/{another} is another request.
 	route := c.FullPath()
-	cmd.ReqHash = fsm.RequestHash([]byte(c.Request.Method), []byte(c.Request.URL.Path), canon)
+	if cmd.ReqHash, err = requestHash(c.Request.Method, c.Request.URL.Path, req); err != nil {
+		return nil, err
+	}
 	if k, ok := idemKeyOf(c); ok {
 		scope := "acct:" + cl.AccountID
 		if cl.AccountID == "" {
@@ -50,6 +45,38 @@ func (s *Server) command(c *gin.Context, t fsm.CmdType, payload any, req any) (*
 		cmd.IdemKey = "auto:" + randomID(16)
 	}
 	return cmd, nil
+}
+
+// requestHash is fsm.RequestHash(method, path, the canonical JSON of req),
+// the same bytes (TestRequestHashIsFSMs), hashed from one buffer on the
+// stack: each part after its length as 8 bytes little-endian. An order,
+// passed by pointer, writes its own canonical JSON (orders_canon.go);
+// anything else is encoding/json's.
+func requestHash(method, path string, req any) ([]byte, error) {
+	var buf [512]byte
+	b := appendHashPart(buf[:0], method)
+	b = appendHashPart(b, path)
+	at := len(b)
+	b = append(b, make([]byte, 8)...) // the body's length, once known
+	ok := false
+	if o, is := req.(*OrderRequest); is {
+		b, ok = o.appendCanonicalJSON(b)
+	}
+	if !ok {
+		canon, err := json.Marshal(req)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b[:at+8], canon...)
+	}
+	binary.LittleEndian.PutUint64(b[at:], uint64(len(b)-at-8))
+	sum := sha256.Sum256(b)
+	return sum[:], nil
+}
+
+// appendHashPart appends one part of a request hash: its length, then it.
+func appendHashPart(b []byte, part string) []byte {
+	return append(binary.LittleEndian.AppendUint64(b, uint64(len(part))), part...)
 }
 
 // propose sends a write through the log. On a leader-budget route the
