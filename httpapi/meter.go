@@ -93,8 +93,16 @@ func newMeter() *meter {
 	return &meter{buckets: map[string]*list.Element{}, maxBuckets: meterMaxBuckets}
 }
 
-func (m *meter) get(id string, perMin, burst int, now time.Time) *rate.Limiter {
-	if e := m.buckets[id]; e != nil {
+// bucketID is the name of a bucket: budget, separator, subject. It is
+// written into buf, so that finding a bucket that exists (every request
+// but a client's first) costs no string.
+func bucketID(buf *[128]byte, budget, sep, subject string) []byte {
+	return append(append(append(buf[:0], budget...), sep...), subject...)
+}
+
+// get finds the bucket named id, or makes it.
+func (m *meter) get(id []byte, perMin, burst int, now time.Time) *rate.Limiter {
+	if e := m.buckets[string(id)]; e != nil {
 		b := e.Value.(*bucket)
 		b.used = now
 		m.lru.MoveToFront(e)
@@ -103,8 +111,8 @@ func (m *meter) get(id string, perMin, burst int, now time.Time) *rate.Limiter {
 	for len(m.buckets) >= m.maxBuckets {
 		m.evict(m.lru.Back())
 	}
-	b := &bucket{id: id, lim: rate.NewLimiter(rate.Limit(float64(perMin)/60), burst), used: now}
-	m.buckets[id] = m.lru.PushFront(b)
+	b := &bucket{id: string(id), lim: rate.NewLimiter(rate.Limit(float64(perMin)/60), burst), used: now}
+	m.buckets[b.id] = m.lru.PushFront(b)
 	return b.lim
 }
 
@@ -149,10 +157,11 @@ func (m *meter) take(b Budget, subject, account string, now time.Time) verdict {
 	if now.Sub(m.swept) > time.Minute {
 		m.sweep(now, meterIdle)
 	}
-	kl := m.get(b.Name+"|"+subject, b.PerKeyPerMin, b.KeyBurst, now)
+	var buf [128]byte
+	kl := m.get(bucketID(&buf, b.Name, "|", subject), b.PerKeyPerMin, b.KeyBurst, now)
 	var al *rate.Limiter
 	if account != "" {
-		al = m.get(b.Name+"|acct:"+account, b.PerAccountPerMin, b.AccountBurst, now)
+		al = m.get(bucketID(&buf, b.Name, "|acct:", account), b.PerAccountPerMin, b.AccountBurst, now)
 	}
 	kr := kl.ReserveN(now, 1)
 	if d := kr.DelayFrom(now); d > 0 {
@@ -184,9 +193,10 @@ func (m *meter) take(b Budget, subject, account string, now time.Time) verdict {
 func (m *meter) peek(b Budget, subject, account string, now time.Time) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	t := m.get(b.Name+"|"+subject, b.PerKeyPerMin, b.KeyBurst, now).TokensAt(now)
+	var buf [128]byte
+	t := m.get(bucketID(&buf, b.Name, "|", subject), b.PerKeyPerMin, b.KeyBurst, now).TokensAt(now)
 	if account != "" {
-		t = math.Min(t, m.get(b.Name+"|acct:"+account, b.PerAccountPerMin, b.AccountBurst, now).TokensAt(now))
+		t = math.Min(t, m.get(bucketID(&buf, b.Name, "|acct:", account), b.PerAccountPerMin, b.AccountBurst, now).TokensAt(now))
 	}
 	return int(math.Max(0, math.Floor(t)))
 }

@@ -107,8 +107,7 @@ func (s *Server) propose(c *gin.Context, cmd *fsm.Command) (*fsm.Result, bool) {
 		}
 	}
 	res, err := propose(ctx, cmd)
-	var limited *node.RateLimitedError
-	if errors.As(err, &limited) {
+	if limited := rateLimited(err); limited != nil {
 		s.rateAnswer(c, limited.Budget, leaderVerdict(limited.Verdict))
 		return nil, false
 	}
@@ -139,6 +138,18 @@ func (s *Server) propose(c *gin.Context, cmd *fsm.Command) (*fsm.Result, bool) {
 		st.setHeader(c, slotReplayed, "Idempotent-Replayed", "true")
 	}
 	return res, true
+}
+
+// rateLimited is err's refusal by the leader's meter, if it is one.
+func rateLimited(err error) *node.RateLimitedError {
+	if err == nil {
+		return nil // and the target of errors.As is not made on the heap
+	}
+	var limited *node.RateLimitedError
+	if errors.As(err, &limited) {
+		return limited
+	}
+	return nil
 }
 
 // submit builds the command for this request and proposes it. It answers
