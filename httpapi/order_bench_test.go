@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -36,6 +37,9 @@ import (
 //   - BenchmarkPlaceMarketOrderHTTPServer: the same handler chain with the
 //     test's request and writer reused, so what is left is the server's
 //     own (plus the fresh header map net/http gives every response);
+//   - BenchmarkPlaceMarketOrderHTTPLayer: the Server variant with the node
+//     answering at once (no draw, no raft, no apply), so ns/op is the
+//     handler chain's own time;
 //   - BenchmarkPlaceMarketOrderHTTPLoopback: a real net/http server, with
 //     the production timeouts, on loopback keep-alive connections written
 //     and read by a client that allocates nothing per order: what the
@@ -64,7 +68,7 @@ func benchAddr(b *testing.B) string {
 
 // newOrderBench starts a one-node leader with the markets and a price, and
 // signs up and funds the traders; it returns the server and their keys.
-func newOrderBench(b *testing.B) (*Server, []string) {
+func newOrderBench(b *testing.B, opts ...Option) (*Server, []string) {
 	cfg := node.Config{ID: "n1", DataDir: b.TempDir(), RaftAddr: benchAddr(b), HTTPAddr: "127.0.0.1:1",
 		AdminAddr: "127.0.0.1:2", Bootstrap: true, AdminToken: "bench-token", Deployment: "bench",
 		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: io.Discard})}
@@ -74,7 +78,7 @@ func newOrderBench(b *testing.B) (*Server, []string) {
 	}
 	n.Start()
 	b.Cleanup(func() { _ = n.Shutdown() })
-	srv := New(n, cfg.Logger, WithBudgetScale(1000))
+	srv := New(n, cfg.Logger, append([]Option{WithBudgetScale(1000)}, opts...)...)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		ready := false
 		n.Machine().Read(func(st *fsm.State, _ uint64) { ready = st.Genesis != nil })
@@ -220,6 +224,29 @@ func benchIdemKeys(b *testing.B) []string {
 // with the test's request and writer reused: allocs/op is the server's.
 func BenchmarkPlaceMarketOrderHTTPServer(b *testing.B) {
 	srv, keys := newOrderBench(b)
+	runServedOrders(b, srv, keys)
+}
+
+// BenchmarkPlaceMarketOrderHTTPLayer is BenchmarkPlaceMarketOrderHTTPServer
+// with a proposer that answers every order filled, at the applied index,
+// without the node: the handler chain alone.
+func BenchmarkPlaceMarketOrderHTTPLayer(b *testing.B) {
+	var srv *Server
+	var direct atomic.Bool // the traders' signups go through the node
+	_, keys := newOrderBench(b, func(s *Server) { srv = s }, WithProposer(func(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
+		if !direct.Load() {
+			return srv.Node.Propose(ctx, cmd)
+		}
+		return &fsm.Result{Status: http.StatusCreated, Body: []byte(`{"orderId":"o","status":"filled"}`),
+			Index: srv.Node.Machine().Applied()}, nil
+	}))
+	direct.Store(true)
+	runServedOrders(b, srv, keys)
+}
+
+// runServedOrders places the orders through srv.ServeHTTP with reused
+// requests and writers.
+func runServedOrders(b *testing.B, srv *Server, keys []string) {
 	idem := benchIdemKeys(b)
 	var used atomic.Int64
 	bodies := [2][]byte{[]byte(benchOrderBody(0)), []byte(benchOrderBody(1))}
