@@ -299,7 +299,7 @@ func TestWarmBucketsDrawWithoutAllocating(t *testing.T) {
 	b := Budget{Name: "order", PerKeyPerMin: 60_000, KeyBurst: 1_000_000, PerAccountPerMin: 60_000, AccountBurst: 1_000_000}
 	now := time.Now()
 	m.take(b, "key:key_1", "acc_1", now)
-	if n := testing.AllocsPerRun(100, func() { m.take(b, "key:key_1", "acc_1", now) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { m.take(b, "key:key_1", "acc_1", now) }); !raceEnabled && n != 0 {
 		t.Errorf("a draw from warm buckets allocates %v times", n)
 	}
 	if got := m.size(); got != 2 {
