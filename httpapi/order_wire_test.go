@@ -2,6 +2,9 @@ package httpapi
 
 import (
 	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"regexp"
@@ -9,6 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/fsm/trade"
+	"github.com/perpd/perpd/fsm/wire"
 )
 
 // The order path writes its headers straight into the header map and its
@@ -155,6 +162,70 @@ func TestOrderAnswersOnTheWire(t *testing.T) {
 		}
 		if !regexp.MustCompile(tc.wantRe).MatchString(body) {
 			t.Errorf("%s: body %s", tc.name, body)
+		}
+	}
+}
+
+// What an order proposes is the command the handlers built before the
+// order path was made cheaper, byte for byte: the payload, the account and
+// key, the idempotency key and the request hash, which fsm.RequestHash
+// makes of encoding/json's form of the request (a plain order, whose
+// canonical JSON the handler writes itself, and an order with a trigger,
+// which goes through encoding/json).
+func TestOrderCommandIsUnchanged(t *testing.T) {
+	var a *testAPI
+	var got []*fsm.Command
+	a = newTestAPIWith(t, []Option{WithProposer(func(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
+		if cmd.Type == fsm.CmdPlaceOrder {
+			got = append(got, cmd)
+		}
+		return a.node.Propose(ctx, cmd)
+	})})
+	a.listMarkets()
+	a.freshPrices()
+	key, acct := a.tradingAccount()
+	sessions := a.do(req{method: "GET", path: "/v1/sessions", key: key}).json(t)["sessions"].([]any)
+	keyID := sessions[0].(map[string]any)["keyId"].(string)
+	lev := wire.Int(10)
+	plain := OrderRequest{MarketID: "ETH-PERP", Side: "buy", Type: "market", Contracts: 10, Leverage: &lev}
+	trig := OrderRequest{MarketID: "ETH-PERP", Side: "sell", Type: "market", Contracts: 3,
+		Trigger: &OrderTrigger{Kind: "stop", Level: wire.Int(ethStartQ8 / 2)}}
+	for i, tc := range []struct {
+		body  string
+		req   OrderRequest
+		place trade.PlaceRequest
+	}{
+		{`{"marketId":"ETH-PERP","side":"buy","type":"market","contracts":"10","reduceOnly":false,"leverage":"10"}`, plain,
+			trade.PlaceRequest{OrderID: "cmd-0", MarketID: "ETH-PERP", Side: "buy", Type: "market", Contracts: 10, Leverage: 10}},
+		{`{"reduceOnly":false, "contracts":"3","marketId":"ETH-PERP","side":"sell","type":"market","trigger":{"kind":"stop","level":"` +
+			strconv.FormatInt(ethStartQ8/2, 10) + `"}}`, trig,
+			trade.PlaceRequest{OrderID: "cmd-1", MarketID: "ETH-PERP", Side: "sell", Type: "market", Contracts: 3,
+				TriggerKind: "stop", TriggerLevelQ8: ethStartQ8 / 2}},
+	} {
+		idem := "cmd-" + strconv.Itoa(i)
+		if r := a.do(req{method: "POST", path: "/v1/orders", key: key, idem: idem, body: tc.body}); r.status != 201 {
+			t.Fatalf("order %d: %d %s", i, r.status, r.body)
+		}
+		want, err := fsm.NewCommand(fsm.CmdPlaceOrder, tc.place)
+		if err != nil {
+			t.Fatal(err)
+		}
+		canon, err := json.Marshal(tc.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Account, want.KeyID, want.IdemKey = acct, keyID, "acct:"+acct+":"+idem
+		want.ReqHash = fsm.RequestHash([]byte("POST"), []byte("/v1/orders"), canon)
+		wantBytes, _ := want.Encode()
+		if len(got) != i+1 {
+			t.Fatalf("order %d: %d placements proposed", i, len(got))
+		}
+		// The leader stamps the entry's time once it is proposed.
+		cmd := *got[i]
+		cmd.TsMs = 0
+		gotBytes, _ := cmd.Encode()
+		if !bytes.Equal(gotBytes, wantBytes) {
+			t.Errorf("order %d proposed\n%x\nwant\n%x", i, gotBytes, wantBytes)
 		}
 	}
 }
