@@ -19,6 +19,10 @@ import (
 // KeyHeader carries the API key (SPEC section 5). Never a URL parameter.
 const KeyHeader = "x-api-key"
 
+// keyHeaderKey is KeyHeader in canonical form: Header.Get would
+// canonicalise the lower-case spelling into a new string on every request.
+const keyHeaderKey = "X-Api-Key"
+
 // caller is the authenticated identity of a keyed request.
 type caller struct {
 	AccountID string
@@ -26,18 +30,25 @@ type caller struct {
 	Scopes    access.Scope
 }
 
-const callerKey = "perpd.caller"
-
-func callerOf(c *gin.Context) caller {
-	v, _ := c.Get(callerKey)
-	cl, _ := v.(caller)
-	return cl
-}
+// callerOf is the caller authGuard found (zero on a public route).
+func callerOf(c *gin.Context) caller { return stateOf(c).caller }
 
 // HashKey is the stored form of a key value: hex SHA-256.
 func HashKey(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])
+	h := keyHashHex(key)
+	return string(h[:])
+}
+
+// keyHashHex is HashKey's text in an array, for a lookup that needs no
+// string (authGuard hashes the key of every keyed request).
+func keyHashHex(key string) [2 * sha256.Size]byte {
+	// Hashed from a copy on the stack: []byte(key) of a key (52 bytes)
+	// took the heap.
+	var buf [128]byte
+	sum := sha256.Sum256(append(buf[:0], key...))
+	var h [2 * sha256.Size]byte
+	hex.Encode(h[:], sum[:])
+	return h
 }
 
 // scopeBits maps a route's scope name to its bit.
@@ -47,6 +58,9 @@ func scopeBits(name string) access.Scope { return access.ParseScope(name) }
 // the query string: honouring it would teach clients to leak keys into logs.
 func refuseKeyInURL(s *Server, r *Route) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		if c.Request.URL.RawQuery == "" {
+			return // nothing to parse (URL.Query would still make a map)
+		}
 		for name := range c.Request.URL.Query() {
 			n := strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(name))
 			if n == "apikey" || n == "xapikey" || n == "key" || n == "token" {
@@ -158,13 +172,13 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 	}
 	need := scopeBits(r.Scope)
 	return func(c *gin.Context) {
-		key := c.GetHeader(KeyHeader)
+		key := c.GetHeader(keyHeaderKey)
 		if key == "" {
 			fail(c, http.StatusUnauthorized, wire.CodeUnauthorized, "missing x-api-key header")
 			return
 		}
-		h := HashKey(key)
-		cl, ok := s.lookupKey(h)
+		h := keyHashHex(key)
+		cl, ok := s.lookupKey(&h)
 		if !ok && s.behind() {
 			// Waiting for the log comes before any key's budget can
 			// apply, so the wait is drawn from the client address's
@@ -174,7 +188,7 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 				return
 			}
 			if s.catchUp(c) {
-				cl, ok = s.lookupKey(h)
+				cl, ok = s.lookupKey(&h)
 			}
 		}
 		if !ok {
@@ -189,19 +203,25 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 			fail(c, http.StatusForbidden, wire.CodeInsufficientScope, "this key lacks the "+r.Scope+" scope")
 			return
 		}
-		c.Set(callerKey, cl)
+		stateOf(c).caller = cl
 		s.touch.seen(cl.KeyID)
 	}
 }
 
-func (s *Server) lookupKey(h string) (caller, bool) {
+// lookupKey finds the live key whose hash hex is h.
+func (s *Server) lookupKey(h *[2 * sha256.Size]byte) (caller, bool) {
 	var cl caller
 	var ok bool
 	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
-		k := st.Access.KeyByHashHex(h)
+		// access.State.KeyByHashHex, with the hash as the map key
+		// without a string of its own.
+		var k *access.Key
+		if id, found := st.Access.KeyByHash[string(h[:])]; found {
+			k = st.Access.Keys[id]
+		}
 		// The map lookup is by hash; the constant-time compare guards the
 		// last step anyway, so timing reveals nothing of the key.
-		if k != nil && k.Live() && subtle.ConstantTimeCompare([]byte(k.HashHex), []byte(h)) == 1 {
+		if k != nil && k.Live() && subtle.ConstantTimeCompare([]byte(k.HashHex), h[:]) == 1 {
 			cl, ok = caller{AccountID: k.AccountID, KeyID: k.ID, Scopes: k.Scopes}, true
 		}
 	})

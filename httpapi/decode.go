@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"sync"
 
 	"github.com/perpd/perpd/fsm/wire"
 )
@@ -53,15 +54,49 @@ func fieldErr(path, format string, args ...any) error {
 // decodeBody reads the request body strictly into dst (a pointer to a
 // struct). An empty body is read as {}.
 func decodeBody(r *http.Request, dst any) error {
-	b, err := io.ReadAll(r.Body)
-	if err != nil {
+	bp := bodyBufs.Get().(*[]byte)
+	b, err := readAll(r.Body, (*bp)[:0])
+	if err == nil {
+		err = decodeJSON(b, dst)
+	} else {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return errBodyTooLarge
+			err = errBodyTooLarge
+		} else {
+			err = &decodeError{msg: "cannot read body"}
 		}
-		return &decodeError{msg: "cannot read body"}
 	}
-	return decodeJSON(b, dst)
+	// Nothing decoded refers to b: strings are copied out of it, and
+	// encoding/json's unmarshalers must copy what they keep.
+	if cap(b) <= maxPooledBody {
+		*bp = b[:0]
+		bodyBufs.Put(bp)
+	}
+	return err
+}
+
+// bodyBufs are the buffers request bodies are read into, each given back
+// once its body is decoded. A buffer that grew past maxPooledBody (a body
+// far larger than any order) is left to the collector.
+var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+const maxPooledBody = 4 << 10
+
+// readAll is io.ReadAll into b's room (growing it as io.ReadAll does).
+func readAll(r io.Reader, b []byte) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // room to read into
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+	}
 }
 
 var errBodyTooLarge = errors.New("body too large")

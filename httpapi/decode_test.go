@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"encoding/json"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -204,5 +206,32 @@ func TestDecodeRefusesRepeatedNames(t *testing.T) {
 		if want := "field " + c.field + ": is given more than once"; err.Error() != want {
 			t.Errorf("%s: %q, want %q", c.body, err, want)
 		}
+	}
+}
+
+// Bodies are read into pooled buffers: a decoded request keeps nothing of
+// the buffer, so decoding the next body into it changes no earlier value.
+func TestDecodedRequestOutlivesItsBodyBuffer(t *testing.T) {
+	decode := func(body string) OrderRequest {
+		t.Helper()
+		var o OrderRequest
+		if err := decodeBody(httptest.NewRequest("POST", "/v1/orders", strings.NewReader(body)), &o); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	first := decode(`{"marketId":"ETH-PERP","side":"buy","type":"limit","contracts":"7","reduceOnly":true,"limitPriceQ8":"1"}`)
+	for i := range 50 {
+		decode(`{"marketId":"XXX-XXXX","side":"sell","type":"market","contracts":"` + strconv.Itoa(i+100) + `","reduceOnly":false}`)
+	}
+	if first.MarketID != "ETH-PERP" || first.Side != "buy" || first.Type != "limit" || first.Contracts != 7 || !first.ReduceOnly ||
+		first.LimitPriceQ8 == nil || *first.LimitPriceQ8 != 1 {
+		t.Fatalf("the first request changed: %+v", first)
+	}
+	big := `{"marketId":"` + strings.Repeat("M", 5000) + `"}` // past maxPooledBody
+	var o OrderRequest
+	if err := decodeBody(httptest.NewRequest("POST", "/v1/orders", strings.NewReader(big)), &o); err == nil ||
+		!strings.Contains(err.Error(), "marketId") {
+		t.Fatalf("a long marketId: %v", err)
 	}
 }

@@ -11,10 +11,11 @@ import (
 // IdemHeader is the idempotency header of `idem` routes.
 const IdemHeader = "idempotency-key"
 
+// idemHeaderKey is IdemHeader in canonical form (keyHeaderKey says why).
+const idemHeaderKey = "Idempotency-Key"
+
 // MaxIdemKeyLen bounds an idempotency key.
 const MaxIdemKeyLen = 255
-
-const idemKeyCtx = "perpd.idem"
 
 // idemGuard requires a well-formed idempotency-key on idem routes, and
 // checks one sent to a route where it is optional.
@@ -23,7 +24,7 @@ func idemGuard(s *Server, r *Route) gin.HandlerFunc {
 		return nil
 	}
 	return func(c *gin.Context) {
-		k := c.GetHeader(IdemHeader)
+		k := c.GetHeader(idemHeaderKey)
 		if k == "" && r.IdemOptional {
 			return
 		}
@@ -48,6 +49,7 @@ func idemGuard(s *Server, r *Route) gin.HandlerFunc {
 				"header idempotency-key holds an API key: send the key only in x-api-key, and a fresh random idempotency-key")
 			return
 		}
-		c.Set(idemKeyCtx, k)
+		st := stateOf(c)
+		st.idemKey, st.hasIdem = k, true
 	}
 }

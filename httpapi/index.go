@@ -40,7 +40,7 @@ func indexGuard(s *Server, r *Route) gin.HandlerFunc {
 			return
 		}
 		stamp := func() {
-			c.Writer.Header().Set("X-Raft-Index", strconv.FormatUint(s.Node.Machine().Applied(), 10))
+			stateOf(c).setHeader(c, slotRaftIndex, hdrRaftIndex, strconv.FormatUint(s.Node.Machine().Applied(), 10))
 		}
 		if linearizable {
 			if err := s.Node.LinearizableRead(c.Request.Context()); err != nil {

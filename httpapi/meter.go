@@ -93,8 +93,16 @@ func newMeter() *meter {
 	return &meter{buckets: map[string]*list.Element{}, maxBuckets: meterMaxBuckets}
 }
 
-func (m *meter) get(id string, perMin, burst int, now time.Time) *rate.Limiter {
-	if e := m.buckets[id]; e != nil {
+// bucketID is the name of a bucket: budget, separator, subject. It is
+// written into buf, so that finding a bucket that exists (every request
+// but a client's first) costs no string.
+func bucketID(buf *[128]byte, budget, sep, subject string) []byte {
+	return append(append(append(buf[:0], budget...), sep...), subject...)
+}
+
+// get finds the bucket named id, or makes it.
+func (m *meter) get(id []byte, perMin, burst int, now time.Time) *rate.Limiter {
+	if e := m.buckets[string(id)]; e != nil {
 		b := e.Value.(*bucket)
 		b.used = now
 		m.lru.MoveToFront(e)
@@ -103,8 +111,8 @@ func (m *meter) get(id string, perMin, burst int, now time.Time) *rate.Limiter {
 	for len(m.buckets) >= m.maxBuckets {
 		m.evict(m.lru.Back())
 	}
-	b := &bucket{id: id, lim: rate.NewLimiter(rate.Limit(float64(perMin)/60), burst), used: now}
-	m.buckets[id] = m.lru.PushFront(b)
+	b := &bucket{id: string(id), lim: rate.NewLimiter(rate.Limit(float64(perMin)/60), burst), used: now}
+	m.buckets[b.id] = m.lru.PushFront(b)
 	return b.lim
 }
 
@@ -149,10 +157,11 @@ func (m *meter) take(b Budget, subject, account string, now time.Time) verdict {
 	if now.Sub(m.swept) > time.Minute {
 		m.sweep(now, meterIdle)
 	}
-	kl := m.get(b.Name+"|"+subject, b.PerKeyPerMin, b.KeyBurst, now)
+	var buf [128]byte
+	kl := m.get(bucketID(&buf, b.Name, "|", subject), b.PerKeyPerMin, b.KeyBurst, now)
 	var al *rate.Limiter
 	if account != "" {
-		al = m.get(b.Name+"|acct:"+account, b.PerAccountPerMin, b.AccountBurst, now)
+		al = m.get(bucketID(&buf, b.Name, "|acct:", account), b.PerAccountPerMin, b.AccountBurst, now)
 	}
 	kr := kl.ReserveN(now, 1)
 	if d := kr.DelayFrom(now); d > 0 {
@@ -184,9 +193,10 @@ func (m *meter) take(b Budget, subject, account string, now time.Time) verdict {
 func (m *meter) peek(b Budget, subject, account string, now time.Time) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	t := m.get(b.Name+"|"+subject, b.PerKeyPerMin, b.KeyBurst, now).TokensAt(now)
+	var buf [128]byte
+	t := m.get(bucketID(&buf, b.Name, "|", subject), b.PerKeyPerMin, b.KeyBurst, now).TokensAt(now)
 	if account != "" {
-		t = math.Min(t, m.get(b.Name+"|acct:"+account, b.PerAccountPerMin, b.AccountBurst, now).TokensAt(now))
+		t = math.Min(t, m.get(bucketID(&buf, b.Name, "|acct:", account), b.PerAccountPerMin, b.AccountBurst, now).TokensAt(now))
 	}
 	return int(math.Max(0, math.Floor(t)))
 }
@@ -220,9 +230,6 @@ func resetAt(now time.Time, tokens float64, perMin int) int64 {
 // leaderBudgets are drawn on the leader, with the write they meter.
 var leaderBudgets = map[string]bool{"order": true, "withdraw": true}
 
-// drawCtx holds the *node.Draw of a request on a leader-budget route.
-const drawCtx = "perpd.draw"
-
 // meterGuard draws the route's budget: per key and per account for keyed
 // routes, per client address for public ones that have a budget (signup).
 // A leader budget is not drawn here: the guard names the draw, and the
@@ -238,7 +245,8 @@ func meterGuard(s *Server, r *Route) gin.HandlerFunc {
 	if leaderBudgets[r.Budget] {
 		return func(c *gin.Context) {
 			subject, account := subjectOf(c, r)
-			c.Set(drawCtx, &node.Draw{ID: randomID(16), Budget: r.Budget, Subject: subject, Account: account})
+			st := stateOf(c)
+			st.draw, st.hasDraw = node.Draw{ID: randomID(16), Budget: r.Budget, Subject: subject, Account: account}, true
 		}
 	}
 	if r.Auth == Keyed && r.Method != http.MethodGet {
@@ -255,7 +263,8 @@ func meterGuard(s *Server, r *Route) gin.HandlerFunc {
 				return
 			}
 			subject, account := subjectOf(c, r)
-			c.Set(drawCtx, &node.Draw{ID: randomID(16), Budget: r.Budget, Subject: clusterWrites + subject, Account: clusterWrites + account})
+			st := stateOf(c)
+			st.draw, st.hasDraw = node.Draw{ID: randomID(16), Budget: r.Budget, Subject: clusterWrites + subject, Account: clusterWrites + account}, true
 		}
 	}
 	return func(c *gin.Context) { s.draw(c, r, s.budgets[r.Budget]) }
@@ -299,13 +308,19 @@ const (
 // rateAnswer sets the X-RateLimit headers of v and, when v refuses,
 // answers 429 with Retry-After. It reports whether v admits.
 func (s *Server) rateAnswer(c *gin.Context, budget string, v verdict) bool {
-	// Every metered request sets these three: the keys are written in
-	// their canonical form (what Header.Set would make of them) and the
-	// values share one backing array.
-	h := c.Writer.Header()
-	vals := [...]string{strconv.Itoa(v.limit), strconv.Itoa(v.remaining), strconv.FormatInt(v.resetUnix, 10)}
-	shared := vals[:]
-	h[hdrRateLimit], h[hdrRateRemaining], h[hdrRateReset] = shared[0:1:1], shared[1:2:2], shared[2:3:3]
+	// Every metered request sets these three: one string holds the three
+	// numbers, and the request's header slots the values.
+	var buf [3 * 20]byte
+	b := strconv.AppendInt(buf[:0], int64(v.limit), 10)
+	i := len(b)
+	b = strconv.AppendInt(b, int64(v.remaining), 10)
+	j := len(b)
+	b = strconv.AppendInt(b, v.resetUnix, 10)
+	all := string(b)
+	st := stateOf(c)
+	st.setHeader(c, slotRateLimit, hdrRateLimit, all[:i])
+	st.setHeader(c, slotRateRemaining, hdrRateRemaining, all[i:j])
+	st.setHeader(c, slotRateReset, hdrRateReset, all[j:])
 	if v.ok {
 		return true
 	}
@@ -313,7 +328,7 @@ func (s *Server) rateAnswer(c *gin.Context, budget string, v verdict) bool {
 	if secs < 1 {
 		secs = 1
 	}
-	h.Set("Retry-After", strconv.FormatInt(secs, 10))
+	c.Writer.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	fail(c, http.StatusTooManyRequests, wire.CodeRateLimited,
 		"the "+budget+" budget is empty; retry after "+strconv.FormatInt(secs, 10)+"s")
 	return false

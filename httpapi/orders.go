@@ -97,8 +97,8 @@ func (s *Server) placeOrder(c *gin.Context) {
 	if !s.decode(c, &req) {
 		return
 	}
-	key, _ := c.Get(idemKeyCtx)
-	p := trade.PlaceRequest{OrderID: key.(string), MarketID: req.MarketID, Side: req.Side, Type: req.Type,
+	key, _ := idemKeyOf(c)
+	p := trade.PlaceRequest{OrderID: key, MarketID: req.MarketID, Side: req.Side, Type: req.Type,
 		Contracts: int64(req.Contracts), ReduceOnly: req.ReduceOnly,
 		LimitPriceQ8: intOr0(req.LimitPriceQ8), TriggerPriceQ8: intOr0(req.TriggerPriceQ8), Leverage: intOr0(req.Leverage)}
 	if req.MaxSlippageQ9 != nil {
@@ -112,7 +112,9 @@ func (s *Server) placeOrder(c *gin.Context) {
 			StopLevelQ8: intOr0(b.StopLevel), TakeProfitLevelQ8: intOr0(b.TakeProfitLevel),
 			StopContracts: intOr0(b.StopContracts), TakeProfitContracts: intOr0(b.TakeProfitContracts)}
 	}
-	res, ok := s.submit(c, fsm.CmdPlaceOrder, p, req)
+	// By pointer: req is on the heap already (decode), and requestHash
+	// writes an *OrderRequest's canonical JSON itself.
+	res, ok := s.submit(c, fsm.CmdPlaceOrder, p, &req)
 	if !ok {
 		return
 	}

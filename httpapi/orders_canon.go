@@ -6,15 +6,10 @@ import (
 	"github.com/perpd/perpd/fsm/wire"
 )
 
-// canonicalJSON is implemented by request types that can write their own
-// canonical form (the bytes encoding/json would write, which the request
-// hash covers) faster than reflection; ok false sends the caller back to
-// encoding/json.
-type canonicalJSON interface {
-	appendCanonicalJSON(b []byte) (out []byte, ok bool)
-}
-
-// appendCanonicalJSON writes the order as encoding/json does, for the
+// appendCanonicalJSON writes the order's canonical form (the bytes
+// encoding/json would write, which the request hash covers) faster than
+// reflection; ok false sends the caller back to encoding/json. It writes
+// the order as encoding/json does, for the
 // common order with no trigger and no bracket and field texts that JSON
 // writes verbatim; anything else is left to encoding/json. Every order's
 // hash goes through here on the write path (a placement is hashed on the

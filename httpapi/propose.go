@@ -2,9 +2,12 @@ package httpapi
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -26,29 +29,54 @@ func (s *Server) command(c *gin.Context, t fsm.CmdType, payload any, req any) (*
 	}
 	cl := callerOf(c)
 	cmd.Account, cmd.KeyID = cl.AccountID, cl.KeyID
-	canon, ok := []byte(nil), false
-	if cj, is := req.(canonicalJSON); is {
-		canon, ok = cj.appendCanonicalJSON(make([]byte, 0, 256))
-	}
-	if !ok {
-		if canon, err = json.Marshal(req); err != nil {
-			return nil, err
-		}
-	}
 	// The hash covers the request's actual path, not the route template: a
 	// key reused on DELETE /v1/orders/{another} is another request.
 	route := c.FullPath()
-	cmd.ReqHash = fsm.RequestHash([]byte(c.Request.Method), []byte(c.Request.URL.Path), canon)
-	if k, ok := c.Get(idemKeyCtx); ok {
+	if cmd.ReqHash, err = requestHash(c.Request.Method, c.Request.URL.Path, req); err != nil {
+		return nil, err
+	}
+	if k, ok := idemKeyOf(c); ok {
 		scope := "acct:" + cl.AccountID
 		if cl.AccountID == "" {
 			scope = "route:" + route
 		}
-		cmd.IdemKey = scope + ":" + k.(string)
+		cmd.IdemKey = scope + ":" + k
 	} else {
 		cmd.IdemKey = "auto:" + randomID(16)
 	}
 	return cmd, nil
+}
+
+// requestHash is fsm.RequestHash(method, path, the canonical JSON of req),
+// the same bytes (TestRequestHashIsFSMs), hashed from one buffer on the
+// stack: each part after its length as 8 bytes little-endian. An order,
+// passed by pointer, writes its own canonical JSON (orders_canon.go);
+// anything else is encoding/json's.
+func requestHash(method, path string, req any) ([]byte, error) {
+	var buf [512]byte
+	b := appendHashPart(buf[:0], method)
+	b = appendHashPart(b, path)
+	at := len(b)
+	b = append(b, make([]byte, 8)...) // the body's length, once known
+	ok := false
+	if o, is := req.(*OrderRequest); is {
+		b, ok = o.appendCanonicalJSON(b)
+	}
+	if !ok {
+		canon, err := json.Marshal(req)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b[:at+8], canon...)
+	}
+	binary.LittleEndian.PutUint64(b[at:], uint64(len(b)-at-8))
+	sum := sha256.Sum256(b)
+	return sum[:], nil
+}
+
+// appendHashPart appends one part of a request hash: its length, then it.
+func appendHashPart(b []byte, part string) []byte {
+	return append(binary.LittleEndian.AppendUint64(b, uint64(len(part))), part...)
 }
 
 // propose sends a write through the log. On a leader-budget route the
@@ -61,9 +89,13 @@ func (s *Server) propose(c *gin.Context, cmd *fsm.Command) (*fsm.Result, bool) {
 	if s.proposer != nil {
 		propose = s.proposer
 	}
+	// The request id and the draw travel to the node in the write's
+	// context only: no other call the handlers make reads them.
 	ctx := c.Request.Context()
-	d, _ := c.Get(drawCtx)
-	draw, _ := d.(*node.Draw)
+	if id := stateOf(c).id; id != "" {
+		ctx = node.WithRequestID(ctx, id)
+	}
+	draw := drawOf(c)
 	if draw != nil {
 		ctx = node.WithDraw(ctx, draw)
 		if b, ok := s.budgets[draw.Budget]; ok && leaderBudgets[draw.Budget] {
@@ -75,8 +107,7 @@ func (s *Server) propose(c *gin.Context, cmd *fsm.Command) (*fsm.Result, bool) {
 		}
 	}
 	res, err := propose(ctx, cmd)
-	var limited *node.RateLimitedError
-	if errors.As(err, &limited) {
+	if limited := rateLimited(err); limited != nil {
 		s.rateAnswer(c, limited.Budget, leaderVerdict(limited.Verdict))
 		return nil, false
 	}
@@ -101,11 +132,24 @@ func (s *Server) propose(c *gin.Context, cmd *fsm.Command) (*fsm.Result, bool) {
 	// next call to the same node sees it (a key just minted works at once).
 	// Bounded: the write itself has succeeded whatever this wait does.
 	_ = s.Node.WaitApplied(c.Request.Context(), res.Index)
-	c.Writer.Header().Set("X-Raft-Index", strconv.FormatUint(res.Index, 10))
+	st := stateOf(c)
+	st.setHeader(c, slotRaftIndex, hdrRaftIndex, strconv.FormatUint(res.Index, 10))
 	if res.Replay {
-		c.Writer.Header().Set("Idempotent-Replayed", "true")
+		st.setHeader(c, slotReplayed, "Idempotent-Replayed", "true")
 	}
 	return res, true
+}
+
+// rateLimited is err's refusal by the leader's meter, if it is one.
+func rateLimited(err error) *node.RateLimitedError {
+	if err == nil {
+		return nil // and the target of errors.As is not made on the heap
+	}
+	var limited *node.RateLimitedError
+	if errors.As(err, &limited) {
+		return limited
+	}
+	return nil
 }
 
 // submit builds the command for this request and proposes it. It answers
@@ -134,16 +178,56 @@ func storedResult[T any](c *gin.Context, res *fsm.Result) (out T, ok bool) {
 	return out, true
 }
 
-// respond writes a state-machine result as it was stored.
+// respond writes a state-machine result as it was stored: what
+// c.Data(res.Status, jsonContentType, res.Body) writes, with the two
+// headers in the request's slots (TestRespondWritesWhatGinDataWrites).
 func respond(c *gin.Context, res *fsm.Result) {
-	c.Data(res.Status, "application/json; charset=utf-8", res.Body)
+	st := stateOf(c)
+	c.Status(res.Status)
+	if len(c.Writer.Header()["Content-Type"]) == 0 {
+		st.setHeader(c, slotContentType, "Content-Type", jsonContentType)
+	}
+	if !bodyAllowedForStatus(res.Status) {
+		c.Writer.WriteHeaderNow()
+		return
+	}
+	if len(res.Body) > 0 {
+		st.setHeader(c, slotContentLength, "Content-Length", strconv.Itoa(len(res.Body)))
+	}
+	if _, err := c.Writer.Write(res.Body); err != nil {
+		_ = c.Error(err)
+		c.Abort()
+	}
 }
 
-// randomID returns n random bytes as hex.
+// jsonContentType is the content type of stored results.
+const jsonContentType = "application/json; charset=utf-8"
+
+// bodyAllowedForStatus is gin's rule (render.go) for statuses whose answer
+// has no body.
+func bodyAllowedForStatus(status int) bool {
+	switch {
+	case status >= http.StatusContinue && status < http.StatusOK:
+		return false
+	case status == http.StatusNoContent, status == http.StatusNotModified:
+		return false
+	}
+	return true
+}
+
+// randomID returns n random bytes as hex. Up to 32 bytes (every caller)
+// are drawn and encoded on the stack: the string is the one allocation.
 func randomID(n int) string {
-	b := make([]byte, n)
+	var buf [32]byte
+	var text [64]byte
+	b, h := buf[:0], text[:0]
+	if n > len(buf) {
+		b, h = make([]byte, 0, n), make([]byte, 0, 2*n)
+	}
+	b, h = b[:n], h[:2*n]
 	if _, err := rand.Read(b); err != nil {
 		panic(err)
 	}
-	return hex.EncodeToString(b)
+	hex.Encode(h, b)
+	return string(h)
 }

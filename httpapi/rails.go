@@ -266,8 +266,8 @@ func (s *Server) createWithdrawal(c *gin.Context) {
 	// 201, or it believes the withdrawal failed (it exists, and may be
 	// paid) and may withdraw again.
 	acct := callerOf(c).AccountID
-	clientKey, _ := c.Get(idemKeyCtx)
-	p := funds.WithdrawalRequest{IdempotencyKey: clientKey.(string), AmountMsat: amount,
+	clientKey, _ := idemKeyOf(c)
+	p := funds.WithdrawalRequest{IdempotencyKey: clientKey, AmountMsat: amount,
 		FeeMsat: s.Rail.QuoteFee(d.Path, amount), Path: d.Path, Destination: d.Normalized,
 		DestExpiresAtMs: d.ExpiresAtMs, RailRef: "wd_" + randomID(12)}
 	if req.ConfirmToken != nil {

@@ -205,6 +205,9 @@ func (s *Server) bodyLimit(c *gin.Context) {
 	c.Next()
 }
 
+// hdrRaftIndex is X-Raft-Index in canonical form (setHeader).
+const hdrRaftIndex = "X-Raft-Index"
+
 // stampIndex stamps every response, routed or not, with the node's
 // applied index. The waits that X-Min-Index and X-Consistency ask for run
 // per route, after authentication and metering (indexGuard).
@@ -216,6 +219,6 @@ func (s *Server) stampIndex(c *gin.Context) {
 	} else {
 		index = s.Node.Machine().Applied()
 	}
-	c.Writer.Header().Set("X-Raft-Index", strconv.FormatUint(index, 10))
+	stateOf(c).setHeader(c, slotRaftIndex, hdrRaftIndex, strconv.FormatUint(index, 10))
 	c.Next()
 }

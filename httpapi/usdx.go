@@ -188,7 +188,7 @@ func (s *Server) usdxMint(c *gin.Context) {
 	if !s.decode(c, &req) {
 		return
 	}
-	if key, _ := c.Get(idemKeyCtx); key.(string) != req.QuoteID {
+	if key, _ := idemKeyOf(c); key != req.QuoteID {
 		invalid(c, "the idempotency-key of a mint is its quote id")
 		return
 	}
@@ -212,9 +212,9 @@ func (s *Server) usdxRedeem(c *gin.Context) {
 	}
 	acct := callerOf(c).AccountID
 	id := "urd_" + randomID(12)
-	key, keyed := c.Get(idemKeyCtx)
+	key, keyed := idemKeyOf(c)
 	if keyed {
-		id = accountScopedID("urd_", acct, key.(string))
+		id = accountScopedID("urd_", acct, key)
 	}
 	cmd, err := s.command(c, fsm.CmdUSDxRedeem, fsm.USDxAmountPayload{ID: id, Amount: n}, req)
 	if err != nil {
@@ -224,7 +224,7 @@ func (s *Server) usdxRedeem(c *gin.Context) {
 	if keyed {
 		// Its own namespace, as before optional keys were checked in
 		// general: a retry across an upgrade still finds its answer.
-		cmd.IdemKey = "acct:" + acct + ":usdx-redeem:" + key.(string)
+		cmd.IdemKey = "acct:" + acct + ":usdx-redeem:" + key
 	}
 	res, ok := s.propose(c, cmd)
 	if ok {
@@ -328,8 +328,8 @@ func (s *Server) usdxWithdraw(c *gin.Context) {
 	if !ok {
 		return
 	}
-	key, _ := c.Get(idemKeyCtx)
-	id := accountScopedID("uwd_", callerOf(c).AccountID, key.(string))
+	key, _ := idemKeyOf(c)
+	id := accountScopedID("uwd_", callerOf(c).AccountID, key)
 	res, ok := s.submit(c, fsm.CmdUSDxWithdraw, fsm.USDxWithdrawPayload{ID: id, Usdx: n, SparkAddress: req.SparkAddress}, req)
 	if ok {
 		respond(c, res)
