@@ -218,16 +218,19 @@ func bodyAllowedForStatus(status int) bool {
 // randomID returns n random bytes as hex. Up to 32 bytes (every caller)
 // are drawn and encoded on the stack: the string is the one allocation.
 func randomID(n int) string {
+	if n > 32 {
+		return hex.EncodeToString(randomBytes(make([]byte, n)))
+	}
 	var buf [32]byte
 	var text [64]byte
-	b, h := buf[:0], text[:0]
-	if n > len(buf) {
-		b, h = make([]byte, 0, n), make([]byte, 0, 2*n)
-	}
-	b, h = b[:n], h[:2*n]
+	hex.Encode(text[:2*n], randomBytes(buf[:n]))
+	return string(text[:2*n])
+}
+
+// randomBytes fills b from the system's random source.
+func randomBytes(b []byte) []byte {
 	if _, err := rand.Read(b); err != nil {
 		panic(err)
 	}
-	hex.Encode(h, b)
-	return string(h)
+	return b
 }

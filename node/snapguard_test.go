@@ -210,22 +210,51 @@ func resendSnapshot(t *testing.T, leader, follower *guardPeer) *raft.InstallSnap
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &raft.InstallSnapshotRequest{
-		RPCHeader:          raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(leader.id), Addr: []byte(leader.raw.LocalAddr())},
-		SnapshotVersion:    meta.Version,
-		Term:               leader.r.CurrentTerm(),
-		Leader:             []byte(leader.raw.LocalAddr()),
-		LastLogIndex:       meta.Index,
-		LastLogTerm:        meta.Term,
-		Configuration:      raft.EncodeConfiguration(meta.Configuration),
-		ConfigurationIndex: meta.ConfigurationIndex,
-		Size:               int64(len(data)),
-	}
+	req := snapshotRequest(leader.id, leader.raw.LocalAddr(), leader.r.CurrentTerm(), meta, len(data))
 	var resp raft.InstallSnapshotResponse
 	if err := leader.raw.InstallSnapshot(follower.id, follower.raw.LocalAddr(), req, &resp, bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
 	return &resp
+}
+
+// snapshotRequest is the InstallSnapshot a leader (id at addr, of term)
+// sends for the snapshot meta describes, size bytes long.
+func snapshotRequest(id raft.ServerID, addr raft.ServerAddress, term uint64, meta *raft.SnapshotMeta, size int) *raft.InstallSnapshotRequest {
+	return &raft.InstallSnapshotRequest{
+		RPCHeader:          raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id), Addr: []byte(addr)},
+		SnapshotVersion:    meta.Version,
+		Term:               term,
+		Leader:             []byte(addr),
+		LastLogIndex:       meta.Index,
+		LastLogTerm:        meta.Term,
+		Configuration:      raft.EncodeConfiguration(meta.Configuration),
+		ConfigurationIndex: meta.ConfigurationIndex,
+		Size:               int64(size),
+	}
+}
+
+// storedEntries reads the entries from to to (both included) out of logs.
+func storedEntries(logs raft.LogStore, from, to uint64) ([]*raft.Log, error) {
+	var out []*raft.Log
+	for i := from; i <= to; i++ {
+		l := new(raft.Log)
+		if err := logs.GetLog(i, l); err != nil {
+			return out, fmt.Errorf("entry %d: %w", i, err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// logEntries is storedEntries, failing t when an entry is missing.
+func logEntries(t *testing.T, logs raft.LogStore, from, to uint64) []*raft.Log {
+	t.Helper()
+	out, err := storedEntries(logs, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // staleResend builds the jepsen case: a follower is removed, the leader
@@ -332,14 +361,7 @@ func appendFromSnapshotPoint(t *testing.T, leader, follower *guardPeer) *raft.Ap
 	if err != nil {
 		t.Fatal(err)
 	}
-	var entries []*raft.Log
-	for i := point.Index + 1; i <= last; i++ {
-		var l raft.Log
-		if err := leader.logs.GetLog(i, &l); err != nil {
-			t.Fatal(err)
-		}
-		entries = append(entries, &l)
-	}
+	entries := logEntries(t, leader.logs, point.Index+1, last)
 	req := &raft.AppendEntriesRequest{
 		RPCHeader:         raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(leader.id), Addr: []byte(leader.raw.LocalAddr())},
 		Term:              leader.r.CurrentTerm(),
@@ -562,13 +584,7 @@ func olderResend(t *testing.T) (leader, follower *guardPeer, applied uint64, res
 	if err := leader.r.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
-	applyN(t, leader.r, 20)
-	waitCaughtUp(t, follower, leader)
-	if err := follower.r.Snapshot().Error(); err != nil {
-		t.Fatal(err)
-	}
-	applyN(t, leader.r, 5)
-	waitCaughtUp(t, follower, leader)
+	snapshotPastLeader(t, leader, follower)
 	own := newestSnapshot(t, follower)
 	if older := newestSnapshot(t, leader); older.Index >= own.Index {
 		t.Fatalf("the leader's snapshot (%d) is not older than the follower's (%d)", older.Index, own.Index)
@@ -579,6 +595,20 @@ func olderResend(t *testing.T) (leader, follower *guardPeer, applied uint64, res
 	}
 	applied = follower.fsm.applied.Load()
 	return leader, follower, applied, resendSnapshot(t, leader, follower)
+}
+
+// snapshotPastLeader has the leader write 20 entries, the follower snapshot
+// after them (with no trailing entries its log then starts past them), and
+// the leader write 5 more, all applied on the follower.
+func snapshotPastLeader(t *testing.T, leader, follower *guardPeer) {
+	t.Helper()
+	applyN(t, leader.r, 20)
+	waitCaughtUp(t, follower, leader)
+	if err := follower.r.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	applyN(t, leader.r, 5)
+	waitCaughtUp(t, follower, leader)
 }
 
 // The guard answers a snapshot older than what the follower has applied and
@@ -616,17 +646,7 @@ func TestSnapshotGuardCutsAnAppendBelowANewerSnapshot(t *testing.T) {
 	leader, peer, _, _ := olderResend(t)
 	older, newer := newestSnapshot(t, leader), newestSnapshot(t, peer)
 	held := follower{r: peer.r, logs: peer.logs, snaps: peer.snaps}
-	entriesFrom := func(from, to uint64) []*raft.Log {
-		var out []*raft.Log
-		for i := from; i <= to; i++ {
-			var l raft.Log
-			if err := leader.logs.GetLog(i, &l); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, &l)
-		}
-		return out
-	}
+	entriesFrom := func(from, to uint64) []*raft.Log { return logEntries(t, leader.logs, from, to) }
 	last := leader.r.LastIndex()
 	req := func(entries []*raft.Log) *raft.AppendEntriesRequest {
 		return &raft.AppendEntriesRequest{Term: leader.r.CurrentTerm(), PrevLogEntry: older.Index, PrevLogTerm: older.Term,
@@ -683,27 +703,14 @@ func TestSnapshotGuardAnswersAnOlderSnapshotItStillLists(t *testing.T) {
 	if own := newestSnapshot(t, peer); own.Index != older.Index || own.Term != older.Term {
 		t.Fatalf("the follower snapshotted at %d/%d, the leader at %d/%d; the case needs the same point", own.Index, own.Term, older.Index, older.Term)
 	}
-	applyN(t, leader.r, 20)
-	waitCaughtUp(t, peer, leader)
-	if err := peer.r.Snapshot().Error(); err != nil {
-		t.Fatal(err)
-	}
-	applyN(t, leader.r, 5)
-	waitCaughtUp(t, peer, leader)
+	snapshotPastLeader(t, leader, peer)
 	held := follower{r: peer.r, logs: peer.logs, snaps: peer.snaps}
 	var entry raft.Log
 	if !held.snapshotAt(older.Index, older.Term) || peer.logs.GetLog(older.Index+1, &entry) == nil {
 		t.Fatalf("the case needs the follower to list a snapshot at %d and its log to start past it", older.Index)
 	}
 	newer, last := newestSnapshot(t, peer), leader.r.LastIndex()
-	var entries []*raft.Log
-	for i := older.Index + 1; i <= last; i++ {
-		l := new(raft.Log)
-		if err := leader.logs.GetLog(i, l); err != nil {
-			t.Fatal(err)
-		}
-		entries = append(entries, l)
-	}
+	entries := logEntries(t, leader.logs, older.Index+1, last)
 	moved := held.pastSnapshotPoint(&raft.AppendEntriesRequest{Term: leader.r.CurrentTerm(),
 		PrevLogEntry: older.Index, PrevLogTerm: older.Term, Entries: entries, LeaderCommitIndex: last})
 	if moved == nil || len(moved.Entries) == 0 || moved.Entries[0].Index != newer.Index+1 {

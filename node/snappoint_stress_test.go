@@ -754,17 +754,7 @@ func (c *spCluster) resend(why string, to *spPeer) {
 	}
 	term := l.r.CurrentTerm()
 	header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(l.id), Addr: []byte(l.raw.LocalAddr())}
-	req := &raft.InstallSnapshotRequest{
-		RPCHeader:          header,
-		SnapshotVersion:    meta.Version,
-		Term:               term,
-		Leader:             []byte(l.raw.LocalAddr()),
-		LastLogIndex:       meta.Index,
-		LastLogTerm:        meta.Term,
-		Configuration:      raft.EncodeConfiguration(meta.Configuration),
-		ConfigurationIndex: meta.ConfigurationIndex,
-		Size:               int64(len(data)),
-	}
+	req := snapshotRequest(l.id, l.raw.LocalAddr(), term, meta, len(data))
 	// A leader's heartbeats and appends reach a follower before any snapshot
 	// (a leader sends one only after its appends were refused, at its term),
 	// so the follower is at the leader's term by then. A snapshot of a
@@ -826,14 +816,10 @@ func (c *spCluster) resend(why string, to *spPeer) {
 		c.fail("leader %s last index: %v", l.id, err)
 	}
 	for sent := 0; prev < last; sent++ {
-		var entries []*raft.Log
-		for i := prev + 1; i <= min(last, prev+uint64(batch)); i++ {
-			e := new(raft.Log)
-			if err := l.logs.GetLog(i, e); err != nil {
-				c.note("resend %s: leader %s lacks entry %d (%v): appends stop", why, l.id, i, err)
-				return
-			}
-			entries = append(entries, e)
+		entries, err := storedEntries(l.logs, prev+1, min(last, prev+uint64(batch)))
+		if err != nil {
+			c.note("resend %s: leader %s lacks an entry (%v): appends stop", why, l.id, err)
+			return
 		}
 		areq := &raft.AppendEntriesRequest{
 			RPCHeader: header, Term: term,

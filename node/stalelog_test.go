@@ -369,20 +369,12 @@ func TestAnAppendCommitsNoFurtherThanItsLastEntry(t *testing.T) {
 	if err := leader.logs.GetLog(committed-2, &prev); err != nil {
 		t.Fatal(err)
 	}
-	var entries []*raft.Log
-	for i := committed - 1; i <= committed; i++ {
-		l := new(raft.Log)
-		if err := leader.logs.GetLog(i, l); err != nil {
-			t.Fatal(err)
-		}
-		entries = append(entries, l)
-	}
 	req := &raft.AppendEntriesRequest{
 		RPCHeader:         raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(leader.id), Addr: []byte(leader.raw.LocalAddr())},
 		Term:              leader.r.CurrentTerm(),
 		PrevLogEntry:      prev.Index,
 		PrevLogTerm:       prev.Term,
-		Entries:           entries,
+		Entries:           logEntries(t, leader.logs, committed-1, committed),
 		LeaderCommitIndex: leader.r.CommitIndex(),
 	}
 	_, sender := raft.NewInmemTransport("")
