@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -179,15 +180,29 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 		}
 		h := keyHashHex(key)
 		cl, ok := s.lookupKey(&h)
-		if !ok && s.behind() {
-			// Waiting for the log comes before any key's budget can
-			// apply, so the wait is drawn from the client address's
-			// public read budget: made-up keys cannot hold a lagging
-			// node's goroutines beyond what one address may read.
-			if !s.rateAnswer(c, "read", s.meter.take(s.budgets["read"], addressSubject(c), "", time.Now())) {
-				return
+		if !ok {
+			behind := s.behind()
+			want, asked := s.minIndexAhead(c)
+			if behind || asked {
+				// Waiting for the log comes before any key's budget can
+				// apply, so the wait is drawn from the client address's
+				// public read budget: made-up keys cannot hold a lagging
+				// node's goroutines beyond what one address may read.
+				if !s.rateAnswer(c, "read", s.meter.take(s.budgets["read"], addressSubject(c), "", time.Now())) {
+					return
+				}
 			}
-			if s.catchUp(c) {
+			if behind && s.catchUp(c) {
+				cl, ok = s.lookupKey(&h)
+			}
+			if !ok && asked {
+				// X-Min-Index names an entry this node has not applied
+				// (nor, it may be, heard is committed): the key may be
+				// minted there, so it is judged after that entry.
+				if err := s.Node.WaitApplied(c.Request.Context(), want); err != nil {
+					unavailable(c, "this node has not applied index "+strconv.FormatUint(want, 10)+" yet; retry or ask another node")
+					return
+				}
 				cl, ok = s.lookupKey(&h)
 			}
 		}
@@ -206,6 +221,32 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 		stateOf(c).caller = cl
 		s.touch.seen(cl.KeyID)
 	}
+}
+
+// minIndexAhead is the request's X-Min-Index when it lies past what this
+// node has applied and within the reach of a wait (indexGuard refuses a
+// malformed or far-off one, once the caller is known).
+func (s *Server) minIndexAhead(c *gin.Context) (uint64, bool) {
+	v := c.GetHeader("X-Min-Index")
+	if v == "" {
+		return 0, false
+	}
+	want, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || want <= s.Node.Machine().Applied() || s.Node.IndexOutOfReach(want) {
+		return 0, false
+	}
+	return want, true
+}
+
+// keyLive reports whether the key with this id is live in the applied
+// state.
+func (s *Server) keyLive(id string) bool {
+	var live bool
+	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
+		k := st.Access.Keys[id]
+		live = k != nil && k.Live()
+	})
+	return live
 }
 
 // lookupKey finds the live key whose hash hex is h.

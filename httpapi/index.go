@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"net/http"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/perpd/perpd/fsm/wire"
 )
 
 // indexGuard honours X-Min-Index (read-your-writes on any node) and
@@ -65,6 +68,13 @@ func indexGuard(s *Server, r *Route) gin.HandlerFunc {
 				unavailable(c, "this node has not applied index "+minIndex+" yet; retry or ask another node")
 				return
 			}
+		}
+		// The key was authenticated against the state before the wait: a
+		// revoke applied during it is one the client asked to see.
+		if id := callerOf(c).KeyID; id != "" && !s.keyLive(id) {
+			stamp()
+			fail(c, http.StatusUnauthorized, wire.CodeUnauthorized, "API key is not valid (unknown or revoked)")
+			return
 		}
 		stamp()
 	}

@@ -3,7 +3,12 @@ package httpapi
 import (
 	"bytes"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/fsm/access"
 )
 
 // farAhead is a log index no test node reaches.
@@ -97,5 +102,55 @@ func TestDocumentsAreGeneratedOnce(t *testing.T) {
 	}
 	if n := a.srv.docs.builds.Load(); n != 1 {
 		t.Fatalf("documents built %d times, want once", n)
+	}
+}
+
+// waitingRead starts GET /v1/account with key and X-Min-Index ahead
+// entries past the node's applied index, and returns its answer.
+func waitingRead(a *testAPI, key string, ahead uint64) <-chan resp {
+	min := strconv.FormatUint(a.node.Machine().Applied()+ahead, 10)
+	out := make(chan resp, 1)
+	go func() {
+		out <- a.do(req{method: "GET", path: "/v1/account", key: key, header: map[string]string{"X-Min-Index": min}})
+	}()
+	time.Sleep(50 * time.Millisecond) // the request is waiting (or answered)
+	return out
+}
+
+// X-Min-Index gives read-your-writes on any node, also for the key a write
+// created: a key minted at an index the serving node has not applied, nor
+// heard is committed, was refused 401 "not valid" at once (found on a
+// follower right after a signup through another node, X-Min-Index set to
+// the signup's X-Raft-Index). The node now waits for the index first.
+func TestMinIndexWaitsForAnUnknownKey(t *testing.T) {
+	a := newTestAPI(t)
+	master, acct := a.signup()
+	_, minter := a.mint(master, "read", "admin-sessions")
+	key := "pdk_" + strings.Repeat("ab", 24)
+	done := waitingRead(a, key, 10)
+	cmd, _ := fsm.NewCommand(fsm.CmdMintKey, access.NewKey{KeyID: "key_chosen", KeyHashHex: HashKey(key), Label: "t"})
+	cmd.Account, cmd.KeyID, cmd.IdemKey = acct, minter, "mint-chosen"
+	if res, err := a.node.Propose(t.Context(), cmd); err != nil || res.Status != 201 {
+		t.Fatalf("mint: %v %+v", err, res)
+	}
+	if r := <-done; r.status != 200 {
+		t.Fatalf("a key minted before X-Min-Index: %d %s (want 200)", r.status, r.body)
+	}
+}
+
+// X-Min-Index set to a revoke's index makes the revoke exact
+// (docs/architecture.md, Revocation): a request authenticated against the
+// state before the revoke, then held for the index, was served with the
+// revoked key. The key is checked again after the wait.
+func TestMinIndexPastARevokeRefusesTheRevokedKey(t *testing.T) {
+	a := newTestAPI(t)
+	master, _ := a.signup()
+	k, id := a.mint(master, "read")
+	done := waitingRead(a, k, 10)
+	if r := a.do(req{method: "POST", path: "/v1/sessions/revoke", key: master, idem: nextIdem(), body: map[string]any{"keyId": id}}); r.status != 200 {
+		t.Fatalf("revoke: %d %s", r.status, r.body)
+	}
+	if r := <-done; r.status != 401 || r.code() != "unauthorized" {
+		t.Fatalf("a key revoked before X-Min-Index: %d %s (want 401)", r.status, r.body)
 	}
 }
