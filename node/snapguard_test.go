@@ -137,17 +137,25 @@ func guardClusterOf(t *testing.T, trailing uint64, files bool) []*guardPeer {
 
 func guardLeader(t *testing.T, peers []*guardPeer) *guardPeer {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, p := range peers {
-			if p.r.State() == raft.Leader {
-				return p
+	i := awaitLeader(len(peers), func(i int) *raft.Raft { return peers[i].r })
+	if i < 0 {
+		t.Fatal("no leader")
+		return nil
+	}
+	return peers[i]
+}
+
+// awaitLeader waits up to 10 s for one of n rafts (raftOf(i)) to lead and
+// returns its position, or -1.
+func awaitLeader(n int, raftOf func(int) *raft.Raft) int {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for i := range n {
+			if raftOf(i).State() == raft.Leader {
+				return i
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatal("no leader")
-	return nil
+	return -1
 }
 
 func applyN(t *testing.T, r *raft.Raft, n int) {

@@ -317,17 +317,12 @@ func (c *spCluster) link(p *spPeer, on bool) {
 
 func (c *spCluster) leader(among []*spPeer) *spPeer {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, p := range among {
-			if p.r.State() == raft.Leader {
-				return p
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
+	i := awaitLeader(len(among), func(i int) *raft.Raft { return among[i].r })
+	if i < 0 {
+		c.fail("no leader")
+		return nil
 	}
-	c.fail("no leader")
-	return nil
+	return among[i]
 }
 
 func (c *spCluster) up() []*spPeer {
