@@ -110,16 +110,8 @@ func guardClusterOf(t *testing.T, trailing uint64, files bool) []*guardPeer {
 		}
 	}
 	for _, p := range peers {
-		rc := raft.DefaultConfig()
-		rc.LocalID = p.id
-		rc.Logger = hclog.New(&hclog.LoggerOptions{Output: io.Discard})
-		rc.HeartbeatTimeout = 100 * time.Millisecond
-		rc.ElectionTimeout = 100 * time.Millisecond
-		rc.LeaderLeaseTimeout = 50 * time.Millisecond
-		rc.CommitTimeout = 5 * time.Millisecond
-		rc.SnapshotThreshold = 1 << 30 // snapshots only when the test asks
-		rc.SnapshotInterval = time.Hour
-		rc.TrailingLogs = trailing // 0: the leader's log starts right after its snapshot
+		// trailing 0: the leader's log starts right after its snapshot
+		rc := fastRaftConfig(p.id, hclog.New(&hclog.LoggerOptions{Output: io.Discard}), trailing)
 		guard := newSnapshotGuard(p.raw, rc.Logger)
 		r, err := raft.NewRaft(rc, p.fsm, p.logs, p.logs, p.snaps, guard)
 		if err != nil {
@@ -133,6 +125,23 @@ func guardClusterOf(t *testing.T, trailing uint64, files bool) []*guardPeer {
 		t.Fatal(err)
 	}
 	return peers
+}
+
+// fastRaftConfig is raft's configuration for the guard's tests: quick
+// elections and commits, snapshots only when a test asks, trailing entries
+// kept after each.
+func fastRaftConfig(id raft.ServerID, log hclog.Logger, trailing uint64) *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = id
+	rc.Logger = log
+	rc.HeartbeatTimeout = 100 * time.Millisecond
+	rc.ElectionTimeout = 100 * time.Millisecond
+	rc.LeaderLeaseTimeout = 50 * time.Millisecond
+	rc.CommitTimeout = 5 * time.Millisecond
+	rc.SnapshotThreshold = 1 << 30 // snapshots only when the test asks
+	rc.SnapshotInterval = time.Hour
+	rc.TrailingLogs = trailing
+	return rc
 }
 
 func guardLeader(t *testing.T, peers []*guardPeer) *guardPeer {

@@ -258,16 +258,7 @@ func (c *spCluster) start(p *spPeer) {
 		c.t.Fatal(err)
 	}
 	p.store = store
-	rc := raft.DefaultConfig()
-	rc.LocalID = p.id
-	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: string(p.id), Output: &c.logs, Level: hclog.Info})
-	rc.HeartbeatTimeout = 100 * time.Millisecond
-	rc.ElectionTimeout = 100 * time.Millisecond
-	rc.LeaderLeaseTimeout = 50 * time.Millisecond
-	rc.CommitTimeout = 5 * time.Millisecond
-	rc.SnapshotThreshold = 1 << 30 // snapshots only when the test asks
-	rc.SnapshotInterval = time.Hour
-	rc.TrailingLogs = p.trailing
+	rc := fastRaftConfig(p.id, hclog.New(&hclog.LoggerOptions{Name: string(p.id), Output: &c.logs, Level: hclog.Info}), p.trailing)
 	rc.MaxAppendEntries = c.maxAppend
 	logs, err := raft.NewLogCache(64, p.store)
 	if err != nil {
