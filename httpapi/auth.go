@@ -183,11 +183,13 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 		if !ok {
 			behind := s.behind()
 			want, asked := s.minIndexAhead(c)
-			if behind || asked {
+			linear := c.GetHeader("X-Consistency") == "linearizable"
+			if behind || asked || linear {
 				// Waiting for the log comes before any key's budget can
 				// apply, so the wait is drawn from the client address's
 				// public read budget: made-up keys cannot hold a lagging
-				// node's goroutines beyond what one address may read.
+				// node's goroutines (or make it ask the leader for a read
+				// index) beyond what one address may read.
 				if !s.rateAnswer(c, "read", s.meter.take(s.budgets["read"], addressSubject(c), "", time.Now())) {
 					return
 				}
@@ -203,6 +205,19 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 					unavailable(c, "this node has not applied index "+strconv.FormatUint(want, 10)+" yet; retry or ask another node")
 					return
 				}
+				cl, ok = s.lookupKey(&h)
+			}
+			if !ok && linear {
+				// A linearizable read sees every write committed before
+				// it arrived, the key's mint included, which this node
+				// may not yet have heard is committed: the key is judged
+				// after the leader's commit index is applied here.
+				if err := s.Node.LinearizableRead(c.Request.Context()); err != nil {
+					s.log.Debug("linearizable read refused", "err", err)
+					unavailable(c, "cannot confirm a linearizable read right now; retry or ask another node")
+					return
+				}
+				stateOf(c).linearized = true
 				cl, ok = s.lookupKey(&h)
 			}
 		}

@@ -45,7 +45,7 @@ func indexGuard(s *Server, r *Route) gin.HandlerFunc {
 		stamp := func() {
 			stateOf(c).setHeader(c, slotRaftIndex, hdrRaftIndex, strconv.FormatUint(s.Node.Machine().Applied(), 10))
 		}
-		if linearizable {
+		if linearizable && !stateOf(c).linearized {
 			if err := s.Node.LinearizableRead(c.Request.Context()); err != nil {
 				stamp()
 				// err may carry the leader's id, admin address or

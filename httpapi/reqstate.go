@@ -27,6 +27,10 @@ type reqState struct {
 	hasIdem bool
 	draw    node.Draw
 	hasDraw bool
+	// linearized: authGuard already applied a read index learned after
+	// the request arrived (to judge an unknown key), which serves
+	// X-Consistency: linearizable for the read too.
+	linearized bool
 	// hdr backs the values of the headers this package sets on most
 	// answers (setHeader), so they cost no allocation of their own.
 	hdr [hdrSlots]string
