@@ -165,6 +165,9 @@ func TestMetricsOnTheAdminListener(t *testing.T) {
 	mustAtLeast(fm, "follower", 0, "perpd_withdrawals_oldest_open_age_seconds")
 	mustAtLeast(fm, "follower", 0, "perpd_usdx_withdrawals_in_flight")
 	mustAtLeast(fm, "follower", 0, "perpd_ws_dropped_frames_total")
+	if v, ok := sample(fm, "perpd_raft_store_failing"); !ok || v != 0 {
+		t.Errorf("perpd_raft_store_failing = %v (reported %v)", v, ok)
+	}
 	if v, _ := sample(fm, "perpd_halted"); v != 0 {
 		t.Errorf("perpd_halted = %v", v)
 	}

@@ -226,6 +226,12 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 				unavailable(c, "this node is catching up with the log and does not know this key yet; retry, or send X-Min-Index")
 				return
 			}
+			if s.Node.StoreWriteFailing() {
+				// It cannot append what the leader commits, so a key
+				// minted since is unknown here, not invalid.
+				unavailable(c, "this node cannot write its log and may not know this key yet; ask another node")
+				return
+			}
 			fail(c, http.StatusUnauthorized, wire.CodeUnauthorized, "API key is not valid (unknown or revoked)")
 			return
 		}

@@ -130,8 +130,12 @@ func (s *Server) propose(c *gin.Context, cmd *fsm.Command) (*fsm.Result, bool) {
 	}
 	// Answer only once this node has applied the write too, so the client's
 	// next call to the same node sees it (a key just minted works at once).
-	// Bounded: the write itself has succeeded whatever this wait does.
-	_ = s.Node.WaitApplied(c.Request.Context(), res.Index)
+	// Bounded: the write itself has succeeded whatever this wait does. A
+	// node whose log store cannot write (a full disk) cannot apply it, and
+	// answers at once rather than after the whole wait.
+	if !s.Node.StoreWriteFailing() {
+		_ = s.Node.WaitApplied(c.Request.Context(), res.Index)
+	}
 	st := stateOf(c)
 	st.setHeader(c, slotRaftIndex, hdrRaftIndex, strconv.FormatUint(res.Index, 10))
 	if res.Replay {

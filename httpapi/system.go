@@ -39,8 +39,8 @@ func (s *Server) systemRoutes() []*Route {
 // balancer that routes on it must never send a client to a node that would
 // refuse it or answer from an empty catalogue.
 func (s *Server) healthz(c *gin.Context) {
-	db := s.Node.StoreHealthy()
-	h := Health{DB: db, TsMs: wire.Int(time.Now().UnixMilli()), Reason: s.notReady(db)}
+	storeProblem := s.Node.StoreProblem()
+	h := Health{DB: storeProblem == "", TsMs: wire.Int(time.Now().UnixMilli()), Reason: s.notReady(storeProblem)}
 	h.OK = h.Reason == ""
 	status := http.StatusOK
 	if !h.OK {
@@ -50,15 +50,15 @@ func (s *Server) healthz(c *gin.Context) {
 }
 
 // notReady names the first unmet readiness condition, or "".
-func (s *Server) notReady(db bool) string {
+func (s *Server) notReady(storeProblem string) string {
 	if h := s.Node.Halted(); h != nil {
 		// The index only: the panic's text may hold account ids, positions
 		// and amounts, and this answer is public (the log and the admin
 		// status carry the reason).
 		return "halted: " + haltedMessage(h.Index)
 	}
-	if !db {
-		return "the log store does not answer"
+	if storeProblem != "" {
+		return storeProblem
 	}
 	// Nothing below takes the machine's lock: a probe answers at once
 	// while a batch or a snapshot restore holds it (LeaderInfo would read

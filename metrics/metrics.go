@@ -278,6 +278,7 @@ var (
 	descLastContact = desc("raft_last_contact_seconds", "Seconds since this follower last heard from the leader (0 on the leader).")
 	descPeers       = desc("raft_peers", "Voters in the latest configuration, this node included.")
 	descHalted      = desc("halted", "1 when this replica has halted (fail-stop) and serves nothing.")
+	descStoreFault  = desc("raft_store_failing", "1 when the raft log store does not answer or its last write failed (a full disk) and none has succeeded since.")
 	descStaleness   = desc("oracle_staleness_seconds", "Log time since the feed's last print (how old the price the venue uses is).", "feed")
 	descCheckTime   = desc("conservation_check_timestamp_seconds", "Unix time of this node's latest ledger conservation check (run at every snapshot).")
 	descCheckIndex  = desc("conservation_check_index", "Applied index of the state the latest conservation check covered.")
@@ -298,7 +299,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descIsLeader, descTerm, descCommitIdx, descAppliedIdx,
-		descLastLogIdx, descFSMPending, descLastContact, descPeers, descHalted, descStaleness, descCheckTime,
+		descLastLogIdx, descFSMPending, descLastContact, descPeers, descHalted, descStoreFault, descStaleness, descCheckTime,
 		descCheckIndex, descCheckOK, descLogTime, descPayoutsOpen, descPayoutsOpenAmt, descPayoutsOldest,
 		descTokenOpen, descTokenOldest} {
 		ch <- d
@@ -330,6 +331,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descLastContact, 0)
 	}
 	gauge(descHalted, b2f(n.Halted() != nil))
+	gauge(descStoreFault, b2f(!n.StoreHealthy()))
 	nowMs := n.LogNowMs()
 	gauge(descLogTime, float64(nowMs)/1000)
 	n.Machine().Read(func(st *fsm.State, _ uint64) {

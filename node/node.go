@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/perpd/perpd/fsm"
 )
@@ -23,7 +22,7 @@ type Node struct {
 	Raft    *raft.Raft
 	machine *fsm.Machine
 	fsm     *raftFSM
-	store   *raftboltdb.BoltStore
+	store   *watchedStore
 	snaps   *raft.FileSnapshotStore
 	trans   *snapshotGuard
 	// dialRaft opens a connection to a peer's raft listener the way raft
@@ -104,10 +103,11 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.forwarder = newForwarder(peerTLS)
 
-	store, err := openLogStore(filepath.Join(cfg.DataDir, "raft.db"))
+	boltStore, err := openLogStore(filepath.Join(cfg.DataDir, "raft.db"))
 	if err != nil {
 		return nil, fmt.Errorf("open raft store: %w", err)
 	}
+	store := &watchedStore{BoltStore: boltStore}
 	n.store = store
 	started := false
 	defer func() {
@@ -288,11 +288,9 @@ func (n *Node) Machine() *fsm.Machine { return n.machine }
 // IsLeader reports whether this node currently leads.
 func (n *Node) IsLeader() bool { return n.Raft.State() == raft.Leader }
 
-// StoreHealthy reports whether the raft log store answers.
-func (n *Node) StoreHealthy() bool {
-	_, err := n.store.LastIndex()
-	return err == nil
-}
+// StoreHealthy reports whether the raft log store answers and its last
+// write succeeded (StoreProblem says what is wrong).
+func (n *Node) StoreHealthy() bool { return n.StoreProblem() == "" }
 
 // Done is closed when the node shuts down.
 func (n *Node) Done() <-chan struct{} { return n.stop }

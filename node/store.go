@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
 )
@@ -38,3 +41,68 @@ func openLogStore(path string) (*raftboltdb.BoltStore, error) {
 
 // logStoreLockWait bounds the wait for the raft log's file lock.
 const logStoreLockWait = 3 * time.Second
+
+// watchedStore is the raft log and stable store with its last failed
+// write remembered until a write succeeds again. raft only logs such a
+// failure (a leader steps down, a follower refuses the append and is sent
+// it again), so without it a node whose disk filled looks merely slow:
+// /healthz and /metrics name the cause (StoreProblem).
+type watchedStore struct {
+	*raftboltdb.BoltStore
+	failed atomic.Pointer[error]
+}
+
+func (w *watchedStore) note(err error) error {
+	if err != nil {
+		w.failed.Store(&err)
+	} else if w.failed.Load() != nil {
+		w.failed.Store(nil)
+	}
+	return err
+}
+
+func (w *watchedStore) StoreLog(l *raft.Log) error { return w.note(w.BoltStore.StoreLog(l)) }
+
+func (w *watchedStore) StoreLogs(logs []*raft.Log) error { return w.note(w.BoltStore.StoreLogs(logs)) }
+
+func (w *watchedStore) DeleteRange(min, max uint64) error {
+	return w.note(w.BoltStore.DeleteRange(min, max))
+}
+
+func (w *watchedStore) Set(k, v []byte) error { return w.note(w.BoltStore.Set(k, v)) }
+
+func (w *watchedStore) SetUint64(k []byte, v uint64) error {
+	return w.note(w.BoltStore.SetUint64(k, v))
+}
+
+// writeFailure is the last write's error, nil once a write succeeded.
+func (w *watchedStore) writeFailure() error {
+	if p := w.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// StoreWriteFailing reports, without touching the disk, whether the raft
+// log store's last write failed and none has succeeded since: such a node
+// cannot append, so it cannot apply what the leader commits either.
+func (n *Node) StoreWriteFailing() bool { return n.store.failed.Load() != nil }
+
+// StoreProblem names what is wrong with the raft log store, or "" when
+// nothing is: it does not answer a read, or its last write failed and
+// none has succeeded since. The text is public (/healthz): it names the
+// kind of fault, never the path or the error's own words, which the
+// node's log has.
+func (n *Node) StoreProblem() string {
+	if _, err := n.store.LastIndex(); err != nil {
+		return "the log store does not answer"
+	}
+	switch err := n.store.writeFailure(); {
+	case err == nil:
+		return ""
+	case errors.Is(err, syscall.ENOSPC):
+		return "the log store cannot write: its disk is full"
+	default:
+		return "the log store cannot write"
+	}
+}

@@ -1,8 +1,11 @@
 package node
 
 import (
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,5 +107,98 @@ func TestDataDirectoryInUseIsRefused(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a second open of a held raft log waits for the lock forever")
+	}
+}
+
+// tmpfsDir mounts a tmpfs of size (mount(8) syntax) for the test and
+// returns it. It needs root: elsewhere the test is skipped, except in CI,
+// which runs as root (.ci/run installs packages with apt-get).
+func tmpfsDir(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("mount a tmpfs: %v", err)
+		}
+		t.Skipf("mount a tmpfs (needs root): %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, 0) })
+	return dir
+}
+
+// fillDisk writes a file in dir until the filesystem refuses a byte more.
+func fillDisk(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			return path
+		}
+	}
+}
+
+// A node whose disk filled answered /healthz "behind the leader" (a
+// follower) or nothing special at all (a leader that stepped down): raft
+// only logs a failed append. The store now remembers its last failed
+// write until one succeeds, and StoreProblem (what /healthz and
+// perpd_raft_store_failing report) names a full disk, without the path.
+func TestStoreProblemNamesAFullDiskUntilAWriteSucceeds(t *testing.T) {
+	dir := tmpfsDir(t, "4m")
+	bs, err := openLogStore(filepath.Join(dir, "raft.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	n := &Node{store: &watchedStore{BoltStore: bs}}
+	data := make([]byte, 64<<10)
+	var idx uint64
+	appendOne := func() error {
+		idx++
+		err := n.store.StoreLogs([]*raft.Log{{Index: idx, Term: 1, Type: raft.LogCommand, Data: data}})
+		if err != nil {
+			idx--
+		}
+		return err
+	}
+	if err := appendOne(); err != nil {
+		t.Fatal(err)
+	}
+	if p := n.StoreProblem(); p != "" || !n.StoreHealthy() {
+		t.Fatalf("a healthy store: %q", p)
+	}
+	filler := fillDisk(t, dir)
+	var failed error
+	for range 100 {
+		if failed = appendOne(); failed != nil {
+			break
+		}
+	}
+	if !errors.Is(failed, syscall.ENOSPC) {
+		t.Fatalf("appends on a full disk: %v, want ENOSPC", failed)
+	}
+	p := n.StoreProblem()
+	if n.StoreHealthy() || !strings.Contains(p, "disk is full") || strings.Contains(p, dir) {
+		t.Fatalf("a store whose append failed on a full disk: %q (healthy %v)", p, n.StoreHealthy())
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := appendOne(); err != nil {
+		t.Fatalf("an append after the disk was freed: %v", err)
+	}
+	if p := n.StoreProblem(); p != "" || !n.StoreHealthy() {
+		t.Fatalf("after a successful append: %q", p)
+	}
+	if got, err := bs.LastIndex(); err != nil || got != idx {
+		t.Fatalf("last index %d %v, want %d", got, err, idx)
 	}
 }

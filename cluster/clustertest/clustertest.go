@@ -126,6 +126,14 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	for i := 1; i <= n; i++ {
 		m := &Member{ID: fmt.Sprintf("node%d", i), bootstrap: i == 1}
 		m.DataDir = filepath.Join(base, m.ID)
+		if len(cfg.prepareData) > 0 {
+			if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
+				t.Fatalf("clustertest: %v", err)
+			}
+			for _, fn := range cfg.prepareData {
+				fn(m.ID, m.DataDir)
+			}
+		}
 		c.mu.Lock()
 		c.members = append(c.members, m)
 		c.mu.Unlock()

@@ -2,6 +2,9 @@ package clustertest
 
 import (
 	"io"
+	"os"
+	"syscall"
+	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -27,6 +30,7 @@ type config struct {
 	logLevel          hclog.Level
 	logOutput         io.Writer
 	onNode            []func(*node.Node)
+	prepareData       []func(id, dir string)
 	assemble          Assembler
 	tls               bool
 	metricsToken      string
@@ -96,6 +100,13 @@ func OnNode(fn func(*node.Node)) Option {
 	return func(c *config) { c.onNode = append(c.onNode, fn) }
 }
 
+// PrepareData runs fn on each member's data directory (created, empty)
+// before the member first starts: a test can mount a small filesystem
+// there, to fill its disk later.
+func PrepareData(fn func(id, dir string)) Option {
+	return func(c *config) { c.prepareData = append(c.prepareData, fn) }
+}
+
 // Assemble replaces how each member's admin server and public API are
 // built. The default is the replicated core alone: cluster.NewAdminServer
 // and httpapi.New over the simulated rail keyed from the admin token, with
@@ -121,3 +132,19 @@ func Clock(clk node.Clock) Option { return func(c *config) { c.clock = clk } }
 
 // LogJSON makes every member log in hclog's JSON format (serve --log-format json).
 func LogJSON() Option { return func(c *config) { c.logJSON = true } }
+
+// MountTmpfs mounts a tmpfs of size (mount(8) syntax, e.g. "16m") on dir
+// for the rest of the test. It needs root: elsewhere the test is skipped,
+// except in CI, which runs as root (.ci/run installs with apt-get).
+func MountTmpfs(t testing.TB, dir, size string) {
+	t.Helper()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("mount a tmpfs on %s: %v", dir, err)
+		}
+		t.Skipf("mount a tmpfs (needs root): %v", err)
+	}
+	// Registered after the cluster's own cleanup, so it runs before it:
+	// a lazy unmount lets the nodes keep their open files until they stop.
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+}
