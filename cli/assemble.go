@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -36,6 +37,20 @@ type Assembly struct {
 	Hub   *wsapi.Hub
 	// replicas is the scheduled replica comparison (nil: switched off).
 	replicas *cluster.ReplicaWatch
+	reg      *metrics.Registry
+}
+
+// WatchBackups exports what the node's scheduled backups (one every
+// every) have done, so an alert can fire when none has succeeded for a
+// few intervals.
+func (a *Assembly) WatchBackups(s *cluster.BackupStatus, every time.Duration) {
+	a.reg.Gauge("backup_last_success_timestamp_seconds",
+		"Unix time of this node's newest complete scheduled backup (when there is none, of when scheduling began).",
+		func() float64 { return float64(s.LastSuccess().UnixMilli()) / 1000 })
+	a.reg.Gauge("backup_interval_seconds", "How often this node writes a scheduled backup.",
+		func() float64 { return every.Seconds() })
+	a.reg.Counter("backup_failures_total", "Scheduled backups of this node that failed since it started.",
+		func() float64 { return float64(s.Failures()) })
 }
 
 // Run starts the API's and hub's background loops, and the replica watch,
@@ -99,7 +114,7 @@ func Build(n *node.Node, log hclog.Logger, opts ...httpapi.Option) (*Assembly, e
 	api := httpapi.New(n, log.Named("http"), p.HTTPOptions...)
 	watchParts(reg, api, hub)
 	p.Admin.ServeMetrics(reg.Handler())
-	return &Assembly{Admin: p.Admin, API: api, Hub: hub, replicas: watchReplicas(reg, p.Admin, log)}, nil
+	return &Assembly{Admin: p.Admin, API: api, Hub: hub, replicas: watchReplicas(reg, p.Admin, log), reg: reg}, nil
 }
 
 // watchReplicas builds the leader's scheduled replica comparison and

@@ -169,3 +169,63 @@ func TestRestoreDrillFromScheduledBackups(t *testing.T) {
 		}
 	}
 }
+
+// A backup directory that cannot be written (a full or read-only backup
+// disk) failed every scheduled backup while snapshots' ledger checks kept
+// passing, and only the log said so. The schedule's status now counts the
+// failures and keeps the time of the newest complete backup, which
+// /metrics exports (perpd_backup_failures_total,
+// perpd_backup_last_success_timestamp_seconds) for PerpdBackupsFailing.
+func TestScheduledBackupsReportFailuresAndTheLastSuccess(t *testing.T) {
+	c := clustertest.Start(t, 1)
+	n := c.Leader().Node
+	run := func(dir string, until func(*cluster.BackupStatus) bool) *cluster.BackupStatus {
+		t.Helper()
+		status := cluster.NewBackupStatus(dir, n.Config().ID)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			cluster.RunBackups(ctx, n, cluster.BackupConfig{Dir: dir, Every: 40 * time.Millisecond, Keep: 2,
+				Log: hclog.NewNullLogger(), Status: status})
+		}()
+		ok := clustertest.Poll(20*time.Second, func() bool { return until(status) })
+		cancel()
+		<-done
+		if !ok {
+			t.Fatalf("backups into %s: failures %d, last success %v", dir, status.Failures(), status.LastSuccess())
+		}
+		return status
+	}
+
+	// A path below a regular file cannot be made a directory.
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	broken := run(filepath.Join(file, "backups"), func(s *cluster.BackupStatus) bool { return s.Failures() >= 2 })
+	if last := broken.LastSuccess(); last.Before(began.Add(-time.Second)) || last.After(began.Add(time.Second)) {
+		t.Fatalf("no backup ever succeeded: last success %v, want about %v (when scheduling began)", last, began)
+	}
+
+	dir := t.TempDir()
+	good := run(dir, func(*cluster.BackupStatus) bool { return len(mustList(t, dir)) > 0 })
+	list := mustList(t, dir)
+	if len(list) == 0 || good.Failures() != 0 || good.LastSuccess().UnixMilli() != list[0].Created.UnixMilli() {
+		t.Fatalf("a working schedule: failures %d, last success %v, backups %v", good.Failures(), good.LastSuccess(), list)
+	}
+	// A restarted node starts from the newest backup it finds.
+	if again := cluster.NewBackupStatus(dir, n.Config().ID); again.LastSuccess().UnixMilli() != list[0].Created.UnixMilli() {
+		t.Fatalf("status after a restart: %v, want the newest backup's %v", again.LastSuccess(), list[0].Created)
+	}
+}
+
+func mustList(t *testing.T, dir string) []*cluster.Backup {
+	t.Helper()
+	list, err := cluster.ListBackups(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}

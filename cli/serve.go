@@ -171,7 +171,7 @@ func runServe(parent context.Context, f serveFlags) error {
 	}
 	n.Start()
 	asm.Run(ctx)
-	f.ops.startBackups(ctx, n, log)
+	f.ops.startBackups(ctx, n, asm, log)
 	var adminTLS *tls.Config
 	if peerTLS != nil {
 		adminTLS = peerTLS.ServerConfig()

@@ -84,11 +84,14 @@ func (f *opsFlags) metricsToken() (string, error) {
 }
 
 // startBackups runs scheduled backups until ctx ends, when --backup-dir is
-// set.
-func (f *opsFlags) startBackups(ctx context.Context, n *node.Node, log hclog.Logger) {
+// set, and exports what they do on asm's /metrics.
+func (f *opsFlags) startBackups(ctx context.Context, n *node.Node, asm *Assembly, log hclog.Logger) {
 	if f.backupDir == "" {
 		return
 	}
 	log.Info("scheduled backups", "dir", f.backupDir, "every", f.backupEvery, "keep", f.backupKeep)
-	go cluster.RunBackups(ctx, n, cluster.BackupConfig{Dir: f.backupDir, Every: f.backupEvery, Keep: f.backupKeep, Log: log.Named("backup")})
+	status := cluster.NewBackupStatus(f.backupDir, n.Config().ID)
+	asm.WatchBackups(status, f.backupEvery)
+	go cluster.RunBackups(ctx, n, cluster.BackupConfig{Dir: f.backupDir, Every: f.backupEvery, Keep: f.backupKeep,
+		Log: log.Named("backup"), Status: status})
 }

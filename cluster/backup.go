@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -61,6 +62,37 @@ type BackupConfig struct {
 	Every time.Duration
 	Keep  int
 	Log   hclog.Logger
+	// Status, when set (NewBackupStatus), records what the schedule has
+	// done, for /metrics.
+	Status *BackupStatus
+}
+
+// BackupStatus is what a node's scheduled backups have done: a backup
+// disk that filled or went read-only fails every backup while the ledger
+// checks of snapshots still pass, and only the log said so.
+type BackupStatus struct {
+	lastOK   atomic.Int64 // Unix ms
+	failures atomic.Uint64
+}
+
+// LastSuccess is when the newest complete backup of this node was
+// written: found in the directory when scheduling began, or written
+// since; when there was none, the time scheduling began.
+func (s *BackupStatus) LastSuccess() time.Time { return time.UnixMilli(s.lastOK.Load()) }
+
+// Failures counts scheduled backups that failed since the node started.
+func (s *BackupStatus) Failures() uint64 { return s.failures.Load() }
+
+// NewBackupStatus starts the status of nodeID's backups into dir: its
+// LastSuccess is the newest complete backup there, or now.
+func NewBackupStatus(dir, nodeID string) *BackupStatus {
+	last := time.Now()
+	if list, err := ListBackups(dir, nodeID); err == nil && len(list) > 0 {
+		last = list[0].Created
+	}
+	s := &BackupStatus{}
+	s.lastOK.Store(last.UnixMilli())
+	return s
 }
 
 // backupName matches the files of complete backups' manifests.
@@ -69,6 +101,9 @@ var backupName = regexp.MustCompile(`^perpd-(.+)-(\d{8}T\d{6}(?:\.\d+)?Z)-(\d{20
 // RunBackups writes a backup every cfg.Every until ctx ends or n stops. A
 // failed backup is logged and retried at the next interval.
 func RunBackups(ctx context.Context, n *node.Node, cfg BackupConfig) {
+	if cfg.Status == nil {
+		cfg.Status = NewBackupStatus(cfg.Dir, n.Config().ID)
+	}
 	t := time.NewTicker(cfg.Every)
 	defer t.Stop()
 	for {
@@ -81,9 +116,11 @@ func RunBackups(ctx context.Context, n *node.Node, cfg BackupConfig) {
 		}
 		b, err := WriteBackup(n, cfg.Dir)
 		if err != nil {
+			cfg.Status.failures.Add(1)
 			cfg.Log.Error("scheduled backup failed", "dir", cfg.Dir, "err", err)
 			continue
 		}
+		cfg.Status.lastOK.Store(b.Created.UnixMilli())
 		removed, err := PruneBackups(cfg.Dir, n.Config().ID, cfg.Keep)
 		if err != nil {
 			cfg.Log.Warn("pruning old backups failed", "dir", cfg.Dir, "err", err)
