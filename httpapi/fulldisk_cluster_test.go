@@ -2,39 +2,17 @@ package httpapi_test
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/perpd/perpd/cli"
 	"github.com/perpd/perpd/cluster/clustertest"
+	"github.com/perpd/perpd/internal/testdisk"
 	"github.com/perpd/perpd/node"
 )
-
-// fillDisk writes a file in dir until its filesystem refuses a byte more.
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			return path
-		}
-	}
-}
 
 // A follower whose disk filled (docs/deploy.md, "When the disk fills"):
 //   - /healthz said "behind the leader" with db true; it now says the log
@@ -49,7 +27,7 @@ func TestAFollowerWithAFullDisk(t *testing.T) {
 	c := clustertest.Start(t, 3, clustertest.CheckInvariants(false), clustertest.Assemble(cli.Assemble),
 		clustertest.PrepareData(func(id, dir string) {
 			if id == "node3" {
-				clustertest.MountTmpfs(t, dir, "16m")
+				testdisk.MountTmpfs(t, dir, "16m")
 				dir3 = dir
 			}
 		}))
@@ -62,7 +40,7 @@ func TestAFollowerWithAFullDisk(t *testing.T) {
 		}
 	}
 	leader, f := c.HTTP(c.Leader().ID), c.HTTP("node3")
-	filler := fillDisk(t, dir3)
+	filler := testdisk.Fill(t, dir3)
 
 	var h map[string]any
 	if !clustertest.Poll(15*time.Second, func() bool {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/perpd/perpd/internal/testdisk"
 )
 
 // After a compaction frees thousands of pages, a log append writes only
@@ -110,49 +112,14 @@ func TestDataDirectoryInUseIsRefused(t *testing.T) {
 	}
 }
 
-// tmpfsDir mounts a tmpfs of size (mount(8) syntax) for the test and
-// returns it. It needs root: elsewhere the test is skipped, except in CI,
-// which runs as root (.ci/run installs packages with apt-get).
-func tmpfsDir(t *testing.T, size string) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("mount a tmpfs: %v", err)
-		}
-		t.Skipf("mount a tmpfs (needs root): %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, 0) })
-	return dir
-}
-
-// fillDisk writes a file in dir until the filesystem refuses a byte more.
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			return path
-		}
-	}
-}
-
 // A node whose disk filled answered /healthz "behind the leader" (a
 // follower) or nothing special at all (a leader that stepped down): raft
 // only logs a failed append. The store now remembers its last failed
 // write until one succeeds, and StoreProblem (what /healthz and
 // perpd_raft_store_failing report) names a full disk, without the path.
 func TestStoreProblemNamesAFullDiskUntilAWriteSucceeds(t *testing.T) {
-	dir := tmpfsDir(t, "4m")
+	dir := t.TempDir()
+	testdisk.MountTmpfs(t, dir, "4m")
 	bs, err := openLogStore(filepath.Join(dir, "raft.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +142,7 @@ func TestStoreProblemNamesAFullDiskUntilAWriteSucceeds(t *testing.T) {
 	if p := n.StoreProblem(); p != "" || !n.StoreHealthy() {
 		t.Fatalf("a healthy store: %q", p)
 	}
-	filler := fillDisk(t, dir)
+	filler := testdisk.Fill(t, dir)
 	var failed error
 	for range 100 {
 		if failed = appendOne(); failed != nil {

@@ -2,9 +2,6 @@ package clustertest
 
 import (
 	"io"
-	"os"
-	"syscall"
-	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -132,19 +129,3 @@ func Clock(clk node.Clock) Option { return func(c *config) { c.clock = clk } }
 
 // LogJSON makes every member log in hclog's JSON format (serve --log-format json).
 func LogJSON() Option { return func(c *config) { c.logJSON = true } }
-
-// MountTmpfs mounts a tmpfs of size (mount(8) syntax, e.g. "16m") on dir
-// for the rest of the test. It needs root: elsewhere the test is skipped,
-// except in CI, which runs as root (.ci/run installs with apt-get).
-func MountTmpfs(t testing.TB, dir, size string) {
-	t.Helper()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("mount a tmpfs on %s: %v", dir, err)
-		}
-		t.Skipf("mount a tmpfs (needs root): %v", err)
-	}
-	// Registered after the cluster's own cleanup, so it runs before it:
-	// a lazy unmount lets the nodes keep their open files until they stop.
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-}
