@@ -32,8 +32,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -200,8 +202,8 @@ func (c *Cluster) tryStart(m *Member, fresh bool) error {
 		// The admin and HTTP listeners are kept open from the pick on; the
 		// raft transport binds its own, so its port is picked and released,
 		// and a lost race shows as EADDRINUSE and is retried.
-		if adminLn, err = net.Listen("tcp", "127.0.0.1:0"); err == nil {
-			if httpLn, err = net.Listen("tcp", "127.0.0.1:0"); err == nil {
+		if adminLn, err = listenLoopback(); err == nil {
+			if httpLn, err = listenLoopback(); err == nil {
 				raftAddr, err = freeAddr()
 			}
 		}
@@ -291,13 +293,65 @@ func FreeAddr(t testing.TB) string {
 	return addr
 }
 
+// PortRangeEnv names an optional "lo-hi" range of loopback ports that
+// freeAddr takes ports from instead of the kernel's ephemeral ones, for a
+// machine where each user of the tests is given a range of its own.
+const PortRangeEnv = "PERPD_TEST_PORT_RANGE"
+
+var nextRangePort atomic.Int64
+
 func freeAddr() (string, error) {
+	if r := os.Getenv(PortRangeEnv); r != "" {
+		return freeAddrIn(r)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
 	addr := ln.Addr().String()
 	return addr, ln.Close()
+}
+
+// listenLoopback listens on a loopback port: one of PortRangeEnv's when
+// it is set, else one the kernel picks.
+func listenLoopback() (net.Listener, error) {
+	r := os.Getenv(PortRangeEnv)
+	if r == "" {
+		return net.Listen("tcp", "127.0.0.1:0")
+	}
+	for i := 0; i < 32; i++ {
+		addr, err := freeAddrIn(r)
+		if err != nil {
+			return nil, err
+		}
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			return ln, nil
+		}
+	}
+	return nil, fmt.Errorf("no free port in %s=%s", PortRangeEnv, r)
+}
+
+// freeAddrIn returns a free loopback port of the range "lo-hi", going
+// round it from where the last call stopped, so that ports a stopped
+// member held are not handed out again at once.
+func freeAddrIn(r string) (string, error) {
+	los, his, ok := strings.Cut(r, "-")
+	lo, err1 := strconv.Atoi(los)
+	hi, err2 := strconv.Atoi(his)
+	if !ok || err1 != nil || err2 != nil || lo < 1 || hi > 65535 || lo > hi {
+		return "", fmt.Errorf("%s=%q: want lo-hi", PortRangeEnv, r)
+	}
+	span := int64(hi - lo + 1)
+	for i := int64(0); i < span; i++ {
+		port := lo + int((nextRangePort.Add(1)-1)%span)
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		addr := ln.Addr().String()
+		return addr, ln.Close()
+	}
+	return "", fmt.Errorf("no free port in %s=%s", PortRangeEnv, r)
 }
 
 // join asks a live member (the leader when there is one) to add m, the
