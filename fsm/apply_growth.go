@@ -42,7 +42,11 @@ func init() {
 		}
 		env := c.growthEnv()
 		c.St.Growth.OnClock(env, c.St.Growth.Volume)
-		c.St.Growth.OnClockBoards(env)
+		if c.St.FeatureLevel < growth.LevelBoardsAfterFunding {
+			// From the level the recompute runs after the markets'
+			// timer (growth_boards.go).
+			c.St.Growth.OnClockBoards(env)
+		}
 	})
 	invariantChecks = append(invariantChecks, func(st *State) error {
 		if st.Growth == nil {

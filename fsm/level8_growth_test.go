@@ -68,3 +68,54 @@ func TestRoiCountsCapitalDepositedDuringTheDay(t *testing.T) {
 		})
 	}
 }
+
+// TestRecomputeOnTheHourCountsItsFunding: the boards recompute every 15
+// minutes of log time, so every full hour one entry reaches both a
+// recompute and a funding boundary. The recompute ran in the growth
+// timer, before the markets' timer settled the boundary: the boards
+// computed "as of" that entry left out the funding every open position
+// had just paid or received (seen on a devnet, 2026-11-27: the 21:00
+// boards lacked the 21:00 funding until 21:15). From the level the
+// recompute runs after it, and the snapshot's PnL is the equity change.
+func TestRecomputeOnTheHourCountsItsFunding(t *testing.T) {
+	for _, level := range []uint32{growth.LevelBoardsAfterFunding - 1, growth.LevelBoardsAfterFunding} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := newTradeWorldAt(t, level)
+			long, lk := w.account(btcBTC)
+			short, sk := w.account(btcBTC)
+			before := w.equity(long)
+			wantOK(t, w.order(long, lk, mktOrder("l1", "BTC-PERP", "buy", 200_000)))
+			wantOK(t, w.order(short, sk, mktOrder("s1", "BTC-PERP", "sell", 10_000)))
+			hour := int64(3_600_000)
+			boundary := (w.ts/hour + 1) * hour
+			w.walkTo(boundary - 2_000)
+			w.tickTo(boundary + 10) // one entry: the recompute and the boundary
+			var paid int64
+			for _, f := range w.fundingFlows(long).Funding {
+				if int64(f.BoundaryTsMs) == boundary {
+					paid += int64(f.PaidMsat)
+				}
+			}
+			tr := w.trader(long)
+			if paid >= 0 || tr.Snap == nil {
+				t.Fatalf("the long paid %d at the boundary; snapshot %+v", paid, tr.Snap)
+			}
+			var computed int64
+			w.m.Read(func(st *State, _ uint64) { computed = st.Growth.Board.ComputedTsMs })
+			if computed != boundary+10 {
+				t.Fatalf("recomputed at %d, want the boundary's entry %d", computed, boundary+10)
+			}
+			change := w.equity(long) - before
+			got := tr.Snap.Windows[2].PnlMsat // all
+			if level < growth.LevelBoardsAfterFunding {
+				if got != change-paid {
+					t.Fatalf("below the level: snapshot PnL %d, want %d (the change %d without the funding %d)", got, change-paid, change, paid)
+				}
+				return
+			}
+			if got != change {
+				t.Fatalf("snapshot PnL %d, want the equity change %d (funding %d)", got, change, paid)
+			}
+		})
+	}
+}

@@ -42,6 +42,13 @@ const (
 // trade.
 const LevelRoiCountsDeposits uint32 = 8
 
+// LevelBoardsAfterFunding is the feature level (fsm.FeatureLevel) from
+// which the recompute (OnClockBoards) runs after the markets' timer of the
+// same entry, so a recompute that falls on an hourly funding boundary
+// counts that boundary's funding flows (fsm/growth_boards.go). Below it
+// the boards of every full hour left them out until the next recompute.
+const LevelBoardsAfterFunding uint32 = 8
+
 // Board and window names, in the order of a trader's Ranks.
 var (
 	BoardNames  = []string{"pnl", "roi"}
