@@ -119,6 +119,17 @@ func measure(s string, bold bool, size int) int {
 	return font.MeasureString(face(bold, size), s).Round()
 }
 
+// drawable reports whether the font has a glyph for every rune of s.
+func drawable(s string, bold bool, size int) bool {
+	f := face(bold, size)
+	for _, r := range s {
+		if _, ok := f.GlyphAdvance(r); !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // fit shortens s with an ellipsis until it fits width at size.
 func fit(s string, bold bool, size, width int) string {
 	if measure(s, bold, size) <= width {
@@ -303,14 +314,21 @@ func Render(card Card) ([]byte, error) {
 		c.text(label, true, 22, int(x0)+18, 73, bg0)
 	}
 
-	// Title: the display name, else the handle.
-	title := card.DisplayName
+	// Title: the display name, else the handle. A name with a letter the
+	// font has no glyph for (display names take any script's letters; the
+	// Go fonts draw Latin, Greek and Cyrillic) would show empty boxes: the
+	// handle stands in for it.
+	name := card.DisplayName
+	if !drawable(name, true, 64) {
+		name = ""
+	}
+	title := name
 	if title == "" {
 		title = card.Handle
 	}
 	c.text(fit(title, true, 64, Width-120), true, 64, 60, 172, white)
 	var parts []string
-	if card.DisplayName != "" {
+	if name != "" {
 		parts = append(parts, "@"+card.Handle)
 	}
 	if card.TradingSince != "" {

@@ -130,3 +130,33 @@ func TestShareCardRenderIsCheap(t *testing.T) {
 		t.Fatalf("one card allocated %d MB, want at most %d MB", got>>20, maxBytes>>20)
 	}
 }
+
+// TestTitleTheFontCannotDrawFallsBackToTheHandle: display names take any
+// Unicode letter, the Go fonts draw Latin, Greek and Cyrillic only, and a
+// name in another script rendered as a row of empty boxes (a devnet
+// walkthrough of 2026-11-27: a name of CJK letters). Such a name gives
+// the card a name-less card's title, the handle; a name the font draws
+// stays the title.
+func TestTitleTheFontCannotDrawFallsBackToTheHandle(t *testing.T) {
+	render := func(name string) []byte {
+		t.Helper()
+		c := sampleCard()
+		c.DisplayName = name
+		b, err := Render(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	nameless := render("")
+	for _, name := range []string{"漢字トレーダー", "Ada 漢", "متداول", "ट्रेडर"} {
+		if !bytes.Equal(render(name), nameless) {
+			t.Errorf("%q: the card differs from the handle-titled one", name)
+		}
+	}
+	for _, name := range []string{"Ada L.", "Трейдер", "Έμπορος"} {
+		if bytes.Equal(render(name), nameless) {
+			t.Errorf("%q: the font draws it, yet the card shows the handle", name)
+		}
+	}
+}
