@@ -97,3 +97,35 @@ func TestPromoterProgrammeEndToEnd(t *testing.T) {
 	}
 	wantRefused(t, w.growthCmd(CmdPromoterClaim, other, ok2, "pclaim-x", struct{}{}), http.StatusNotFound, "not_found")
 }
+
+// What an application that is not approved sees (prod leaves every
+// application pending: there is no operator decision command yet, and no
+// refused or revoked state): its profile says pending, a code is refused
+// (403 referral_forbidden), a second application is a conflict, a claim
+// finds nothing (409), and nobody can bind to it because it has no code.
+func TestPendingPromoterSeesItsApplicationOnly(t *testing.T) {
+	w := newTradeWorld(t)
+	pr, pk := w.account(btcBTC)
+	other, ok := w.account(btcBTC)
+	// Prod has no self-serve signup and no operator account command yet:
+	// the accounts are made on testnet, then the deployment is switched
+	// under the machine (a test-only write) so the application stays
+	// pending as on prod.
+	w.m.Read(func(st *State, _ uint64) { st.Genesis.Deployment = "prod" })
+	res := w.growthCmd(CmdPromoterApply, pr, pk, "apply", goodApplication())
+	wantOK(t, res)
+	var ar growth.ApplyResult
+	if err := res.Decode(&ar); err != nil || ar.Status != growth.PromoterPending {
+		t.Fatalf("apply on prod: %s", res.Body)
+	}
+	var prof growth.PromoterView
+	w.m.Read(func(st *State, _ uint64) { prof, _ = st.Growth.PromoterOf(pr) })
+	if prof.Status != growth.PromoterPending || prof.Codes != 0 {
+		t.Fatalf("profile %+v", prof)
+	}
+	wantRefused(t, w.growthCmd(CmdPromoterCode, pr, pk, "pcode", growth.NewPromoterCode{Code: "PENDING1", Label: "x", KickbackQ9: 0}),
+		http.StatusForbidden, "referral_forbidden")
+	wantRefused(t, w.growthCmd(CmdPromoterApply, pr, pk, "apply-2", goodApplication()), http.StatusConflict, "conflict")
+	wantRefused(t, w.growthCmd(CmdPromoterClaim, pr, pk, "pclaim", struct{}{}), http.StatusConflict, "conflict")
+	wantRefused(t, w.bind(other, ok, "PENDING1"), http.StatusNotFound, "not_found")
+}
