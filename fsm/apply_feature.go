@@ -141,7 +141,10 @@ import (
 //	   it (usdx.LevelReleaseBeforeBoundary); the prices frame and an
 //	   operator's market-change answer carry priceSource (oracle, pinned,
 //	   scripted), so an operator's pin or script is visible
-//	   (LevelPriceSourceShown).
+//	   (LevelPriceSourceShown); the leaderboards' recompute on the hour
+//	   counts that hour's funding (growth.LevelBoardsAfterFunding); an
+//	   operator approves or refuses a pending promoter application
+//	   (CmdPromoterReview, growth.LevelPromoterReview).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

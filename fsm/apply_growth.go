@@ -19,6 +19,7 @@ const (
 	CmdPromoterApply       CmdType = 124 // an account applies to the promoter programme
 	CmdPromoterCode        CmdType = 125 // a promoter creates a code with a kickback
 	CmdPromoterClaim       CmdType = 126 // a promoter claims its vested rewards
+	CmdPromoterReview      CmdType = 127 // operator: approve or refuse a pending application
 )
 
 func init() {
@@ -29,6 +30,7 @@ func init() {
 	registerDomain(CmdPromoterApply, applyPromoterApply)
 	registerDomain(CmdPromoterCode, applyPromoterCode)
 	registerDomain(CmdPromoterClaim, applyPromoterClaim)
+	registerDomain(CmdPromoterReview, applyPromoterReview)
 	fillHooks = append(fillHooks, func(s *State) {
 		if s.Growth != nil {
 			s.Growth.FillNil()
@@ -238,6 +240,28 @@ func applyPromoterApply(c *Ctx) (int, any, *wire.Refusal) {
 	}
 	c.St.Access.Touch(c.Cmd.KeyID, c.Now())
 	return http.StatusCreated, out, nil
+}
+
+// PromoterReviewPayload is an operator's decision on an application.
+type PromoterReviewPayload struct {
+	AccountID string `cbor:"1,keyasint"`
+	Decision  string `cbor:"2,keyasint"`
+}
+
+func applyPromoterReview(c *Ctx) (int, any, *wire.Refusal) {
+	if c.St.FeatureLevel < growth.LevelPromoterReview {
+		// What a build without the command answers (dispatch).
+		return 0, nil, wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "unknown command type %d", c.Cmd.Type)
+	}
+	var p PromoterReviewPayload
+	if ref := c.Decode(&p); ref != nil {
+		return 0, nil, ref
+	}
+	out, ref := c.St.Growth.Review(p.AccountID, p.Decision)
+	if ref != nil {
+		return 0, nil, ref
+	}
+	return http.StatusOK, out, nil
 }
 
 func applyPromoterCode(c *Ctx) (int, any, *wire.Refusal) {

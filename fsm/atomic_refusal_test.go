@@ -48,7 +48,7 @@ func TestEveryRefusalChangesNothing(t *testing.T) {
 	for _, level := range []uint32{FeatureLevel, 7, 1} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
 			// PERPD_ATOMIC_SEED=n runs another stream, for a longer hunt.
-			seed := uint64(level)*31 + 5
+			seed := uint64(level)*31 + 6
 			n := steps[level]
 			v := os.Getenv("PERPD_ATOMIC_SEED")
 			if v != "" {
@@ -1111,6 +1111,8 @@ func (w *atomWorld) valid(typ CmdType) atomProto {
 		return client(growth.SettingsRequest{OptedOut: &out, DisplayName: &name})
 	case CmdPromoterApply:
 		return client(goodApplication())
+	case CmdPromoterReview:
+		return op(PromoterReviewPayload{AccountID: a.id, Decision: []string{growth.ReviewApprove, growth.ReviewRefuse, "defer"}[rng.IntN(3)]})
 	case CmdPromoterCode:
 		return client(growth.NewPromoterCode{Code: fmt.Sprintf("P%dY%d", rng.IntN(40), rng.IntN(3)), Label: "l", KickbackQ9: rng.Int64N(200_000_000)})
 	}

@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/perpd/perpd/fsm/growth"
@@ -128,4 +130,59 @@ func TestPendingPromoterSeesItsApplicationOnly(t *testing.T) {
 	wantRefused(t, w.growthCmd(CmdPromoterApply, pr, pk, "apply-2", goodApplication()), http.StatusConflict, "conflict")
 	wantRefused(t, w.growthCmd(CmdPromoterClaim, pr, pk, "pclaim", struct{}{}), http.StatusConflict, "conflict")
 	wantRefused(t, w.bind(other, ok, "PENDING1"), http.StatusNotFound, "not_found")
+}
+
+// An operator decides a pending application (prod's applications waited
+// for good: nothing could approve one). Approved, the promoter creates a
+// code and referees bind to it; refused, it stays refused. A decided
+// application is not decided again, an unknown account or decision is
+// refused, and below the level the command is what an older build
+// answers: an unknown type.
+func TestOperatorReviewsAPendingApplication(t *testing.T) {
+	review := func(w *tradeWorld, acct, decision string) *Result {
+		t.Helper()
+		c := mustCommand(t, CmdPromoterReview, 0, PromoterReviewPayload{AccountID: acct, Decision: decision})
+		c.IdemKey, c.ReqHash = "op:review:"+acct+":"+decision+":"+strconv.FormatInt(w.ts, 10), []byte(decision)
+		return w.at(c)
+	}
+	w := newTradeWorld(t)
+	pr, pk := w.account(btcBTC)
+	no, nk := w.account(btcBTC)
+	ref, rk := w.account(btcBTC)
+	w.m.Read(func(st *State, _ uint64) { st.Genesis.Deployment = "prod" }) // as in the test above
+	wantOK(t, w.growthCmd(CmdPromoterApply, pr, pk, "apply", goodApplication()))
+	wantOK(t, w.growthCmd(CmdPromoterApply, no, nk, "apply", goodApplication()))
+
+	wantRefused(t, review(w, pr, "maybe"), http.StatusBadRequest, "validation")
+	wantRefused(t, review(w, ref, growth.ReviewApprove), http.StatusNotFound, "not_found")
+	res := review(w, pr, growth.ReviewApprove)
+	wantOK(t, res)
+	var out growth.ReviewResult
+	if err := res.Decode(&out); err != nil || out.Status != growth.PromoterApproved || out.AccountID != pr || out.PromoterID == "" {
+		t.Fatalf("approve: %s", res.Body)
+	}
+	wantRefused(t, review(w, pr, growth.ReviewRefuse), http.StatusConflict, "conflict")
+	wantOK(t, w.growthCmd(CmdPromoterCode, pr, pk, "pcode", growth.NewPromoterCode{Code: "APPROVED1", Label: "x", KickbackQ9: 0}))
+	wantOK(t, w.bind(ref, rk, "APPROVED1"))
+
+	wantOK(t, review(w, no, growth.ReviewRefuse))
+	var prof growth.PromoterView
+	w.m.Read(func(st *State, _ uint64) { prof, _ = st.Growth.PromoterOf(no) })
+	if prof.Status != growth.PromoterRefused {
+		t.Fatalf("refused profile %+v", prof)
+	}
+	wantRefused(t, w.growthCmd(CmdPromoterCode, no, nk, "pcode", growth.NewPromoterCode{Code: "REFUSED1", Label: "x", KickbackQ9: 0}),
+		http.StatusForbidden, "referral_forbidden")
+	wantRefused(t, w.growthCmd(CmdPromoterApply, no, nk, "apply-2", goodApplication()), http.StatusConflict, "conflict")
+	wantRefused(t, review(w, no, growth.ReviewApprove), http.StatusConflict, "conflict")
+
+	old := newTradeWorldAt(t, growth.LevelPromoterReview-1)
+	op, ok := old.account(btcBTC)
+	old.m.Read(func(st *State, _ uint64) { st.Genesis.Deployment = "prod" })
+	wantOK(t, old.growthCmd(CmdPromoterApply, op, ok, "apply", goodApplication()))
+	res = review(old, op, growth.ReviewApprove)
+	wantRefused(t, res, http.StatusBadRequest, "validation")
+	if !strings.Contains(string(res.Body), "unknown command type 127") {
+		t.Fatalf("below the level: %s", res.Body)
+	}
 }

@@ -72,6 +72,7 @@ var forwardable = map[fsm.CmdType]bool{
 	fsm.CmdPromoterApply:       true,
 	fsm.CmdPromoterCode:        true,
 	fsm.CmdPromoterClaim:       true,
+	fsm.CmdPromoterReview:      true, // the operator's decision
 }
 
 // Forwardable reports whether a follower may forward commands of type t.

@@ -35,7 +35,52 @@ const (
 const (
 	PromoterPending  = "pending"
 	PromoterApproved = "approved"
+	PromoterRefused  = "refused"
 )
+
+// LevelPromoterReview is the feature level (fsm.FeatureLevel) from which an
+// operator can approve or refuse a pending application
+// (fsm.CmdPromoterReview). Below it prod left every application pending
+// for good: nothing could approve one.
+const LevelPromoterReview uint32 = 8
+
+// Review decisions.
+const (
+	ReviewApprove = "approve"
+	ReviewRefuse  = "refuse"
+)
+
+// ReviewResult is what an operator's review answers.
+type ReviewResult struct {
+	AccountID  string `json:"accountId"`
+	PromoterID string `json:"promoterId"`
+	Status     string `json:"status" enum:"approved,refused"`
+}
+
+// Review decides accountID's pending application. A decided one is not
+// decided again: approval is not revoked this way (what revocation owes
+// the promoter's referees and pending rewards is a product question left
+// open), and a refused account does not apply again.
+func (s *State) Review(accountID, decision string) (ReviewResult, *wire.Refusal) {
+	var status string
+	switch decision {
+	case ReviewApprove:
+		status = PromoterApproved
+	case ReviewRefuse:
+		status = PromoterRefused
+	default:
+		return ReviewResult{}, wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "decision must be %s or %s", ReviewApprove, ReviewRefuse)
+	}
+	p, ok := s.Promoters[accountID]
+	if !ok {
+		return ReviewResult{}, wire.Refuse(http.StatusNotFound, wire.CodeNotFound, "account %s has not applied to the promoter programme", accountID)
+	}
+	if p.Status != PromoterPending {
+		return ReviewResult{}, wire.Refuse(http.StatusConflict, wire.CodeConflict, "the application %s is %s already", p.ID, p.Status)
+	}
+	p.Status = status
+	return ReviewResult{AccountID: accountID, PromoterID: p.ID, Status: status}, nil
+}
 
 // ChannelKinds are the accepted channel kinds.
 var ChannelKinds = []string{"website", "x", "youtube", "telegram", "discord", "newsletter", "podcast", "other"}
@@ -256,7 +301,7 @@ func (s *State) PromoterClaim(env *Env, accountID string) (ClaimResult, *wire.Re
 // totals in the referral shape.
 type PromoterView struct {
 	PromoterID           string    `json:"promoterId"`
-	Status               string    `json:"status" enum:"pending,approved"`
+	Status               string    `json:"status" enum:"pending,approved,refused"`
 	DisplayName          string    `json:"displayName"`
 	Channels             []Channel `json:"channels"`
 	Plan                 string    `json:"plan"`
