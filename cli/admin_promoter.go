@@ -15,7 +15,7 @@ func init() {
 }
 
 // PromoterReviewPath is the admin route of an operator's decision on a
-// promoter application (perpd admin promoter approve|refuse).
+// promoter application (perpd admin promoter approve|refuse|revoke).
 const PromoterReviewPath = "/admin/promoter/review"
 
 // PromoterReviewRequest is the body of POST /admin/promoter/review.
@@ -38,10 +38,11 @@ func wirePromoterAdmin(p *Parts) error {
 }
 
 func adminPromoterCmd(f *adminFlags) *cobra.Command {
-	cmd := &cobra.Command{Use: "promoter", Short: "Decide promoter applications (prod leaves them pending; testnet approves at once)"}
+	cmd := &cobra.Command{Use: "promoter", Short: "Decide promoter applications (prod leaves them pending; testnet approves at once) and revoke promoters"}
 	for _, d := range []struct{ decision, short string }{
 		{growth.ReviewApprove, "Approve a pending application: the promoter may then create codes"},
 		{growth.ReviewRefuse, "Refuse a pending application for good"},
+		{growth.ReviewRevoke, "Revoke an approved promoter for good: its codes are disabled, rewards still in holdback are forfeited"},
 	} {
 		cmd.AddCommand(&cobra.Command{
 			Use:   d.decision + " ACCOUNT_ID",

@@ -1112,7 +1112,7 @@ func (w *atomWorld) valid(typ CmdType) atomProto {
 	case CmdPromoterApply:
 		return client(goodApplication())
 	case CmdPromoterReview:
-		return op(PromoterReviewPayload{AccountID: a.id, Decision: []string{growth.ReviewApprove, growth.ReviewRefuse, "defer"}[rng.IntN(3)]})
+		return op(PromoterReviewPayload{AccountID: a.id, Decision: []string{growth.ReviewApprove, growth.ReviewRefuse, growth.ReviewRevoke, "defer"}[rng.IntN(4)]})
 	case CmdPromoterCode:
 		return client(growth.NewPromoterCode{Code: fmt.Sprintf("P%dY%d", rng.IntN(40), rng.IntN(3)), Label: "l", KickbackQ9: rng.Int64N(200_000_000)})
 	}

@@ -100,9 +100,16 @@ func TestPromoterProgrammeEndToEnd(t *testing.T) {
 	wantRefused(t, w.growthCmd(CmdPromoterClaim, other, ok2, "pclaim-x", struct{}{}), http.StatusNotFound, "not_found")
 }
 
+// review is an operator's decision on acct's promoter application.
+func (w *tradeWorld) review(acct, decision string) *Result {
+	w.t.Helper()
+	c := mustCommand(w.t, CmdPromoterReview, 0, PromoterReviewPayload{AccountID: acct, Decision: decision})
+	c.IdemKey, c.ReqHash = "op:review:"+acct+":"+decision+":"+strconv.FormatInt(w.ts, 10), []byte(decision)
+	return w.at(c)
+}
+
 // What an application that is not approved sees (prod leaves every
-// application pending: there is no operator decision command yet, and no
-// refused or revoked state): its profile says pending, a code is refused
+// application pending until an operator decides it): its profile says pending, a code is refused
 // (403 referral_forbidden), a second application is a conflict, a claim
 // finds nothing (409), and nobody can bind to it because it has no code.
 func TestPendingPromoterSeesItsApplicationOnly(t *testing.T) {
@@ -139,12 +146,7 @@ func TestPendingPromoterSeesItsApplicationOnly(t *testing.T) {
 // refused, and below the level the command is what an older build
 // answers: an unknown type.
 func TestOperatorReviewsAPendingApplication(t *testing.T) {
-	review := func(w *tradeWorld, acct, decision string) *Result {
-		t.Helper()
-		c := mustCommand(t, CmdPromoterReview, 0, PromoterReviewPayload{AccountID: acct, Decision: decision})
-		c.IdemKey, c.ReqHash = "op:review:"+acct+":"+decision+":"+strconv.FormatInt(w.ts, 10), []byte(decision)
-		return w.at(c)
-	}
+	review := (*tradeWorld).review
 	w := newTradeWorld(t)
 	pr, pk := w.account(btcBTC)
 	no, nk := w.account(btcBTC)
@@ -184,5 +186,88 @@ func TestOperatorReviewsAPendingApplication(t *testing.T) {
 	wantRefused(t, res, http.StatusBadRequest, "validation")
 	if !strings.Contains(string(res.Body), "unknown command type 127") {
 		t.Fatalf("below the level: %s", res.Body)
+	}
+}
+
+// An operator revokes an approved promoter (before, nothing could stop
+// one): its codes are disabled, so no one new binds to them and its
+// referees' later fills pay no kickback and no reward while they keep the
+// programme's referee discount; the reward still in its holdback is
+// forfeited when it comes due, the reward that vested before stays
+// claimable. Only an approved promoter is revoked, once.
+func TestOperatorRevokesAnApprovedPromoter(t *testing.T) {
+	w := newTradeWorld(t)
+	pr, pk := w.account(btcBTC)
+	referee, rk := w.account(btcBTC)
+	late, lk := w.account(btcBTC)
+	wantOK(t, w.growthCmd(CmdPromoterApply, pr, pk, "apply", goodApplication())) // testnet approves at once
+	const kick = 50_000_000
+	wantOK(t, w.growthCmd(CmdPromoterCode, pr, pk, "pcode", growth.NewPromoterCode{Code: "REVOKEME", Label: "x", KickbackQ9: kick}))
+	wantOK(t, w.bind(referee, rk, "REVOKEME"))
+
+	// Day 1's reward vests; day 2's is still in its holdback at the revocation.
+	wantOK(t, w.order(referee, rk, mktOrder("r1", "BTC-PERP", "buy", 50_000)))
+	vested := w.lastFill(referee).Referral.RewardMsat
+	w.walkTo(w.ts/growth.DayMs*growth.DayMs + 2*growth.DayMs + 1)
+	wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+	wantOK(t, w.order(referee, rk, mktOrder("r2", "BTC-PERP", "sell", 50_000)))
+	held := w.lastFill(referee).Referral.RewardMsat
+	if vested <= 0 || held <= 0 {
+		t.Fatalf("rewards before the revocation: %d vested, %d held", vested, held)
+	}
+	var prof growth.PromoterView
+	w.m.Read(func(st *State, _ uint64) { prof, _ = st.Growth.PromoterOf(pr) })
+	if int64(prof.ClaimableMsat) != vested || int64(prof.PendingHoldbackMsat) != held {
+		t.Fatalf("before: %+v", prof)
+	}
+
+	wantRefused(t, w.review(referee, growth.ReviewRevoke), http.StatusNotFound, "not_found")
+	res := w.review(pr, growth.ReviewRevoke)
+	wantOK(t, res)
+	var out growth.ReviewResult
+	if err := res.Decode(&out); err != nil || out.Status != growth.PromoterRevoked || out.AccountID != pr {
+		t.Fatalf("revoke: %s", res.Body)
+	}
+	wantRefused(t, w.review(pr, growth.ReviewRevoke), http.StatusConflict, "conflict")
+	wantRefused(t, w.review(pr, growth.ReviewApprove), http.StatusConflict, "conflict")
+
+	var codes growth.PromoterCodes
+	w.m.Read(func(st *State, _ uint64) { codes = st.Growth.CodesOf(pr) })
+	if len(codes.Codes) != 1 || !codes.Codes[0].Disabled {
+		t.Fatalf("codes after the revocation: %+v", codes)
+	}
+	wantRefused(t, w.bind(late, lk, "REVOKEME"), http.StatusForbidden, "referral_forbidden")
+	wantRefused(t, w.growthCmd(CmdPromoterCode, pr, pk, "pcode-2", growth.NewPromoterCode{Code: "AGAIN1", Label: "x", KickbackQ9: 0}),
+		http.StatusForbidden, "referral_forbidden")
+
+	payable := w.balance(growth.PromoterPayable)
+	wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+	wantOK(t, w.order(referee, rk, mktOrder("r3", "BTC-PERP", "buy", 50_000)))
+	f := w.lastFill(referee)
+	r := f.Referral
+	discount := r.GrossFeeMsat * growth.DefaultPolicy().RefereeDiscountQ9 / 1e9
+	if r.DiscountMsat != discount || r.RewardMsat != 0 || f.FeeMsat != r.GrossFeeMsat-discount || w.balance(growth.PromoterPayable) != payable {
+		t.Fatalf("a fill after the revocation: %+v fee %d, want the discount %d alone and no reward", *r, f.FeeMsat, discount)
+	}
+
+	w.walkTo(f.TsMs/growth.DayMs*growth.DayMs + 2*growth.DayMs + 1)
+	w.m.Read(func(st *State, _ uint64) { prof, _ = st.Growth.PromoterOf(pr) })
+	if prof.Status != growth.PromoterRevoked || int64(prof.ForfeitedMsat) != held || int64(prof.ClaimableMsat) != vested ||
+		prof.PendingHoldbackMsat != 0 || w.balance(growth.PromoterPayable) != vested {
+		t.Fatalf("after the holdback: %+v, payable %d", prof, w.balance(growth.PromoterPayable))
+	}
+	free := w.balance(ledger.Free(pr))
+	wantOK(t, w.growthCmd(CmdPromoterClaim, pr, pk, "pclaim", struct{}{}))
+	if got := w.balance(ledger.Free(pr)) - free; got != vested || w.balance(growth.PromoterPayable) != 0 {
+		t.Fatalf("claimed %d, want the vested %d", got, vested)
+	}
+
+	// A pending application is refused, not revoked.
+	w.m.Read(func(st *State, _ uint64) { st.Genesis.Deployment = "prod" })
+	wantOK(t, w.growthCmd(CmdPromoterApply, late, lk, "apply", goodApplication()))
+	res = w.review(late, growth.ReviewRevoke)
+	wantRefused(t, res, http.StatusConflict, "conflict")
+	if !strings.Contains(string(res.Body), "refuse it instead") {
+		t.Fatalf("revoking a pending application: %s", res.Body)
 	}
 }

@@ -31,11 +31,13 @@ const (
 )
 
 // Promoter statuses. Testnet approves at once; elsewhere an application
-// waits (pending) for an operator.
+// waits (pending) for an operator. An operator may later revoke an
+// approved promoter; refused and revoked are final.
 const (
 	PromoterPending  = "pending"
 	PromoterApproved = "approved"
 	PromoterRefused  = "refused"
+	PromoterRevoked  = "revoked"
 )
 
 // LevelPromoterReview is the feature level (fsm.FeatureLevel) from which an
@@ -44,42 +46,63 @@ const (
 // for good: nothing could approve one.
 const LevelPromoterReview uint32 = 8
 
-// Review decisions.
+// Review decisions: approve or refuse a pending application, revoke an
+// approved promoter.
 const (
 	ReviewApprove = "approve"
 	ReviewRefuse  = "refuse"
+	ReviewRevoke  = "revoke"
 )
 
 // ReviewResult is what an operator's review answers.
 type ReviewResult struct {
 	AccountID  string `json:"accountId"`
 	PromoterID string `json:"promoterId"`
-	Status     string `json:"status" enum:"approved,refused"`
+	Status     string `json:"status" enum:"approved,refused,revoked"`
 }
 
-// Review decides accountID's pending application. A decided one is not
-// decided again: approval is not revoked this way (what revocation owes
-// the promoter's referees and pending rewards is a product question left
-// open), and a refused account does not apply again.
+// Review applies an operator's decision to accountID's application:
+// approve or refuse it while it is pending, revoke it once approved. A
+// refused or revoked account does not apply again.
+//
+// Revoking disables every code of the promoter (docs/decisions.md, "Promoter
+// revocation"), so the rules for a disabled code do the rest: no new
+// referee binds to them, its referees' later fills pay neither kickback nor
+// reward (they keep the programme's own referee discount, which the venue
+// promised them, not the promoter), and its buckets still in their holdback
+// are forfeited when they come due (a promoter's bucket vests only while it
+// is approved). What had vested before stays claimable: the holdback is the
+// window in which rewards can be refused.
 func (s *State) Review(accountID, decision string) (ReviewResult, *wire.Refusal) {
-	var status string
+	var from, to string
 	switch decision {
 	case ReviewApprove:
-		status = PromoterApproved
+		from, to = PromoterPending, PromoterApproved
 	case ReviewRefuse:
-		status = PromoterRefused
+		from, to = PromoterPending, PromoterRefused
+	case ReviewRevoke:
+		from, to = PromoterApproved, PromoterRevoked
 	default:
-		return ReviewResult{}, wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "decision must be %s or %s", ReviewApprove, ReviewRefuse)
+		return ReviewResult{}, wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "decision must be %s, %s or %s",
+			ReviewApprove, ReviewRefuse, ReviewRevoke)
 	}
 	p, ok := s.Promoters[accountID]
 	if !ok {
 		return ReviewResult{}, wire.Refuse(http.StatusNotFound, wire.CodeNotFound, "account %s has not applied to the promoter programme", accountID)
 	}
-	if p.Status != PromoterPending {
+	if p.Status != from {
+		if from == PromoterApproved && p.Status == PromoterPending {
+			return ReviewResult{}, wire.Refuse(http.StatusConflict, wire.CodeConflict, "the application %s is pending: refuse it instead", p.ID)
+		}
 		return ReviewResult{}, wire.Refuse(http.StatusConflict, wire.CodeConflict, "the application %s is %s already", p.ID, p.Status)
 	}
-	p.Status = status
-	return ReviewResult{AccountID: accountID, PromoterID: p.ID, Status: status}, nil
+	p.Status = to
+	if to == PromoterRevoked {
+		for _, code := range p.Codes {
+			s.PromoterCodes[code].Disabled = true
+		}
+	}
+	return ReviewResult{AccountID: accountID, PromoterID: p.ID, Status: to}, nil
 }
 
 // ChannelKinds are the accepted channel kinds.
@@ -301,7 +324,7 @@ func (s *State) PromoterClaim(env *Env, accountID string) (ClaimResult, *wire.Re
 // totals in the referral shape.
 type PromoterView struct {
 	PromoterID           string    `json:"promoterId"`
-	Status               string    `json:"status" enum:"pending,approved,refused"`
+	Status               string    `json:"status" enum:"pending,approved,refused,revoked"`
 	DisplayName          string    `json:"displayName"`
 	Channels             []Channel `json:"channels"`
 	Plan                 string    `json:"plan"`
