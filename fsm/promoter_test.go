@@ -203,7 +203,13 @@ func TestOperatorRevokesAnApprovedPromoter(t *testing.T) {
 	wantOK(t, w.growthCmd(CmdPromoterApply, pr, pk, "apply", goodApplication())) // testnet approves at once
 	const kick = 50_000_000
 	wantOK(t, w.growthCmd(CmdPromoterCode, pr, pk, "pcode", growth.NewPromoterCode{Code: "REVOKEME", Label: "x", KickbackQ9: kick}))
-	wantOK(t, w.bind(referee, rk, "REVOKEME"))
+	res := w.bind(referee, rk, "REVOKEME")
+	wantOK(t, res)
+	var bound growth.BindResult
+	if err := res.Decode(&bound); err != nil || bound.ReferredBy.KickbackQ9 == nil || *bound.ReferredBy.KickbackQ9 != kick ||
+		!*bound.ReferredBy.KickbackActive {
+		t.Fatalf("the bind's answer does not show the kickback: %s", res.Body)
+	}
 
 	// Day 1's reward vests; day 2's is still in its holdback at the revocation.
 	wantOK(t, w.order(referee, rk, mktOrder("r1", "BTC-PERP", "buy", 50_000)))
@@ -222,7 +228,7 @@ func TestOperatorRevokesAnApprovedPromoter(t *testing.T) {
 	}
 
 	wantRefused(t, w.review(referee, growth.ReviewRevoke), http.StatusNotFound, "not_found")
-	res := w.review(pr, growth.ReviewRevoke)
+	res = w.review(pr, growth.ReviewRevoke)
 	wantOK(t, res)
 	var out growth.ReviewResult
 	if err := res.Decode(&out); err != nil || out.Status != growth.PromoterRevoked || out.AccountID != pr {
@@ -237,6 +243,9 @@ func TestOperatorRevokesAnApprovedPromoter(t *testing.T) {
 		t.Fatalf("codes after the revocation: %+v", codes)
 	}
 	wantRefused(t, w.bind(late, lk, "REVOKEME"), http.StatusForbidden, "referral_forbidden")
+	if rb := w.referral(referee).ReferredBy; *rb.KickbackActive || *rb.KickbackQ9 != kick || !rb.DiscountActive {
+		t.Fatalf("the referee's view after the revocation: %+v", *rb)
+	}
 	wantRefused(t, w.growthCmd(CmdPromoterCode, pr, pk, "pcode-2", growth.NewPromoterCode{Code: "AGAIN1", Label: "x", KickbackQ9: 0}),
 		http.StatusForbidden, "referral_forbidden")
 
@@ -269,5 +278,45 @@ func TestOperatorRevokesAnApprovedPromoter(t *testing.T) {
 	wantRefused(t, res, http.StatusConflict, "conflict")
 	if !strings.Contains(string(res.Body), "refuse it instead") {
 		t.Fatalf("revoking a pending application: %s", res.Body)
+	}
+}
+
+// A referee of a promoter code sees the kickback it is paid beside the
+// programme's discount (before, GET /v1/referral showed discountQ9 alone:
+// 10% where a 5% kickback made the fill 14.5% cheaper). A bind's stored
+// answer shows it from the level on, so an older replica stores the
+// same answer below it; the read shows it at every level.
+func TestRefereeSeesItsKickback(t *testing.T) {
+	for _, level := range []uint32{growth.LevelReferredByKickback, growth.LevelReferredByKickback - 1} {
+		w := newTradeWorldAt(t, level)
+		pr, pk := w.account(btcBTC)
+		referee, rk := w.account(btcBTC)
+		plain, plk := w.account(btcBTC)
+		friend, fk := w.account(btcBTC)
+		wantOK(t, w.growthCmd(CmdPromoterApply, pr, pk, "apply", goodApplication()))
+		const kick = 50_000_000
+		wantOK(t, w.growthCmd(CmdPromoterCode, pr, pk, "pcode", growth.NewPromoterCode{Code: "KICK5", Label: "x", KickbackQ9: kick}))
+		res := w.bind(referee, rk, "KICK5")
+		wantOK(t, res)
+		if got := strings.Contains(string(res.Body), "kickbackQ9"); got != (level >= growth.LevelReferredByKickback) {
+			t.Fatalf("level %d: the bind's answer %s", level, res.Body)
+		}
+		rb := w.referral(referee).ReferredBy
+		if rb.KickbackQ9 == nil || *rb.KickbackQ9 != kick || !*rb.KickbackActive || int64(*rb.KickbackExpiresTsMs) != int64(rb.BoundTsMs)+growth.DefaultPolicy().RewardWindowMs {
+			t.Fatalf("level %d: the referee's view %+v", level, *rb)
+		}
+		// The fill pays what the view says: discount, then kickback on the net fee.
+		wantOK(t, w.order(referee, rk, mktOrder("k1", "BTC-PERP", "buy", 50_000)))
+		r := w.lastFill(referee).Referral
+		discount := r.GrossFeeMsat * int64(rb.DiscountQ9) / 1e9
+		if want := discount + (r.GrossFeeMsat-discount)*int64(*rb.KickbackQ9)/1e9; r.DiscountMsat != want {
+			t.Fatalf("level %d: the fill paid back %d, the view promises %d", level, r.DiscountMsat, want)
+		}
+		// A referral code has no kickback.
+		wantOK(t, w.createCode(friend, fk, "FRIEND1"))
+		wantOK(t, w.bind(plain, plk, "FRIEND1"))
+		if rb := w.referral(plain).ReferredBy; *rb.KickbackQ9 != 0 || *rb.KickbackActive {
+			t.Fatalf("level %d: a referral code's referee %+v", level, *rb)
+		}
 	}
 }

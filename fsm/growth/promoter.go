@@ -46,6 +46,11 @@ const (
 // for good: nothing could approve one.
 const LevelPromoterReview uint32 = 8
 
+// LevelReferredByKickback is the feature level from which a bind's answer
+// shows the code's kickback beside the discount (ReferredByView); GET
+// /v1/referral shows it at every level, a read not being in the log.
+const LevelReferredByKickback uint32 = 8
+
 // Review decisions: approve or refuse a pending application, revoke an
 // approved promoter.
 const (

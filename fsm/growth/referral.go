@@ -157,7 +157,7 @@ func (s *State) Bind(env *Env, accountID, code string) (BindResult, *wire.Refusa
 		e.pcode.Referees++
 		e.promo.day(env.NowMs).Binds++
 	}
-	return BindResult{Bound: true, ReferredBy: s.referredByView(env.NowMs, b)}, nil
+	return BindResult{Bound: true, ReferredBy: s.referredByView(env.NowMs, b, env.Level >= LevelReferredByKickback)}, nil
 }
 
 // bindOpenUntil is the end of an account's bind window (false: unknown

@@ -67,6 +67,12 @@ type ReferredByView struct {
 	DiscountVolumeCapMsat  *wire.Int `json:"discountVolumeCapMsat" unit:"msat"`
 	DiscountVolumeUsedMsat wire.Int  `json:"discountVolumeUsedMsat" unit:"msat"`
 	DiscountActive         bool      `json:"discountActive"`
+	// The promoter code's kickback (docs/decisions.md, "The referee's
+	// kickback is shown"): without these a referee of a promoter code
+	// saw the programme's discount alone and was paid more than it.
+	KickbackQ9          *wire.Int `json:"kickbackQ9,omitempty" unit:"q9" doc:"a promoter code's kickback: this share of the net fee (the gross fee less the discount) also comes back on each fill while kickbackActive; 0 for a referral code"`
+	KickbackExpiresTsMs *wire.Int `json:"kickbackExpiresTsMs,omitempty" unit:"ms" doc:"when the kickback stops (the end of the code's reward window)"`
+	KickbackActive      *bool     `json:"kickbackActive,omitempty" doc:"whether the next fill pays the kickback: a promoter code, not disabled, inside its window"`
 }
 
 // ShareView is the referrer's current tier.
@@ -192,14 +198,17 @@ func (s *State) Status(env *Env, accountID string, volume func(string) int64) St
 			ClaimedMsat: wire.Int(r.ClaimedMsat), ForfeitedMsat: wire.Int(r.ForfeitedMsat)}
 	}
 	if b, ok := s.Bindings[accountID]; ok {
-		v.ReferredBy = s.referredByView(env.NowMs, b)
+		v.ReferredBy = s.referredByView(env.NowMs, b, true)
 	} else if until, ok := s.bindOpenUntil(env, accountID); ok && env.NowMs <= until && p.Enabled && !p.Paused {
 		v.BindWindow = &BindWindowView{OpenUntilTsMs: wire.Int(until)}
 	}
 	return v
 }
 
-func (s *State) referredByView(nowMs int64, b *Binding) *ReferredByView {
+// referredByView renders b; withKickback adds the kickback fields (a
+// bind's answer has them from LevelReferredByKickback, so that a replica
+// of an older build stores the same answer below it).
+func (s *State) referredByView(nowMs int64, b *Binding, withKickback bool) *ReferredByView {
 	p := &s.Policy
 	expires := b.BoundTsMs + p.RefereeDiscountWindowMs
 	v := &ReferredByView{Code: b.Code, BoundTsMs: wire.Int(b.BoundTsMs), DiscountQ9: wire.Int(p.RefereeDiscountQ9),
@@ -210,6 +219,16 @@ func (s *State) referredByView(nowMs int64, b *Binding) *ReferredByView {
 		active = active && b.DiscountVolumeUsedMsat < c
 	}
 	v.DiscountActive = active
+	if withKickback {
+		e := s.earnerOfCode(b.Code)
+		var kick int64
+		if e.pcode != nil {
+			kick = e.pcode.KickbackQ9
+		}
+		until := b.BoundTsMs + p.RewardWindowMs
+		on := kick > 0 && p.Enabled && !p.Paused && !e.disabled() && nowMs < until
+		v.KickbackQ9, v.KickbackExpiresTsMs, v.KickbackActive = wire.Ptr(kick), wire.Ptr(until), &on
+	}
 	return v
 }
 
