@@ -283,13 +283,21 @@ func meterGuard(s *Server, r *Route) gin.HandlerFunc {
 const clusterWrites = "w:"
 
 // subjectOf names whose buckets a request draws: its key and account on a
-// keyed route, else its client address.
+// keyed route, else its client address and, for an IPv6 client, its site
+// (the /48) in the budget's account bucket: one site's /64s share that
+// aggregate (read: five /64s' worth; signup: one /64's), where each /64
+// alone had a fresh budget, 65,536 of them per /48 (load review of
+// 2026-11-27).
 func subjectOf(c *gin.Context, r *Route) (subject, account string) {
 	if r.Auth == Keyed {
 		cl := callerOf(c)
 		return "key:" + cl.KeyID, cl.AccountID
 	}
-	return addressSubject(c), ""
+	ip := c.ClientIP()
+	if site := clientaddr.Site(ip); site != "" {
+		return "ip:" + clientaddr.Key(ip), "site:" + site
+	}
+	return "ip:" + clientaddr.Key(ip), ""
 }
 
 // addressSubject names the buckets of the request's client address, as
