@@ -142,6 +142,8 @@ func watchParts(reg *metrics.Registry, api *httpapi.Server, hub *wsapi.Hub) {
 		func() float64 { return float64(hub.DroppedFrames()) })
 	reg.Counter("ws_slow_consumer_closes_total", "WebSocket connections closed for resync because their send buffer was full.",
 		func() float64 { return float64(hub.SlowConsumerCloses()) })
+	reg.Counter("ws_flood_closes_total", "WebSocket connections closed with 1008 for sending more frames than the raw frame budget.",
+		func() float64 { return float64(hub.FloodCloses()) })
 	reg.Counter("ws_event_loss_closes_total", "WebSocket connections closed for resync because the node's event stream lost events.",
 		func() float64 { return float64(hub.EventLossCloses()) })
 }

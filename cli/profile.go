@@ -2,9 +2,11 @@ package cli
 
 import (
 	"fmt"
+	"net/netip"
 	"sort"
 	"strings"
 
+	"github.com/perpd/perpd/cluster"
 	"github.com/perpd/perpd/fsm/access"
 	"github.com/perpd/perpd/wsapi"
 )
@@ -25,7 +27,14 @@ type profile struct {
 	// wsPerAccount replaces the connections of a node that may subscribe
 	// to one account's channel (0: wsapi's MaxAccountConnections).
 	wsPerAccount int
+	// connsPerAddress replaces the TCP connections one client address may
+	// hold on the public listener (0: cluster.DefaultConnsPerAddress;
+	// noConnCap: none, only the node's total).
+	connsPerAddress int
 }
+
+// noConnCap lifts the per-address connection cap of a profile.
+const noConnCap = -1
 
 // Bench profile sizes (docs/decisions.md, "Load generator and the bench
 // profile"). 1000x every rate budget: one bench trader on loopback sends
@@ -47,7 +56,7 @@ var profiles = map[string]profile{
 	// clients share a few traders' accounts: only the node's own cap
 	// applies.
 	"bench": {budgetScale: BenchBudgetScale, signupsPerHour: BenchSignupsPerHour, payer: true,
-		wsPerAddress: wsapi.MaxConnections, wsPerAccount: wsapi.MaxConnections},
+		wsPerAddress: wsapi.MaxConnections, wsPerAccount: wsapi.MaxConnections, connsPerAddress: noConnCap},
 }
 
 // signupCap is the genesis signup cap serve proposes: the flag's when
@@ -74,4 +83,26 @@ func deploymentProfile(name string) (profile, error) {
 		return profile{}, fmt.Errorf("--deployment must be %s or prod, not %q", strings.Join(names, ", "), name)
 	}
 	return p, nil
+}
+
+// publicConnLimits are the public listener's connection caps: per client
+// address (the profile's; trusted proxies exempt, as they carry many
+// clients) and in total, below the process's descriptor limit.
+func publicConnLimits(p profile, trustedProxies []string) *cluster.ConnLimits {
+	l := &cluster.ConnLimits{PerAddress: cluster.DefaultConnsPerAddress, Total: cluster.TotalConnsFor(cluster.OpenFileLimit()), Plain: true}
+	switch {
+	case p.connsPerAddress == noConnCap:
+		l.PerAddress = 0
+	case p.connsPerAddress > 0:
+		l.PerAddress = p.connsPerAddress
+	}
+	for _, s := range trustedProxies {
+		if pf, err := netip.ParsePrefix(s); err == nil {
+			l.Exempt = append(l.Exempt, pf.Masked())
+		} else if a, err := netip.ParseAddr(s); err == nil {
+			a = a.Unmap()
+			l.Exempt = append(l.Exempt, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return l
 }

@@ -192,7 +192,8 @@ func runServe(parent context.Context, f serveFlags) error {
 		}
 	}
 	servers, err := listen(log, cluster.DefaultTimeouts,
-		endpoint{f.adminAddr, asm.Admin, adminTLS}, endpoint{f.httpAddr, asm.API, nil})
+		endpoint{addr: f.adminAddr, h: asm.Admin, tls: adminTLS},
+		endpoint{addr: f.httpAddr, h: asm.API, conns: publicConnLimits(prof, proxies)})
 	if err != nil {
 		_ = n.Shutdown()
 		return err
@@ -298,11 +299,13 @@ func splitList(s string) []string {
 	return out
 }
 
-// endpoint is one listener: its address, handler and TLS (nil: plain).
+// endpoint is one listener: its address, handler, TLS (nil: plain) and
+// connection caps (nil: none).
 type endpoint struct {
-	addr string
-	h    http.Handler
-	tls  *tls.Config
+	addr  string
+	h     http.Handler
+	tls   *tls.Config
+	conns *cluster.ConnLimits
 }
 
 // listen binds every address before serving any, so a port clash fails the
@@ -317,6 +320,9 @@ func listen(log hclog.Logger, t cluster.Timeouts, eps ...endpoint) ([]*http.Serv
 				_ = l.Close()
 			}
 			return nil, fmt.Errorf("listen %s: %w", ep.addr, err)
+		}
+		if ep.conns != nil {
+			ln = cluster.LimitListener(ln, *ep.conns)
 		}
 		if ep.tls != nil {
 			ln = tls.NewListener(ln, ep.tls)

@@ -39,3 +39,16 @@ func TestKeySeparatesClients(t *testing.T) {
 		t.Errorf("a string that is no address has the key %q, want itself", got)
 	}
 }
+
+// An IPv6 address's site is its /48; IPv4 addresses and non-addresses
+// have none.
+func TestSiteIsAnIPv6Slash48(t *testing.T) {
+	if Site("2001:db8:1:2::1") != "2001:db8:1::/48" || Site("2001:db8:1:ffff::9") != Site("2001:db8:1:2::1") {
+		t.Errorf("sites %q and %q", Site("2001:db8:1:2::1"), Site("2001:db8:1:ffff::9"))
+	}
+	for _, ip := range []string{"203.0.113.7", "::ffff:203.0.113.7", "not an address"} {
+		if Site(ip) != "" {
+			t.Errorf("site of %s is %q, want none", ip, Site(ip))
+		}
+	}
+}

@@ -50,7 +50,7 @@ const (
 func (s *Server) accessRoutes() []*Route {
 	return []*Route{
 		{Method: http.MethodPost, Path: "/v1/signup", Summary: "Create an account and its full-scope master key (testnet only)",
-			Budget: "order", Idem: true, Request: Empty{},
+			Budget: "signup", Idem: true, Request: Empty{},
 			Responses: map[int]any{201: fsm.SignupResult{}, 403: wire.ErrorBody{}, 409: wire.ErrorBody{}},
 			Refuses:   map[int][]string{403: {wire.CodeFeatureUnavailable}}, Handler: s.signup,
 			Notes: map[int]string{409: signupRetry409, 429: signupCap429}, IdemRetry: signupIdemRetry},
@@ -87,7 +87,7 @@ const (
 		"signup (yours, or anyone's) answers 409 conflict without a key, never the first 201, and creates nothing. Send a " +
 		"fresh random key for every signup; if a 201 was lost, its account cannot be recovered: sign up again."
 	signupRetry409 = "conflict: the idempotency-key was already used for a signup; the key value is never shown twice"
-	signupCap429   = "From the order budget of the client address, or from the venue-wide cap of signups per rolling hour, " +
+	signupCap429   = "From the signup budget of the client address (30 at once, then 1 a minute), or from the venue-wide cap of signups per rolling hour, " +
 		"which the state machine enforces: then X-RateLimit-Limit is that cap, X-RateLimit-Remaining 0 and " +
 		"X-RateLimit-Reset the epoch second the oldest signup of the hour leaves it, the instant Retry-After counts to"
 	faucetCap429 = "From the read budget, or from the account's faucet cap (grants per rolling hour; grantsRemainingThisHour " +

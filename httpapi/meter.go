@@ -37,6 +37,14 @@ var Budgets = map[string]Budget{
 	"read":     {Name: "read", PerKeyPerMin: 600, KeyBurst: 120, PerAccountPerMin: 3000, AccountBurst: 360},
 	"order":    {Name: "order", PerKeyPerMin: 60, KeyBurst: 20, PerAccountPerMin: 180, AccountBurst: 60},
 	"withdraw": {Name: "withdraw", PerKeyPerMin: 10, KeyBurst: 5, PerAccountPerMin: 20, AccountBurst: 15},
+	// signup is drawn per client address (public; no key, no account), at
+	// the leader like order. The venue caps signups per rolling hour
+	// (access.DefaultSignupsPerHour, 3,000) for the state's sake; on the
+	// order budget (3,600 an hour) one address could take the whole cap
+	// and lock every newcomer out for the hour. 30 at once (a classroom
+	// behind one NAT) and then one a minute: an address takes at most 90
+	// in an hour, so filling the cap takes some 35 addresses.
+	"signup": {Name: "signup", PerKeyPerMin: 1, KeyBurst: 30, PerAccountPerMin: 1, AccountBurst: 30},
 }
 
 // MaxBudgetScale bounds ScaleBudgets: a per-minute rate of 3000 x 10,000
@@ -228,7 +236,7 @@ func resetAt(now time.Time, tokens float64, perMin int) int64 {
 }
 
 // leaderBudgets are drawn on the leader, with the write they meter.
-var leaderBudgets = map[string]bool{"order": true, "withdraw": true}
+var leaderBudgets = map[string]bool{"order": true, "withdraw": true, "signup": true}
 
 // meterGuard draws the route's budget: per key and per account for keyed
 // routes, per client address for public ones that have a budget (signup).
@@ -275,13 +283,21 @@ func meterGuard(s *Server, r *Route) gin.HandlerFunc {
 const clusterWrites = "w:"
 
 // subjectOf names whose buckets a request draws: its key and account on a
-// keyed route, else its client address.
+// keyed route, else its client address and, for an IPv6 client, its site
+// (the /48) in the budget's account bucket: one site's /64s share that
+// aggregate (read: five /64s' worth; signup: one /64's), where each /64
+// alone had a fresh budget, 65,536 of them per /48 (load review of
+// 2026-11-27).
 func subjectOf(c *gin.Context, r *Route) (subject, account string) {
 	if r.Auth == Keyed {
 		cl := callerOf(c)
 		return "key:" + cl.KeyID, cl.AccountID
 	}
-	return addressSubject(c), ""
+	ip := c.ClientIP()
+	if site := clientaddr.Site(ip); site != "" {
+		return "ip:" + clientaddr.Key(ip), "site:" + site
+	}
+	return "ip:" + clientaddr.Key(ip), ""
 }
 
 // addressSubject names the buckets of the request's client address, as

@@ -49,13 +49,14 @@ func TestPublicBudgetCountsAnIPv6Slash64AsOneClient(t *testing.T) {
 	}
 }
 
-// Clients in different /64s, and different IPv4 addresses, are different
-// clients with budgets of their own; an IPv4-mapped IPv6 peer is its IPv4
-// address.
+// Clients in different /64s (of different /48 sites: the /64s of one site
+// also share an aggregate, TestIPv6SiteSharesAnAggregateBudget), and
+// different IPv4 addresses, are different clients with budgets of their
+// own; an IPv4-mapped IPv6 peer is its IPv4 address.
 func TestPublicBudgetsOfDifferentAddressesAreSeparate(t *testing.T) {
 	a := newTestAPIWith(t, []Option{WithBudgets(tinyRead())})
 	a.drainFrom("[2001:db8:1:1::1]:40000")
-	a.drainFrom("[2001:db8:1:2::1]:40000")
+	a.drainFrom("[2001:db8:2:2::1]:40000")
 	a.drainFrom("203.0.113.7:40000")
 	a.drainFrom("203.0.113.8:40000")
 	if got := a.getFrom("[::ffff:203.0.113.7]:40000"); got != http.StatusTooManyRequests {

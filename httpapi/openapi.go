@@ -18,13 +18,13 @@ func init() { routeSets = append(routeSets, (*Server).docRoutes) }
 
 func (s *Server) docRoutes() []*Route {
 	return []*Route{
-		{Method: http.MethodGet, Path: "/openapi.json", Summary: "This OpenAPI 3.1 description", Content: "application/json",
+		{Method: http.MethodGet, Path: "/openapi.json", Budget: "read", Summary: "This OpenAPI 3.1 description", Content: "application/json",
 			Responses: map[int]any{200: map[string]any{}, 304: nil}, Handler: s.serveDoc(docOpenAPI)},
-		{Method: http.MethodGet, Path: "/asyncapi.json", Summary: "AsyncAPI 3.0 description of the WebSocket /v1/ws", Content: "application/json",
+		{Method: http.MethodGet, Path: "/asyncapi.json", Budget: "read", Summary: "AsyncAPI 3.0 description of the WebSocket /v1/ws", Content: "application/json",
 			Responses: map[int]any{200: map[string]any{}, 304: nil}, Handler: s.serveDoc(docAsyncAPI)},
-		{Method: http.MethodGet, Path: "/llms.txt", Summary: "Agent index of the API", Content: "text/plain",
+		{Method: http.MethodGet, Path: "/llms.txt", Budget: "read", Summary: "Agent index of the API", Content: "text/plain",
 			Responses: map[int]any{200: "", 304: nil}, Handler: s.serveDoc(docLLMS)},
-		{Method: http.MethodGet, Path: "/llms-full.txt", Summary: "Agent index with every field", Content: "text/plain",
+		{Method: http.MethodGet, Path: "/llms-full.txt", Budget: "read", Summary: "Agent index with every field", Content: "text/plain",
 			Responses: map[int]any{200: "", 304: nil}, Handler: s.serveDoc(docLLMSFull)},
 	}
 }

@@ -125,7 +125,34 @@ func (s *Server) placeOrder(c *gin.Context) {
 // actual path, not the route template), and cancels keep their own
 // idempotency scope, so a client may use an order's id as the key of its
 // cancel, and a key reused for another order's cancel is refused.
+// maxOrderIDLen is the longest id an order, trigger or bracket leg can
+// have: an order's id is its idempotency key, a leg's that plus a suffix.
+var maxOrderIDLen = MaxIdemKeyLen + max(len(trade.StopLegSuffix), len(trade.TakeProfitLegSuffix))
+
+// possibleOrderID reports whether some order could have id: at most
+// maxOrderIDLen printable ASCII characters without spaces, as
+// idempotency keys are.
+func possibleOrderID(id string) bool {
+	if id == "" || len(id) > maxOrderIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *Server) cancelOrder(c *gin.Context) {
+	// An id no order can have is unknown without asking the log: the path
+	// is bounded only by the request line, and each cancel that reaches
+	// the state machine is a log entry carrying it (load review of
+	// 2026-11-27: 30 KB ids, one entry each).
+	if !possibleOrderID(c.Param("id")) {
+		notFound(c, "order")
+		return
+	}
 	p := fsm.CancelOrderPayload{OrderID: c.Param("id")}
 	cmd, err := s.command(c, fsm.CmdCancelOrder, p, p)
 	if err != nil {

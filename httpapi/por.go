@@ -103,7 +103,7 @@ func (s *Server) porRoutes() []*Route {
 		{Method: http.MethodGet, Path: "/por", Summary: "Proof of Reserves: the latest snapshot (404 before the first tree)",
 			Budget: "read", Responses: map[int]any{200: PorSnapshotView{}, 404: wire.ErrorBody{}}, Handler: s.porSnapshot},
 		{Method: http.MethodGet, Path: "/por/dashboard", Summary: "Proof of Reserves dashboard and in-browser proof verifier (HTML)",
-			Content: "text/html", Responses: map[int]any{200: ""}, Handler: s.porDashboard},
+			Budget: "read", Content: "text/html", Responses: map[int]any{200: ""}, Handler: s.porDashboard},
 		{Method: http.MethodGet, Path: "/v1/por/proof", Summary: "The caller's inclusion proof in the latest tree (404 when the account is not in it)",
 			Auth: Keyed, Scope: "read", Budget: "read", Query: PorProofQuery{},
 			Responses: map[int]any{200: por.ProofDoc{}, 404: wire.ErrorBody{}}, Handler: s.porProof},

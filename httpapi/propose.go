@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -99,6 +100,10 @@ func (s *Server) propose(c *gin.Context, cmd *fsm.Command) (*fsm.Result, bool) {
 	if draw != nil {
 		ctx = node.WithDraw(ctx, draw)
 		if b, ok := s.budgets[draw.Budget]; ok && leaderBudgets[draw.Budget] {
+			if v, refused := s.leaderRefusals.refused(draw.Budget, draw.Subject, time.Now()); refused {
+				s.rateAnswer(c, draw.Budget, leaderVerdict(v))
+				return nil, false
+			}
 			if !s.waiting.enter(draw.Subject, b.KeyBurst) {
 				s.tooManyWaiting(c, b)
 				return nil, false
@@ -108,6 +113,9 @@ func (s *Server) propose(c *gin.Context, cmd *fsm.Command) (*fsm.Result, bool) {
 	}
 	res, err := propose(ctx, cmd)
 	if limited := rateLimited(err); limited != nil {
+		if draw != nil && leaderBudgets[draw.Budget] {
+			s.leaderRefusals.remember(draw.Budget, draw.Subject, limited.Verdict, time.Now())
+		}
 		s.rateAnswer(c, limited.Budget, leaderVerdict(limited.Verdict))
 		return nil, false
 	}

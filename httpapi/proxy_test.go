@@ -8,7 +8,7 @@ import (
 	"github.com/perpd/perpd/node"
 )
 
-// tinyOrder makes the signup (order) budget small and slow, so a test's
+// tinyOrder makes the order and signup budgets small and slow, so a test's
 // count of admitted signups is the burst whatever the machine's speed.
 func tinyOrder() map[string]Budget {
 	b := map[string]Budget{}
@@ -16,6 +16,8 @@ func tinyOrder() map[string]Budget {
 		b[k] = v
 	}
 	b["order"] = Budget{Name: "order", PerKeyPerMin: 1, KeyBurst: 5, PerAccountPerMin: 1, AccountBurst: 5}
+	// Signups draw a budget of their own, as small.
+	b["signup"] = Budget{Name: "signup", PerKeyPerMin: 1, KeyBurst: 5, PerAccountPerMin: 1, AccountBurst: 5}
 	return b
 }
 

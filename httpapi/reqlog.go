@@ -88,6 +88,14 @@ func (s *Server) logRequest(c *gin.Context, st *reqState) {
 	if level < s.log.GetLevel() {
 		return
 	}
+	var suppressed uint64
+	if level == hclog.Info && status >= 400 && status < 500 && s.log.GetLevel() > hclog.Debug {
+		if !s.meter.take(logRefusalBudget, addressSubject(c), logRefusalNode, time.Now()).ok {
+			s.logSuppressed.Add(1)
+			return
+		}
+		suppressed = s.logSuppressed.Swap(0)
+	}
 	args := []any{"request_id", id, "method", c.Request.Method, "path", redactKeys(c.Request.URL.Path), "route", route,
 		"status", status, "ms", float64(d.Microseconds()) / 1000, "remote", c.ClientIP()}
 	if in != "" && in != id && node.ValidRequestID(in) {
@@ -95,6 +103,9 @@ func (s *Server) logRequest(c *gin.Context, st *reqState) {
 	}
 	if cl := st.caller; cl.AccountID != "" {
 		args = append(args, "account", cl.AccountID)
+	}
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
 	}
 	s.log.Log(level, "request", args...)
 }
@@ -139,3 +150,27 @@ func parseProxyNets(list []string) []*net.IPNet {
 	}
 	return out
 }
+
+// Info lines of refusals (4xx) are bounded per client address: a refusal
+// nothing meters (a write without a key, a POST to no route, a malformed
+// body, a 429 of the meter itself) wrote one line of about 190 bytes for
+// a request of 60, as fast as a client sent them (1.9 MB of log a second
+// from one client on loopback; load review of 2026-11-27), on the disk
+// the raft log shares. An address logs at most LogRefusalsPerMin such
+// lines a minute (LogRefusalsBurst at once), and a node at most
+// LogRefusalsNodePerMin; the lines left out are counted, and the next
+// refusal line logged carries the count (suppressed=N). Every request is
+// still counted in the request metrics. Debug logging (--log-level debug)
+// is not bounded: an operator asked for every line.
+const (
+	LogRefusalsPerMin     = 60
+	LogRefusalsBurst      = 30
+	LogRefusalsNodePerMin = 1200
+	LogRefusalsNodeBurst  = 300
+)
+
+var logRefusalBudget = Budget{Name: "log", PerKeyPerMin: LogRefusalsPerMin, KeyBurst: LogRefusalsBurst,
+	PerAccountPerMin: LogRefusalsNodePerMin, AccountBurst: LogRefusalsNodeBurst}
+
+// logRefusalNode names the node-wide bucket of refusal lines.
+const logRefusalNode = "node:log-refusals"

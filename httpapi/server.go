@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/gin-gonic/gin"
 	"github.com/hashicorp/go-hclog"
@@ -42,6 +43,12 @@ type Server struct {
 	// waiting bounds each key's leader-budget writes waiting for the
 	// leader's answer (waiting.go).
 	waiting *waiting
+	// leaderRefusals remembers the leader's 429s until their Retry-After
+	// (refusals_memo.go).
+	leaderRefusals *leaderRefusals
+	// logSuppressed counts refusal lines left out of the log since the
+	// last one logged (reqlog.go).
+	logSuppressed atomic.Uint64
 	// trustedProxies are the peers whose X-Forwarded-For is believed
 	// (addresses or CIDRs); empty means the TCP peer is the client.
 	trustedProxies []string
@@ -70,7 +77,7 @@ func New(n *node.Node, log hclog.Logger, opts ...Option) *Server {
 	// gin's unescaping of the values is off (unescapeParams does it).
 	e.UseEscapedPath = true
 	e.UnescapePathValues = false
-	s := &Server{Node: n, Engine: e, log: log, meter: newMeter(), touch: newTouches(), waiting: newWaiting(), budgets: Budgets, routine: map[routeKey]bool{}}
+	s := &Server{Node: n, Engine: e, log: log, meter: newMeter(), touch: newTouches(), waiting: newWaiting(), leaderRefusals: newLeaderRefusals(), budgets: Budgets, routine: map[routeKey]bool{}}
 	for _, o := range opts {
 		o(s)
 	}

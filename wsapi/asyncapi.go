@@ -105,7 +105,8 @@ func Describe(ref refSchema, object objectSchema) map[string]any {
 				"Close code " + strconv.Itoa(CloseResync) + " (resync): the node closes a connection that would lose frames (the client reads too slowly, the node's event stream lost events, or it ended because the node halted or is stopping: use another node); every frame before the close was delivered in order. " +
 				"Reconnect recipe: subscribe and wait for the acknowledgement, then take the REST snapshot from the same node, then drop account events whose seq the snapshot already shows. " +
 				"The stream never backfills, so a snapshot taken before the acknowledgement can miss the events applied in between. " +
-				"Client frames that are not JSON objects or carry no op are ignored; an unknown op gets an error frame.",
+				"Client frames that are not JSON objects or carry no op are ignored; an unknown op gets an error frame. " +
+				"Every client frame (pong, ignored and refused ones included) counts toward a raw budget of " + strconv.Itoa(RawFramesPerSecond) + " a second (burst " + strconv.Itoa(RawFrameBurst) + "); past it the node closes the connection with 1008 (policy violation).",
 		},
 		"defaultContentType": "application/json",
 		"servers": map[string]any{
@@ -123,7 +124,8 @@ func Describe(ref refSchema, object objectSchema) map[string]any {
 		"x-svc-ping-every-ms":    PingEvery.Milliseconds(),
 		"x-svc-limits": map[string]any{"maxConnectionsPerNode": MaxConnections, "maxConnectionsPerAddress": MaxConnectionsPerAddress,
 			"maxAccountChannelConnectionsPerNode": MaxAccountConnections, "maxSubscriptionsPerConnection": MaxSubscriptions,
-			"maxClientFrameBytes": MaxFrameBytes, "sendBufferFrames": SessionBufferMsgs},
+			"maxClientFrameBytes": MaxFrameBytes, "sendBufferFrames": SessionBufferMsgs,
+			"rawFramesPerSecond": RawFramesPerSecond, "rawFrameBurst": RawFrameBurst},
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,21 @@ const (
 	FramesPerSecond = 10
 	FrameBurst      = 2 * MaxSubscriptions
 )
+
+// Every client frame, whatever it holds (pong, a frame without an op, one
+// the op budget refuses), first draws a raw bucket of four times the op
+// budget, before it is decoded: decoding and answering cost CPU even when
+// the frame does nothing (a 4 KiB frame about 45 us). A connection past
+// it is closed with 1008 (policy violation): a client sending 40 frames a
+// second for long, or 512 at once, is flooding, not subscribing.
+const (
+	RawFramesPerSecond = 4 * FramesPerSecond
+	RawFrameBurst      = 4 * FrameBurst
+)
+
+// ReasonFrameFlood is the close reason past the raw budget.
+var ReasonFrameFlood = "too many frames (at most " + strconv.Itoa(RawFramesPerSecond) + " a second, " +
+	strconv.Itoa(RawFrameBurst) + " at once): reconnect and send fewer"
 
 // MaxConnectionsPerAddress bounds one client address's open connections on
 // a node (an IPv6 client's /64), so that one client cannot hold every slot
@@ -95,7 +111,9 @@ type Hub struct {
 	// (SessionBufferMsgs; tests shrink it before serving).
 	sendBuffer int64
 	slowCloses atomic.Uint64
-	lossCloses atomic.Uint64
+	// floodCloses counts connections closed past the raw frame budget.
+	floodCloses atomic.Uint64
+	lossCloses  atomic.Uint64
 	// dropped counts frames not queued because their connection was
 	// closing for resync or had a full send buffer.
 	dropped atomic.Uint64
@@ -134,6 +152,9 @@ type conn struct {
 	closing atomic.Bool
 	// frames meters the client's frames (FramesPerSecond, FrameBurst).
 	frames *rate.Limiter
+	// raw meters every frame before it is decoded (RawFramesPerSecond,
+	// RawFrameBurst).
+	raw *rate.Limiter
 }
 
 // New builds the hub; Run must be called to feed it.
@@ -149,7 +170,8 @@ func New(n *node.Node, log hclog.Logger) *Hub {
 	}
 	h.setSendBuffer(SessionBufferMsgs)
 	m.HandleConnect(func(s *melody.Session) {
-		c := &conn{subjects: map[string]bool{}, frames: rate.NewLimiter(FramesPerSecond, FrameBurst)}
+		c := &conn{subjects: map[string]bool{}, frames: rate.NewLimiter(FramesPerSecond, FrameBurst),
+			raw: rate.NewLimiter(RawFramesPerSecond, RawFrameBurst)}
 		s.Set(sessionConnKey, c)
 		if h.ended.Load() { // upgraded while the stream ended
 			h.closeResync(s, c, ReasonStreamEnded)
@@ -390,6 +412,20 @@ func (h *Hub) closeResync(s *melody.Session, c *conn, reason string) bool {
 	h.finishClose(s, reason)
 	return true
 }
+
+// closeFlood closes a connection past its raw frame budget with 1008.
+func (h *Hub) closeFlood(s *melody.Session, c *conn) {
+	if !c.closing.CompareAndSwap(false, true) {
+		return
+	}
+	h.floodCloses.Add(1)
+	h.drop(s)
+	_ = s.CloseWithMsg(websocket.FormatCloseMessage(websocket.ClosePolicyViolation, ReasonFrameFlood))
+}
+
+// FloodCloses counts connections closed for sending more frames than the
+// raw budget.
+func (h *Hub) FloodCloses() uint64 { return h.floodCloses.Load() }
 
 // finishClose is closeResync past the claim of c.closing (from then on
 // nothing more is queued, so the close frame follows the last one).

@@ -18,15 +18,19 @@ import (
 // the wrong JSON type (the frame is invalid, not unrecognised: dropping it
 // would leave the client waiting for an answer that never comes).
 func (h *Hub) onMessage(s *melody.Session, msg []byte) {
+	c := connOf(s)
+	if c == nil || c.closing.Load() {
+		return
+	}
+	if !c.raw.Allow() {
+		h.closeFlood(s, c)
+		return
+	}
 	var f clientFrame
 	// A type error still fills the other fields (op among them); a frame
 	// that is not a JSON object fills none.
 	decodeErr := json.Unmarshal(msg, &f)
 	if f.Op == "" {
-		return
-	}
-	c := connOf(s)
-	if c == nil {
 		return
 	}
 	if f.Op != "pong" && !c.frames.Allow() {

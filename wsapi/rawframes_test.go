@@ -1,0 +1,55 @@
+package wsapi
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// TestFrameFloodClosesTheConnection: every client frame draws a raw frame
+// bucket before it is decoded, whatever it holds; a connection past it is
+// closed with 1008 (policy violation). Before (load review of 2026-11-27),
+// frames without an op were decoded and dropped unmetered, and refused
+// frames were decoded and answered: one connection sending 4 KiB frames
+// without an op kept half a core busy on a devnet node (1.4 s of CPU in 3
+// s), and a node allows 100 connections per address.
+func TestFrameFloodClosesTheConnection(t *testing.T) {
+	e := newEnv(t, func(h *Hub) { h.PingEvery = time.Hour })
+	c := e.dial()
+	junk := `{"x":"` + strings.Repeat("a", MaxFrameBytes-16) + `"}`
+	for i := 0; i < RawFrameBurst+200; i++ {
+		if err := c.WriteMessage(websocket.TextMessage, []byte(junk)); err != nil {
+			break // closed under us: what is wanted
+		}
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		_, _, err := c.ReadMessage()
+		if err == nil {
+			continue
+		}
+		var ce *websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation {
+			t.Fatalf("after %d frames without an op, in a burst: %v; want a close 1008", RawFrameBurst+200, err)
+		}
+		return
+	}
+}
+
+// A client within the raw budget keeps its connection: a burst the size
+// of the op budget's, then pongs, stays open.
+func TestFramesWithinTheRawBudgetKeepTheConnection(t *testing.T) {
+	e := newEnv(t, func(h *Hub) { h.PingEvery = time.Hour })
+	c := e.dial()
+	for i := 0; i < FrameBurst; i++ {
+		send(t, c, map[string]any{"op": "pong"})
+	}
+	send(t, c, map[string]any{"op": "subscribe", "channel": "nope"})
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, b, err := c.ReadMessage(); err != nil || !strings.Contains(string(b), `"error"`) {
+		t.Fatalf("after %d pongs, an answer to a bad subscribe: %s %v", FrameBurst, b, err)
+	}
+}
