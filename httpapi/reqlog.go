@@ -3,7 +3,9 @@ package httpapi
 import (
 	"net"
 	"net/http"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"github.com/hashicorp/go-hclog"
@@ -96,7 +98,7 @@ func (s *Server) logRequest(c *gin.Context, st *reqState) {
 		}
 		suppressed = s.logSuppressed.Swap(0)
 	}
-	args := []any{"request_id", id, "method", c.Request.Method, "path", redactKeys(c.Request.URL.Path), "route", route,
+	args := []any{"request_id", id, "method", c.Request.Method, "path", boundedPath(redactKeys(c.Request.URL.Path)), "route", route,
 		"status", status, "ms", float64(d.Microseconds()) / 1000, "remote", c.ClientIP()}
 	if in != "" && in != id && node.ValidRequestID(in) {
 		args = append(args, "client_request_id", in)
@@ -174,3 +176,21 @@ var logRefusalBudget = Budget{Name: "log", PerKeyPerMin: LogRefusalsPerMin, KeyB
 
 // logRefusalNode names the node-wide bucket of refusal lines.
 const logRefusalNode = "node:log-refusals"
+
+// maxLoggedPathBytes bounds the path an access line or a 404 carries. The
+// longest path a route serves is far shorter (an order id is at most 260
+// bytes); a longer one is cut, with its length.
+const maxLoggedPathBytes = 512
+
+// boundedPath is p, or its first maxLoggedPathBytes bytes (not cutting a
+// character) and its length.
+func boundedPath(p string) string {
+	if len(p) <= maxLoggedPathBytes {
+		return p
+	}
+	n := maxLoggedPathBytes
+	for n > 0 && !utf8.RuneStart(p[n]) {
+		n--
+	}
+	return p[:n] + "...(" + strconv.Itoa(len(p)) + " bytes)"
+}

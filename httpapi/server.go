@@ -94,7 +94,7 @@ func New(n *node.Node, log hclog.Logger, opts ...Option) *Server {
 	// server's buckets (see leaderBudgets).
 	n.SetMeter(leaderMeter{s})
 	e.Use(s.requestLog, gin.CustomRecoveryWithWriter(log.StandardWriter(&hclog.StandardLoggerOptions{}), recovery), s.refuseKeyInPath, unescapeParams, s.bodyLimit, s.stampIndex)
-	e.NoRoute(func(c *gin.Context) { notFound(c, "route "+c.Request.URL.Path) })
+	e.NoRoute(func(c *gin.Context) { notFound(c, "route "+boundedPath(c.Request.URL.Path)) })
 	e.NoMethod(func(c *gin.Context) {
 		fail(c, http.StatusMethodNotAllowed, wire.CodeValidation, "method "+c.Request.Method+" not allowed on "+c.Request.URL.Path)
 	})
