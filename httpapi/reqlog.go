@@ -98,7 +98,7 @@ func (s *Server) logRequest(c *gin.Context, st *reqState) {
 		}
 		suppressed = s.logSuppressed.Swap(0)
 	}
-	args := []any{"request_id", id, "method", c.Request.Method, "path", boundedPath(redactKeys(c.Request.URL.Path)), "route", route,
+	args := []any{"request_id", id, "method", boundedMethod(c.Request.Method), "path", boundedPath(redactKeys(c.Request.URL.Path)), "route", route,
 		"status", status, "ms", float64(d.Microseconds()) / 1000, "remote", c.ClientIP()}
 	if in != "" && in != id && node.ValidRequestID(in) {
 		args = append(args, "client_request_id", in)
@@ -181,6 +181,20 @@ const logRefusalNode = "node:log-refusals"
 // longest path a route serves is far shorter (an order id is at most 260
 // bytes); a longer one is cut, with its length.
 const maxLoggedPathBytes = 512
+
+// maxLoggedMethodBytes bounds the method an access line or a 405 carries:
+// a method is any token the client sends, bounded only by the header
+// limit.
+const maxLoggedMethodBytes = 16
+
+// boundedMethod is m, or its first maxLoggedMethodBytes bytes and its
+// length (a token is ASCII: no character is cut).
+func boundedMethod(m string) string {
+	if len(m) <= maxLoggedMethodBytes {
+		return m
+	}
+	return m[:maxLoggedMethodBytes] + "...(" + strconv.Itoa(len(m)) + " bytes)"
+}
 
 // boundedPath is p, or its first maxLoggedPathBytes bytes (not cutting a
 // character) and its length.

@@ -41,3 +41,28 @@ func TestAnOverlongPathIsLoggedAndEchoedBounded(t *testing.T) {
 		t.Fatalf("a character was cut in two:\n%s", out)
 	}
 }
+
+// The method is the client's too: any token, bounded only by the header
+// limit. An unknown method of 60 KB was logged whole (1.2 MB for 20
+// requests on a devnet node) and echoed in the 405.
+func TestAnOverlongMethodIsLoggedAndEchoedBounded(t *testing.T) {
+	a, logs, _ := newLoggedAPI(t)
+	before := len(logs.String())
+	method := strings.Repeat("M", 10_000)
+	for _, path := range []string{"/v1/orders", "/v1/" + strings.Repeat("p", 10_000)} {
+		res := a.do(req{method: method, path: path})
+		if res.status != 405 && res.status != 404 {
+			t.Fatalf("%.40s: %d %.200s", path, res.status, res.body)
+		}
+		if len(res.body) > 2*maxLoggedPathBytes {
+			t.Errorf("%.40s: the refusal is %d bytes", path, len(res.body))
+		}
+	}
+	out := logs.String()[before:]
+	if len(out) > 2*(3*maxLoggedPathBytes+400) {
+		t.Fatalf("two requests logged %d bytes", len(out))
+	}
+	if !strings.Contains(out, "(10000 bytes)") {
+		t.Fatalf("the access lines do not say how long the method was:\n%.1000s", out)
+	}
+}
