@@ -18,6 +18,10 @@ import (
 func (s *Server) decode(c *gin.Context, req any) bool {
 	err := decodeBody(c.Request, req)
 	if err == nil {
+		if msg, held := keyInRequest(req); held {
+			invalid(c, msg)
+			return false
+		}
 		return true
 	}
 	if errors.Is(err, errBodyTooLarge) {
