@@ -43,6 +43,21 @@ func (c *AdminClient) UseTLS(cfg *tls.Config) *AdminClient {
 	return c
 }
 
+// plainRefused refuses plain HTTP to an address off this machine, where
+// the bearer token would cross the network in clear: a node without TLS
+// serves its admin listener on loopback only (node.RequireLoopback), so
+// such an address is a TLS listener or a wrong one.
+func (c *AdminClient) plainRefused() error {
+	if c.scheme != "" {
+		return nil
+	}
+	if node.RequireLoopback("admin address", c.Addr) != nil {
+		return fmt.Errorf("refusing to send the admin token in clear to %s, which is not a loopback address: "+
+			"pass the operator's --tls-cert, --tls-key and --tls-ca", c.Addr)
+	}
+	return nil
+}
+
 func (c *AdminClient) url(path string) string {
 	if c.scheme == "" {
 		return "http://" + c.Addr + path
@@ -60,6 +75,9 @@ func (c *AdminClient) Do(ctx context.Context, method, path string, in, out any) 
 			return err
 		}
 		body = bytes.NewReader(b)
+	}
+	if err := c.plainRefused(); err != nil {
+		return err
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.url(path), body)
 	if err != nil {
@@ -145,6 +163,9 @@ func (c *AdminClient) TransferLeadership(ctx context.Context, to string) (*node.
 // (metadata line, then the raw snapshot) to w. progress, when set, is
 // called with bytes done and total.
 func (c *AdminClient) Snapshot(ctx context.Context, w io.Writer, progress func(done, total int64)) (*raft.SnapshotMeta, error) {
+	if err := c.plainRefused(); err != nil {
+		return nil, err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url("/admin/snapshot"), nil)
 	if err != nil {
 		return nil, err
@@ -193,6 +214,9 @@ func (c *AdminClient) Restore(ctx context.Context, backup []byte) (*StateView, e
 	mh, data, ok := bytes.Cut(rest, []byte("\n"))
 	if !ok {
 		return nil, fmt.Errorf("snapshot file has no metadata line")
+	}
+	if err := c.plainRefused(); err != nil {
+		return nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url("/admin/restore"), bytes.NewReader(data))
 	if err != nil {
