@@ -127,6 +127,12 @@ func runServe(parent context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	if peerTLS == nil && f.join != "" {
+		// Without TLS the join carries the cluster's peer bearer in clear.
+		if err := node.RequireLoopback("--join address", f.join); err != nil {
+			return err
+		}
+	}
 	if err := f.ops.validate(); err != nil {
 		return err
 	}
