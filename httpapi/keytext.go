@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"unicode/utf8"
 )
 
 // Free text a client sends (a label, a memo, a plan, a URL) is kept as it
@@ -11,7 +12,8 @@ import (
 // key of the account lists the labels; a payer reads an invoice's memo).
 // An API key must enter the log only as its hash, so a request whose free
 // text holds something shaped like a key is refused before it is
-// proposed, as an idempotency-key or a path holding one is.
+// proposed, as an idempotency-key or a path holding one is. So is text
+// with control or bidirectional formatting characters (textProblem).
 
 // freeTextMinLen is the shortest text that can hold a key.
 const freeTextMinLen = len(keyPrefix) + keyHexDigits
@@ -61,26 +63,26 @@ func hasFreeText(t reflect.Type) bool {
 	return has
 }
 
-// keyInFreeText names the first free-text field of v (a decoded request)
-// that holds something shaped like an API key, as the decoder names
-// fields ("label", "channels[0].url").
-func keyInFreeText(v reflect.Value, path string) (string, bool) {
+// badFreeText names the first free-text field of v (a decoded request)
+// whose text has a problem (textProblem), as the decoder names fields
+// ("label", "channels[0].url"), and the problem.
+func badFreeText(v reflect.Value, path string) (string, string) {
 	for v.Kind() == reflect.Pointer {
 		if v.IsNil() {
-			return "", false
+			return "", ""
 		}
 		v = v.Elem()
 	}
 	switch v.Kind() {
 	case reflect.Slice:
 		for i := 0; i < v.Len(); i++ {
-			if p, ok := keyInFreeText(v.Index(i), path+"["+strconv.Itoa(i)+"]"); ok {
-				return p, true
+			if p, why := badFreeText(v.Index(i), path+"["+strconv.Itoa(i)+"]"); why != "" {
+				return p, why
 			}
 		}
 	case reflect.Struct:
 		if !hasFreeText(v.Type()) {
-			return "", false
+			return "", ""
 		}
 		for _, f := range wireFields(v.Type()) {
 			name := f.Name
@@ -90,21 +92,46 @@ func keyInFreeText(v reflect.Value, path string) (string, bool) {
 			fv := v.Field(f.Index)
 			if texts := textOf(fv, f); texts != nil {
 				for i, s := range texts {
-					if hasKeyShape(s) {
+					if why := textProblem(s); why != "" {
 						if fv.Kind() == reflect.Slice {
 							name += "[" + strconv.Itoa(i) + "]"
 						}
-						return name, true
+						return name, why
 					}
 				}
 				continue
 			}
-			if p, ok := keyInFreeText(fv, name); ok {
-				return p, true
+			if p, why := badFreeText(fv, name); why != "" {
+				return p, why
 			}
 		}
 	}
-	return "", false
+	return "", ""
+}
+
+// textProblem is why free text s may not be kept, or "". A key: it would
+// be stored in clear. A control character other than tab and line breaks
+// (an escape sequence rewrites the terminal of an operator listing it), or
+// a bidirectional override or isolate (the text reads differently from
+// what it holds): free text is shown to others, by the venue and by
+// clients. Invalid UTF-8 has no text to show.
+func textProblem(s string) string {
+	if hasKeyShape(s) {
+		return "holds an API key; send a key only in the x-api-key header, and rotate this one"
+	}
+	if !utf8.ValidString(s) {
+		return "is not valid UTF-8"
+	}
+	for _, r := range s {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+		case r < 0x20 || r >= 0x7f && r <= 0x9f:
+			return "holds a control character (only tab and line breaks may appear)"
+		case r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069:
+			return "holds a bidirectional override or isolate character"
+		}
+	}
+	return ""
 }
 
 // textOf is the free text of a string or []string field (nil for any
@@ -140,16 +167,16 @@ func textOf(fv reflect.Value, f wireField) []string {
 	return out
 }
 
-// keyInRequest is the refusal of a decoded request whose free text holds
-// a key: it names the field, never the text.
-func keyInRequest(req any) (string, bool) {
+// badTextInRequest is the refusal of a decoded request whose free text
+// has a problem (textProblem): it names the field, never the text.
+func badTextInRequest(req any) (string, bool) {
 	v := reflect.ValueOf(req)
 	if !hasFreeText(v.Type()) {
 		return "", false
 	}
-	p, ok := keyInFreeText(v, "")
-	if !ok {
+	p, why := badFreeText(v, "")
+	if why == "" {
 		return "", false
 	}
-	return "field " + p + ": holds an API key; send a key only in the x-api-key header, and rotate this one", true
+	return "field " + p + ": " + why, true
 }

@@ -60,3 +60,43 @@ func TestAKeyInFreeTextIsRefused(t *testing.T) {
 		t.Fatal("PromoterApplyRequest is not walked")
 	}
 }
+
+// Free text with control or bidirectional formatting characters is
+// refused, naming the field (before, a key's label, an invoice memo or a
+// promoter's plan took an escape sequence, a NUL or a right-to-left
+// override and showed it to others: to every key of the account, to the
+// payer of an invoice, to an operator's terminal). Tab and line breaks
+// stay allowed.
+func TestControlCharactersInFreeTextAreRefused(t *testing.T) {
+	a := newTestAPI(t)
+	key, _ := a.signup()
+	promoter := func(plan, audience string) map[string]any {
+		return map[string]any{"displayName": "Bob", "plan": plan, "jurisdictions": []string{"US"}, "acceptedTermsVersion": "2026-11",
+			"channels": []map[string]any{{"kind": "website", "url": "https://example.com/", "audience": audience}}}
+	}
+	for _, c := range []struct {
+		path  string
+		body  any
+		field string
+	}{
+		{"/v1/sessions", map[string]any{"label": "bot\x1b[2J\x1b[1;1Hroot", "scopes": []string{"read"}}, "label"},
+		{"/v1/sessions", map[string]any{"label": "bot\x00", "scopes": []string{"read"}}, "label"},
+		{"/v1/deposit-invoices", map[string]any{"memo": "pay \u202egnp.exe"}, "memo"},
+		{"/v1/deposit-invoices", map[string]any{"memo": "next\u0085line"}, "memo"},
+		{"/v1/promoter/apply", promoter("a plan", "devs \u2066x\u2069"), "channels[0].audience"},
+		{"/v1/promoter/apply", promoter("a\x07plan", "devs"), "plan"},
+	} {
+		r := a.do(req{method: "POST", path: c.path, key: key, idem: nextIdem(), body: c.body})
+		if r.status != 400 || r.code() != "validation" || !strings.Contains(string(r.body), "field "+c.field+":") {
+			t.Errorf("POST %s %v: %d %s", c.path, c.field, r.status, r.body)
+		}
+	}
+	if r := a.do(req{method: "POST", path: "/v1/sessions", key: key, idem: nextIdem(),
+		body: map[string]any{"label": "bot\tone", "scopes": []string{"read"}}}); r.status != 201 {
+		t.Fatalf("a label with a tab: %d %s", r.status, r.body)
+	}
+	if r := a.do(req{method: "POST", path: "/v1/promoter/apply", key: key, idem: nextIdem(),
+		body: promoter("week one: posts\r\nweek two: a video", "devs")}); r.status != 201 {
+		t.Fatalf("a plan over several lines: %d %s", r.status, r.body)
+	}
+}

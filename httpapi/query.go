@@ -18,7 +18,7 @@ import (
 func (s *Server) decode(c *gin.Context, req any) bool {
 	err := decodeBody(c.Request, req)
 	if err == nil {
-		if msg, held := keyInRequest(req); held {
+		if msg, held := badTextInRequest(req); held {
 			invalid(c, msg)
 			return false
 		}
