@@ -155,13 +155,17 @@ const codeAlphabet = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 
 func drawCode() string {
 	b := make([]byte, 8)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
+	for {
+		if _, err := rand.Read(b); err != nil {
+			panic(err)
+		}
+		for i := range b {
+			b[i] = codeAlphabet[int(b[i])%len(codeAlphabet)]
+		}
+		if growth.CheckCodeImpersonation(string(b)) == nil {
+			return string(b)
+		}
 	}
-	for i := range b {
-		b[i] = codeAlphabet[int(b[i])%len(codeAlphabet)]
-	}
-	return string(b)
 }
 
 func (s *Server) growthEnvOf(st *fsm.State) *growth.Env {
@@ -188,6 +192,9 @@ func (s *Server) referralCode(c *gin.Context) {
 	p := fsm.ReferralCodePayload{}
 	if req.Code != nil {
 		code, ref := growth.NormalizeCode(*req.Code)
+		if ref == nil {
+			ref = growth.CheckCodeImpersonation(code)
+		}
 		if ref != nil {
 			invalid(c, ref.Msg)
 			return
@@ -503,6 +510,12 @@ func (s *Server) promoterCode(c *gin.Context) {
 	var req PromoterCodeRequest
 	if !s.decode(c, &req) {
 		return
+	}
+	if norm, ref := growth.NormalizeCode(req.Code); ref == nil {
+		if ref := growth.CheckCodeImpersonation(norm); ref != nil {
+			invalid(c, ref.Msg)
+			return
+		}
 	}
 	res, ok := s.submit(c, fsm.CmdPromoterCode, growth.NewPromoterCode{Code: req.Code, Label: req.Label, KickbackQ9: int64(req.KickbackQ9)}, req)
 	if !ok {

@@ -502,3 +502,39 @@ func TestShareCardRevalidatedSoOptOutIsAtOnce(t *testing.T) {
 		t.Fatalf("revalidation after opt-out: %d", r.status)
 	}
 }
+
+// TestCodesPosingAsTheVenueRefused: a new referral or promoter code that
+// names the venue, claims to be official or is a staff word is refused
+// (400 validation, nothing created); before, anyone could create PERPD or
+// OFFICIAL and hand it out as the venue's own (trust review, 2026-11-27).
+func TestCodesPosingAsTheVenueRefused(t *testing.T) {
+	a := newTestAPI(t)
+	key, _ := a.signup()
+	for _, code := range []string{"perpd", "PerpdVip", "GETPERPD1", "official1", "SUPPORT", "admin"} {
+		wantCode(t, a.do(req{method: "POST", path: "/v1/referral/code", key: key, idem: nextIdem(), body: map[string]any{"code": code}}), 400, "validation")
+	}
+	if r := a.do(req{method: "POST", path: "/v1/referral/code", key: key, idem: nextIdem(), body: map[string]any{"code": "sats21"}}); r.status != 201 {
+		t.Fatalf("an ordinary code: %d %s", r.status, r.body)
+	}
+	app := map[string]any{"displayName": "Bob", "plan": "posts", "jurisdictions": []string{"US"}, "acceptedTermsVersion": "2026-11",
+		"channels": []map[string]any{{"kind": "website", "url": "https://example.com/", "audience": "devs"}}}
+	if r := a.do(req{method: "POST", path: "/v1/promoter/apply", key: key, idem: nextIdem(), body: app}); r.status != 201 {
+		t.Fatalf("apply: %d %s", r.status, r.body)
+	}
+	pcode := func(code string) resp {
+		return a.do(req{method: "POST", path: "/v1/promoter/codes", key: key, idem: nextIdem(), body: map[string]any{"code": code, "label": "x", "kickbackQ9": "0"}})
+	}
+	wantCode(t, pcode("PERPDPRO"), 400, "validation")
+	wantCode(t, pcode("team"), 400, "validation")
+	if r := pcode("MYTEAM"); r.status != 201 {
+		t.Fatalf("an ordinary promoter code: %d %s", r.status, r.body)
+	}
+	if r := a.do(req{method: "GET", path: "/v1/promoter/codes", key: key}); !strings.Contains(string(r.body), `"codes":[{"code":"MYTEAM"`) {
+		t.Fatalf("codes after the refusals: %s", r.body)
+	}
+	for range 200 {
+		if ref := growth.CheckCodeImpersonation(drawCode()); ref != nil {
+			t.Fatalf("a drawn code: %s", ref.Msg)
+		}
+	}
+}

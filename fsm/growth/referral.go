@@ -69,6 +69,23 @@ func NormalizeCode(code string) (string, *wire.Refusal) {
 	return string(b), nil
 }
 
+// reservedCodes are codes that speak with the venue's voice.
+var reservedCodes = map[string]bool{"ADMIN": true, "SUPPORT": true, "STAFF": true, "TEAM": true, "HELP": true,
+	"HELPDESK": true, "SYSTEM": true, "VENUE": true, "OPERATOR": true, "SECURITY": true, "MODERATOR": true, "COMPLIANCE": true}
+
+// CheckCodeImpersonation refuses, at the API's edge, a new code (normalized)
+// that poses as the venue: one naming it or claiming to be official, or a
+// word of the venue's staff (trust review, 2026-11-27: anyone could create
+// PERPD or OFFICIAL and hand it out as the venue's own). The state machine
+// keeps NormalizeCode alone, so old logs apply as before, and codes made
+// before stay valid to bind to.
+func CheckCodeImpersonation(norm string) *wire.Refusal {
+	if strings.Contains(norm, "PERPD") || strings.Contains(norm, "OFFICIAL") || reservedCodes[norm] {
+		return wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "code %s is reserved: a code may not pose as the venue", norm)
+	}
+	return nil
+}
+
 // CodeResult is SPEC's code create result.
 type CodeResult struct {
 	Code        string   `json:"code"`
