@@ -1,11 +1,14 @@
 package usdx
 
 import (
+	"math"
+	"math/big"
 	"net/http"
 	"sort"
 	"strconv"
 
 	"github.com/perpd/perpd/fsm/ledger"
+	"github.com/perpd/perpd/fsm/market"
 	"github.com/perpd/perpd/fsm/wire"
 )
 
@@ -42,6 +45,11 @@ func (s *State) Stake(e *Env, accountID string, q int64) (StakeResult, *wire.Ref
 	if price <= 0 {
 		return StakeResult{}, wire.Refuse(http.StatusConflict, wire.CodeConflict, "the staking pool was marked down to nothing; it takes no stakes until its last shares leave")
 	}
+	accrued := s.accruedYieldQ9(e)
+	if accrued > 0 {
+		// The pool is worth its accrued yield too (LevelStakePaysAccrual).
+		price = priceWithAccrual(pool, accrued, s.SusdxSupply)
+	}
 	shares := mulDivFloor(q, Q9, price)
 	if shares < 1 {
 		return StakeResult{}, conflict(wire.CodeUSDxDust, "dust", "%d USDx buys no sUSDx at share price %d", q, price)
@@ -49,7 +57,11 @@ func (s *State) Stake(e *Env, accountID string, q int64) (StakeResult, *wire.Ref
 	if e.T.Level >= LevelStakeAtCost && s.SusdxSupply > 0 {
 		// Only what the shares are worth, rounded up, joins the pool;
 		// the remainder of q stays with the staker.
-		q = min(q, mulDivCeil(shares, pool, s.SusdxSupply))
+		if accrued > 0 {
+			q = min(q, costWithAccrual(shares, pool, accrued, s.SusdxSupply))
+		} else {
+			q = min(q, mulDivCeil(shares, pool, s.SusdxSupply))
+		}
 	}
 	h := s.holder(accountID)
 	h.Usdx -= q
@@ -104,9 +116,106 @@ func (s *State) poolUsdx(e *Env) int64 {
 }
 
 // ServedSharePriceQ9 is the share price a stake is served now (SPEC's
-// staking.sharePriceQ9).
+// staking.sharePriceQ9): from LevelStakePaysAccrual it counts the yield
+// accrued since the last boundary (accruedYieldQ9).
 func (s *State) ServedSharePriceQ9(e *Env) int64 {
+	pool := s.poolUsdx(e)
+	if accrued := s.accruedYieldQ9(e); accrued > 0 {
+		return priceWithAccrual(pool, accrued, s.SusdxSupply)
+	}
+	return SharePriceQ9(pool, s.SusdxSupply)
+}
+
+// poolSharePriceQ9 is the share price of what the pool holds, without
+// the accrued yield: the waterfall records it before and after a
+// boundary, when the accrual starts again from nothing.
+func (s *State) poolSharePriceQ9(e *Env) int64 {
 	return SharePriceQ9(s.poolUsdx(e), s.SusdxSupply)
+}
+
+// LevelStakePaysAccrual is the feature level (fsm.FeatureLevel) from
+// which a stake pays for the yield the pool has accrued since the last
+// funding boundary of the hedge market: the stakers' expected part of the
+// hedge's next payment at the current rate (accruedYieldQ9), for the
+// fraction of the interval already passed. Found by a review on
+// 2026-11-28: the boundary pays its whole hour of funding to the shares
+// present at it, so a stake made 3 s before a positive boundary and
+// unstaked at once (released an hour later, before the next boundary)
+// took a full share of that hour's yield with no exposure but to a
+// boundary whose rate it had seen: 3 USDx and 495,238 msat for 50,000
+// USDx, half of what the staker who had held through the hour got
+// (TestJustInTimeStakePaysTheAccruedYield). Repeated at every positive
+// boundary and skipped before negative ones, it took the yield of the
+// junior tranche without its markdowns.
+const LevelStakePaysAccrual uint32 = 8
+
+// accruedYieldQ9 is the yield the staking pool has accrued since the hedge
+// market's last boundary, in USDx x 1e9, rounded down: the stakers' part
+// of the hedge's payment at the next boundary if the rate stayed as it is
+// (the hedge's value at the last print x the current rate, less what the
+// uncovered shortfall and the reserve's gap to its target would take
+// first, as the waterfall does), times the part of the interval passed.
+// 0 below LevelStakePaysAccrual, without shares, a print or a hedge, and
+// when the rate would not pay the hedge (a payment due from it is not
+// credited: the staker who joins before it takes its part of a markdown).
+func (s *State) accruedYieldQ9(e *Env) int64 {
+	if e.T.Level < LevelStakePaysAccrual || s.SusdxSupply <= 0 {
+		return 0
+	}
+	m, pr, ok := e.hedgeMarket()
+	n := e.hedge().Contracts
+	if !ok || pr.MidQ8 <= 0 || n <= 0 || m.NextFundingTsMs <= 0 {
+		return 0
+	}
+	rate := m.FundingRateHourlyQ9() // > 0: longs pay, the hedge's short receives
+	if rate <= 0 {
+		return 0
+	}
+	flow := mulDivFloor(ValueMsat(n, pr.MidQ8), rate, Q9)
+	flow -= min(flow, s.UncoveredShortfallMsat)
+	if target, _, ok := s.ReserveBounds(pr.MidQ8); ok {
+		flow -= min(flow, max(target-s.ReserveMsat, 0))
+	}
+	elapsed := min(max(e.now()-(m.NextFundingTsMs-market.FundingIntervalMs), 0), market.FundingIntervalMs)
+	if flow <= 0 || elapsed <= 0 {
+		return 0
+	}
+	// flow x elapsed/interval msat at the print, in USDx x 1e9:
+	// flow x elapsed x mark x 1e9 / (interval x 1e19).
+	r := new(big.Int).Mul(big.NewInt(flow), big.NewInt(elapsed))
+	r.Mul(r, big.NewInt(pr.MidQ8))
+	r.Mul(r, big.NewInt(Q9))
+	r.Quo(r, new(big.Int).Mul(big.NewInt(market.FundingIntervalMs), bigInverse))
+	if !r.IsInt64() {
+		return math.MaxInt64
+	}
+	return r.Int64()
+}
+
+// priceWithAccrual is floor((pool x 1e9 + accruedQ9) / supply): the share
+// price of the pool with its accrued yield (supply > 0).
+func priceWithAccrual(pool, accruedQ9, supply int64) int64 {
+	r := new(big.Int).Mul(big.NewInt(pool), big.NewInt(Q9))
+	r.Add(r, big.NewInt(accruedQ9))
+	r.Quo(r, big.NewInt(supply))
+	if !r.IsInt64() {
+		return math.MaxInt64
+	}
+	return r.Int64()
+}
+
+// costWithAccrual is what shares are worth in USDx with the accrued
+// yield, rounded up: ceil(shares x (pool x 1e9 + accruedQ9) / (supply x 1e9)).
+func costWithAccrual(shares, pool, accruedQ9, supply int64) int64 {
+	r := new(big.Int).Mul(big.NewInt(pool), big.NewInt(Q9))
+	r.Add(r, big.NewInt(accruedQ9))
+	r.Mul(r, big.NewInt(shares))
+	d := new(big.Int).Mul(big.NewInt(supply), big.NewInt(Q9))
+	r.Add(r, d).Sub(r, big.NewInt(1)).Quo(r, d)
+	if !r.IsInt64() {
+		return math.MaxInt64
+	}
+	return r.Int64()
 }
 
 // Unstake starts the cooldown of shares sUSDx of accountID. Always

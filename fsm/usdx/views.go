@@ -380,7 +380,7 @@ type FeaturesView struct {
 
 // StakingView is the public state's staking.
 type StakingView struct {
-	SharePriceQ9           wire.Int       `json:"sharePriceQ9" unit:"q9" doc:"the price a stake is served: USDx per sUSDx, rounded down; the pool counts the staked USDx and the yield escrow at the mark"`
+	SharePriceQ9           wire.Int       `json:"sharePriceQ9" unit:"q9" doc:"the price a stake is served: USDx per sUSDx, rounded down; the pool counts the staked USDx, the yield escrow at the mark and (from feature level 8) the yield accrued since the last funding boundary"`
 	Staked                 string         `json:"staked"`
 	SusdxSupply            string         `json:"susdxSupply"`
 	YieldEscrowMsat        wire.Int       `json:"yieldEscrowMsat" unit:"msat"`

@@ -60,7 +60,7 @@ func (s *State) OnFunding(e *Env, ev market.FundingEvent) {
 		// waterfall, whichever entry's time passed both.
 		s.releaseCooled(e, ev.BoundaryTsMs-1)
 	}
-	w := Waterfall{BoundaryTsMs: ev.BoundaryTsMs, MarkQ8: ev.MarkQ8, SharePriceQ9Before: s.ServedSharePriceQ9(e)}
+	w := Waterfall{BoundaryTsMs: ev.BoundaryTsMs, MarkQ8: ev.MarkQ8, SharePriceQ9Before: s.poolSharePriceQ9(e)}
 	w.FlowMsat = s.hedgeFlow(e, ev)
 	switch {
 	case w.FlowMsat > 0:
@@ -68,7 +68,7 @@ func (s *State) OnFunding(e *Env, ev market.FundingEvent) {
 	case w.FlowMsat < 0:
 		s.negative(e, ev.MarkQ8, &w)
 	}
-	w.SharePriceQ9After = s.ServedSharePriceQ9(e)
+	w.SharePriceQ9After = s.poolSharePriceQ9(e)
 	s.History = append(s.History, w)
 	if len(s.History) > WaterfallsKept {
 		s.History = s.History[len(s.History)-WaterfallsKept:]
