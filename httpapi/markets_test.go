@@ -9,6 +9,7 @@ import (
 
 	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/fsm/market"
+	"github.com/perpd/perpd/node"
 )
 
 // The fixture runs no oracle driver, so these tests list the markets and
@@ -125,7 +126,8 @@ func TestMarketFundingHistory(t *testing.T) {
 }
 
 func TestStats24hNullsUntilAPrint(t *testing.T) {
-	a := newTestAPI(t)
+	clk := middayClock()
+	a := newTestAPI(t, func(c *node.Config) { c.Clock = clk })
 	a.listMarkets()
 	m := a.get("/v1/markets/ETH-PERP/stats24h").json(t)
 	if m["marketId"] != "ETH-PERP" || m["windowMs"] != "86400000" || m["basis"] != market.Stats24hBasis ||
@@ -137,7 +139,7 @@ func TestStats24hNullsUntilAPrint(t *testing.T) {
 			t.Fatalf("%s must be present and null without prints: %v", k, m)
 		}
 	}
-	now := time.Now().UnixMilli()
+	now := clk.WallMs()
 	a.print("ETHUSD", ethStartQ8, now-120_000)
 	a.print("ETHUSD", ethStartQ8+7*market.Q8, now-60_000)
 	a.print("ETHUSD", ethStartQ8-3*market.Q8, now)
@@ -148,11 +150,23 @@ func TestStats24hNullsUntilAPrint(t *testing.T) {
 	wantCode(t, a.get("/v1/markets/SOL-PERP/stats24h"), 404, "not_found")
 }
 
+// middayClock reads the calendar at noon UTC of today: prints up to hours
+// back stay inside the launch day, after the markets' seeded history
+// (which refuses prints in its days), whatever the hour the test runs.
+func middayClock() *node.OffsetClock {
+	now := time.Now().UTC()
+	noon := time.Date(now.Year(), now.Month(), now.Day(), 12, 0, 0, 0, time.UTC)
+	return node.NewOffsetClock(noon.Sub(now))
+}
+
 func TestCandlesIntervalsAndLimits(t *testing.T) {
-	a := newTestAPI(t)
+	clk := middayClock()
+	a := newTestAPI(t, func(c *node.Config) { c.Clock = clk })
 	a.listMarkets()
-	// 200 prints a minute apart, ending now: 200 minute bars.
-	now := time.Now().UnixMilli()
+	// 200 prints a minute apart, ending now: 200 minute bars. Before the
+	// midday clock, the test failed from 00:00 to 03:19 UTC, its first
+	// prints landing in yesterday's seeded bar.
+	now := clk.WallMs()
 	first := now - 199*60_000
 	for i := int64(0); i < 200; i++ {
 		a.print("BTCUSD", btcStartQ8+i*market.Q8, first+i*60_000)

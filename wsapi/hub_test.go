@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/go-hclog"
+	"github.com/olahol/melody"
 
 	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/httpapi"
@@ -324,9 +325,19 @@ func TestRevocationRacingASubscriptionLeavesNoSubscriber(t *testing.T) {
 	c := e.dial()
 	send(t, c, map[string]any{"op": "auth", "apiKey": key})
 	next(t, c, "auth")
-	sessions, err := e.hub.m.Sessions()
-	if err != nil || len(sessions) != 1 {
-		t.Fatalf("sessions %d %v", len(sessions), err)
+	// melody's hub adds a session to its list on its own goroutine, which
+	// a loaded machine may run after the session has answered (CI saw the
+	// list empty once).
+	var sessions []*melody.Session
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		var err error
+		sessions, err = e.hub.m.Sessions()
+		if err == nil && len(sessions) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sessions %d %v", len(sessions), err)
+		}
 	}
 	s := sessions[0]
 	cn := connOf(s)
