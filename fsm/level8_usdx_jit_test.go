@@ -98,3 +98,68 @@ func TestStakeAtHalfHourEarnsHalfTheHour(t *testing.T) {
 		t.Fatalf("a stake held half the hour earned %d msat, want about %d", gain, full/2)
 	}
 }
+
+// TestJustInTimeStakeIntoAnEmptyPool: with no sUSDx in existence the
+// accrued yield prices nothing (there are no shares to price), so below
+// the fix a stake made 3 s before a positive boundary into an empty pool
+// took the whole interval's stakers' part, which with no stakers is the
+// reserve's overflow (7,500,350 msat for the hour, here), and left with
+// it an hour later. From LevelStakePaysAccrual the stakers take the part
+// of the interval after the pool opened, the reserve the rest; a stake
+// into an empty pool at half-hour earns about half.
+func TestJustInTimeStakeIntoAnEmptyPool(t *testing.T) {
+	world := func(t *testing.T, level uint32, lead int64) (*usdxWorld, string, string) {
+		w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
+		w.params(USDxParamsPayload{ReserveTargetQ9: i64(0), ReserveFloorQ9: i64(0)})
+		l, kl := w.account(20 * btcBTC)
+		x, kx := w.account(20 * btcBTC)
+		w.mintN(l, kl, 100_000)
+		w.mintN(x, kx, 50_000)
+		w.balancedBy(500_000)
+		w.nextBoundary()
+		boundary := (w.ts/3_600_000 + 1) * 3_600_000
+		for w.ts < boundary-lead {
+			w.ts = min(w.ts+50_000, boundary-lead)
+			wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+		}
+		if s := w.st().u.SusdxSupply; s != 0 {
+			t.Fatalf("want an empty pool, supply %d", s)
+		}
+		return w, x, kx
+	}
+	for _, level := range []uint32{usdx.LevelStakePaysAccrual - 1, usdx.LevelStakePaysAccrual} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w, x, kx := world(t, level, 3_000)
+			reserve := w.st().u.ReserveMsat
+			gainUsdx, gainMsat, wf := stakeThroughOneBoundary(t, w, x, kx)
+			if wf.FlowMsat <= 0 {
+				t.Fatalf("want a positive boundary: %+v", wf)
+			}
+			gain := gainUsdx*1_000_000 + gainMsat
+			t.Logf("boundary flow %d msat, to stakers %d, overflow %d; the stake 3 s before it got back %+d msat",
+				wf.FlowMsat, wf.ToStakersMsat, wf.OverflowMsat, gain)
+			if level < usdx.LevelStakePaysAccrual {
+				if gain < wf.FlowMsat/2 {
+					t.Fatalf("below the level the stake took the hour: %d msat", gain)
+				}
+				return
+			}
+			if gain > wf.FlowMsat*3_000/3_600_000 {
+				t.Fatalf("a stake 3 s before the boundary into an empty pool gained %d msat of a %d msat hour", gain, wf.FlowMsat)
+			}
+			if wf.ToStakersMsat+wf.OverflowMsat != wf.FlowMsat || wf.ToStakersMsat > wf.FlowMsat*3_000/3_600_000+1 ||
+				w.st().u.ReserveMsat-reserve < wf.OverflowMsat {
+				t.Fatalf("the boundary's split: %+v, reserve %d -> %d", wf, reserve, w.st().u.ReserveMsat)
+			}
+		})
+	}
+	t.Run("half-hour", func(t *testing.T) {
+		w, x, kx := world(t, usdx.LevelStakePaysAccrual, 1_800_000)
+		gainUsdx, gainMsat, wf := stakeThroughOneBoundary(t, w, x, kx)
+		gain := gainUsdx*1_000_000 + gainMsat
+		t.Logf("boundary flow %d msat, to stakers %d, overflow %d; the stake at half-hour got %+d msat", wf.FlowMsat, wf.ToStakersMsat, wf.OverflowMsat, gain)
+		if gain < wf.FlowMsat/2-1_000_000 || gain > wf.FlowMsat/2+1_000_000 {
+			t.Fatalf("a stake held half the hour in an empty pool earned %d msat, want about %d", gain, wf.FlowMsat/2)
+		}
+	})
+}

@@ -63,6 +63,11 @@ func (s *State) Stake(e *Env, accountID string, q int64) (StakeResult, *wire.Ref
 			q = min(q, mulDivCeil(shares, pool, s.SusdxSupply))
 		}
 	}
+	if e.T.Level >= LevelStakePaysAccrual && s.SusdxSupply == 0 {
+		// The pool opens now: the interval's yield before now is not
+		// the stakers' (positive).
+		s.PoolOpenedTsMs = e.now()
+	}
 	h := s.holder(accountID)
 	h.Usdx -= q
 	h.Susdx += shares
@@ -154,7 +159,8 @@ const LevelStakePaysAccrual uint32 = 8
 // of the hedge's payment at the next boundary if the rate stayed as it is
 // (the hedge's value at the last print x the current rate, less what the
 // uncovered shortfall and the reserve's gap to its target would take
-// first, as the waterfall does), times the part of the interval passed.
+// first, as the waterfall does), times the part of the interval passed
+// (since the pool opened, if it opened during it: PoolOpenedTsMs).
 // 0 below LevelStakePaysAccrual, without shares, a print or a hedge, and
 // when the rate would not pay the hedge (a payment due from it is not
 // credited: the staker who joins before it takes its part of a markdown).
@@ -176,7 +182,10 @@ func (s *State) accruedYieldQ9(e *Env) int64 {
 	if target, _, ok := s.ReserveBounds(pr.MidQ8); ok {
 		flow -= min(flow, max(target-s.ReserveMsat, 0))
 	}
-	elapsed := min(max(e.now()-(m.NextFundingTsMs-market.FundingIntervalMs), 0), market.FundingIntervalMs)
+	// The stakers' part runs from the interval's start, or from when the
+	// pool opened if later (positive).
+	start := max(m.NextFundingTsMs-market.FundingIntervalMs, s.PoolOpenedTsMs)
+	elapsed := min(max(e.now()-start, 0), market.FundingIntervalMs)
 	if flow <= 0 || elapsed <= 0 {
 		return 0
 	}

@@ -353,6 +353,11 @@ type State struct {
 	// time), the newest DepositRefsKept, in DepositOrder.
 	DepositRefs  map[string]int64 `cbor:"26,keyasint,omitempty"`
 	DepositOrder []string         `cbor:"27,keyasint,omitempty"`
+	// PoolOpenedTsMs is when a stake last found no sUSDx in existence
+	// (from LevelStakePaysAccrual; 0 before, and once a boundary passed
+	// it): the stakers take the part of that interval's yield after it,
+	// the reserve the part before (waterfall.go, positive).
+	PoolOpenedTsMs int64 `cbor:"28,keyasint,omitempty"`
 }
 
 // NewState returns USDx with default parameters and nothing minted.

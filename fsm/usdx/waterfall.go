@@ -69,6 +69,7 @@ func (s *State) OnFunding(e *Env, ev market.FundingEvent) {
 		s.negative(e, ev.MarkQ8, &w)
 	}
 	w.SharePriceQ9After = s.poolSharePriceQ9(e)
+	s.PoolOpenedTsMs = 0 // set from LevelStakePaysAccrual only
 	s.History = append(s.History, w)
 	if len(s.History) > WaterfallsKept {
 		s.History = s.History[len(s.History)-WaterfallsKept:]
@@ -119,6 +120,22 @@ func (s *State) positive(e *Env, markQ8 int64, w *Waterfall) {
 		s.move(e, hf, Reserve, rest)
 		s.ReserveMsat += rest
 		return
+	}
+	if opened := s.PoolOpenedTsMs; opened != 0 && e.T.Level >= LevelStakePaysAccrual {
+		// The pool opened during the interval (a stake into an empty
+		// pool): the stakers take the part of the interval after it,
+		// rounded down; the part before is overflow, as it would have
+		// been with no sUSDx. Without this a stake made seconds before
+		// the boundary into an empty pool took the whole interval's
+		// yield (accruedYieldQ9 prices nothing without shares).
+		if start := w.BoundaryTsMs - market.FundingIntervalMs; opened > start {
+			held := min(max(w.BoundaryTsMs-opened, 0), market.FundingIntervalMs)
+			toStakers := mulDivFloor(rest, held, market.FundingIntervalMs)
+			w.OverflowMsat = rest - toStakers
+			s.move(e, hf, Reserve, w.OverflowMsat)
+			s.ReserveMsat += w.OverflowMsat
+			rest = toStakers
+		}
 	}
 	w.ToStakersMsat = rest
 	s.move(e, hf, YieldEscrow, rest)
