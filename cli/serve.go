@@ -144,6 +144,8 @@ func runServe(parent context.Context, f serveFlags) error {
 	defer func() { _ = logOut.Flush() }()
 	log := f.ops.logger(f.logLevel, f.id, logOut)
 	tuneGC(f.ops.gcPercent, f.ops.memoryLimitMB, log)
+	stopHugePages := adviseHugePages(f.ops.hugePages, log)
+	defer stopHugePages()
 	if err := os.MkdirAll(f.data, 0o700); err != nil {
 		return err
 	}

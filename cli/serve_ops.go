@@ -23,6 +23,7 @@ type opsFlags struct {
 	backupKeep       int
 	gcPercent        int
 	memoryLimitMB    int64
+	hugePages        bool
 	replicaCheck     time.Duration
 }
 
@@ -34,6 +35,7 @@ func addOpsFlags(fl *pflag.FlagSet, f *opsFlags) {
 	fl.IntVar(&f.backupKeep, "backup-keep", 24, "backups of this node kept in --backup-dir; older ones are deleted")
 	fl.IntVar(&f.gcPercent, "gc-percent", DefaultGCPercent, "garbage collector pace (Go's GOGC; the GOGC environment variable wins): heap growth in percent of the live heap before a collection")
 	fl.DurationVar(&f.replicaCheck, "replica-check-interval", cluster.DefaultReplicaCheckInterval, "while this node leads, compare every member's state hash at one index this often and export the outcome as perpd_replicas_check_* metrics (at least 10s; 0: off)")
+	fl.BoolVar(&f.hugePages, "huge-pages", true, "ask Linux for transparent huge pages for the heap when the machine leaves them to each program (transparent_hugepage madvise); fewer page faults as the state grows")
 	fl.Int64Var(&f.memoryLimitMB, "memory-limit-mb", -1, "soft memory limit in MiB (Go's GOMEMLIMIT, which wins): the collector works harder near it; -1 is three quarters of the machine's memory, 0 none")
 }
 

@@ -1,0 +1,123 @@
+package hugepages
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// vmFlags is the VmFlags line of the mapping that holds addr, from
+// /proc/self/smaps.
+func vmFlags(t *testing.T, addr uintptr) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no smaps: %v", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	in := false
+	for sc.Scan() {
+		line := sc.Text()
+		var start, end uintptr
+		if n, _ := fmt.Sscanf(line, "%x-%x ", &start, &end); n == 2 && !strings.HasPrefix(line, "VmFlags") {
+			in = start <= addr && addr < end
+			continue
+		}
+		if in && strings.HasPrefix(line, "VmFlags:") {
+			return strings.TrimSpace(strings.TrimPrefix(line, "VmFlags:"))
+		}
+	}
+	t.Fatalf("no mapping holds %#x", addr)
+	return ""
+}
+
+func hasFlag(flags, f string) bool {
+	for _, x := range strings.Fields(flags) {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+func needMadviseMode(t *testing.T) {
+	t.Helper()
+	if m := MachineMode(); m != ModeMadvise {
+		t.Skipf("the machine's transparent huge pages are %q; the advisor only acts under madvise", m)
+	}
+}
+
+var sink [][]byte
+
+// The runtime maps a grown heap without the advice; a scan finds the new
+// mapping and advises it.
+func TestScanAdvisesANewHeapMapping(t *testing.T) {
+	needMadviseMode(t)
+	a := NewAdvisor()
+	if _, err := a.Scan(); err != nil {
+		t.Fatal(err)
+	}
+	// A fresh large allocation makes the runtime map new heap.
+	b := make([]byte, 48<<20)
+	sink = append(sink, b)
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b))) + 24<<20
+	if hasFlag(vmFlags(t, addr), "hg") {
+		t.Fatalf("the new heap mapping is advised before any scan: %s", vmFlags(t, addr))
+	}
+	n, err := a.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 || !hasFlag(vmFlags(t, addr), "hg") {
+		t.Fatalf("after a scan (%d advised) the mapping's flags are %q, want hg", n, vmFlags(t, addr))
+	}
+	if n2, _ := a.Scan(); n2 != 0 {
+		t.Errorf("a second scan with nothing new advised %d mappings", n2)
+	}
+	if advised, refused := a.Advised(); advised < n || refused != 0 {
+		t.Errorf("Advised() = %d, %d", advised, refused)
+	}
+}
+
+// Reserve advises heap the runtime maps for it before anything touches it,
+// and lets it go.
+func TestReserveAdvisesBeforeTheFirstTouch(t *testing.T) {
+	needMadviseMode(t)
+	a := NewAdvisor()
+	b := make([]byte, 1)
+	sink = append(sink, b)
+	before := len(sink)
+	var addr uintptr
+	a.reserve(32<<20, func(p uintptr) { addr = p + 16<<20 })
+	if len(sink) != before {
+		t.Fatal("reserve kept its memory")
+	}
+	if !hasFlag(vmFlags(t, addr), "hg") {
+		t.Fatalf("reserved heap at %#x has flags %q, want hg", addr, vmFlags(t, addr))
+	}
+}
+
+// Under a small soft memory limit the reservation shrinks with it, in
+// whole huge pages, down to nothing.
+func TestReserveFollowsTheMemoryLimit(t *testing.T) {
+	old := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(old)
+	for limit, want := range map[int64]int{
+		math.MaxInt64: ReserveBytes,
+		2 << 30:       ReserveBytes,
+		512 << 20:     32 << 20,
+		100 << 20:     6 << 20,
+		16 << 20:      0,
+	} {
+		debug.SetMemoryLimit(limit)
+		if got := reserveBytes(); got != want {
+			t.Errorf("limit %d: reserve %d, want %d", limit, got, want)
+		}
+	}
+}

@@ -1,0 +1,82 @@
+// Package hugepages asks the kernel to back a node's Go heap with
+// transparent huge pages where the machine leaves that to each program
+// (transparent_hugepage "madvise", the default of most distributions).
+//
+// A node's state grows with every order, and on the machines measured a
+// first touch of a fresh 4 KiB page costs 10-20 µs: the page faults of
+// the growing heap were a fifth of a market order's apply. Go's runtime no
+// longer asks for huge pages itself (since Go 1.21.1), and it maps its heap
+// in fresh 4 MiB mappings as it grows, each without the advice, so a node
+// watches its own mappings and advises each new heap mapping soon after it
+// appears (docs/decisions.md, "Huge pages for the heap").
+package hugepages
+
+import (
+	"bufio"
+	"bytes"
+	"strconv"
+)
+
+// Mode is the machine's transparent huge page setting.
+type Mode string
+
+const (
+	ModeAlways  Mode = "always"  // every anonymous mapping already gets them
+	ModeMadvise Mode = "madvise" // only advised mappings: the case this package serves
+	ModeNever   Mode = "never"   // none, whatever a program asks
+	ModeUnknown Mode = ""        // no THP on this kernel or not Linux
+)
+
+// ParseMode reads the bracketed choice of
+// /sys/kernel/mm/transparent_hugepage/enabled ("always [madvise] never").
+func ParseMode(b []byte) Mode {
+	i := bytes.IndexByte(b, '[')
+	j := bytes.IndexByte(b, ']')
+	if i < 0 || j < i {
+		return ModeUnknown
+	}
+	switch m := Mode(b[i+1 : j]); m {
+	case ModeAlways, ModeMadvise, ModeNever:
+		return m
+	}
+	return ModeUnknown
+}
+
+// Span is one mapping, [Start, End).
+type Span struct{ Start, End uintptr }
+
+// minSpan is the smallest mapping worth advising: a huge page is 2 MiB and
+// the heap grows by 4 MiB at a time.
+const minSpan = 2 << 20
+
+// HeapSpans lists the private anonymous read-write mappings of a
+// /proc/self/maps listing that lie in [lo, hi) and are at least minSpan
+// long: the heap's mappings, when lo and hi bound the heap's addresses.
+func HeapSpans(maps []byte, lo, hi uintptr) []Span {
+	var out []Span
+	sc := bufio.NewScanner(bytes.NewReader(maps))
+	for sc.Scan() {
+		// "start-end perms offset dev inode [path]"
+		f := bytes.Fields(sc.Bytes())
+		if len(f) < 5 || !bytes.Equal(f[1], []byte("rw-p")) || !bytes.Equal(f[4], []byte("0")) {
+			continue
+		}
+		if len(f) > 5 && !bytes.HasPrefix(f[5], []byte("[anon:")) {
+			continue // a file, [stack], [heap] of libc and the like
+		}
+		dash := bytes.IndexByte(f[0], '-')
+		if dash < 0 {
+			continue
+		}
+		start, err1 := strconv.ParseUint(string(f[0][:dash]), 16, 64)
+		end, err2 := strconv.ParseUint(string(f[0][dash+1:]), 16, 64)
+		if err1 != nil || err2 != nil || end <= start || end-start < minSpan {
+			continue
+		}
+		if uintptr(start) < lo || uintptr(end) > hi {
+			continue
+		}
+		out = append(out, Span{uintptr(start), uintptr(end)})
+	}
+	return out
+}

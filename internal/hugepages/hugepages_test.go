@@ -1,0 +1,56 @@
+package hugepages
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestParseMode(t *testing.T) {
+	for in, want := range map[string]Mode{
+		"always [madvise] never\n": ModeMadvise,
+		"[always] madvise never\n": ModeAlways,
+		"always madvise [never]\n": ModeNever,
+		"always madvise never\n":   ModeUnknown,
+		"[sometimes]":              ModeUnknown,
+		"":                         ModeUnknown,
+		"] [":                      ModeUnknown,
+	} {
+		if got := ParseMode([]byte(in)); got != want {
+			t.Errorf("ParseMode(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// HeapSpans keeps only private anonymous read-write mappings of at least
+// 2 MiB inside the window: not files, not the process's [stack] or [heap],
+// not read-only or shared ones, not the runtime's metadata far above.
+func TestHeapSpansPicksTheHeapsMappings(t *testing.T) {
+	maps := `00400000-02433000 r-xp 00000000 fe:00 10011519                           /usr/bin/perpd
+0231f000-02433000 rw-p 01f1f000 fe:00 10011519                           /usr/bin/perpd
+02433000-044a5000 rw-p 00000000 00:00 0 
+23a98000-23ab9000 rw-p 00000000 00:00 0                                  [heap]
+29e008c00000-29e019400000 rw-p 00000000 00:00 0 
+29e019400000-29e019800000 rw-p 00000000 00:00 0                          [anon: Go: heap]
+29e019800000-29e019900000 rw-p 00000000 00:00 0 
+29e019900000-29e01a000000 r--p 00000000 00:00 0 
+29e01a000000-29e01a400000 rw-s 00000000 00:01 77                         /dev/zero (deleted)
+29e01a400000-29e01c000000 ---p 00000000 00:00 0 
+7ff9a4000000-7ff9a4800000 rw-p 00000000 00:00 0 
+7ffd1c000000-7ffd1c400000 rw-p 00000000 00:00 0                          [stack]
+garbage line
+29e01c000000-29e01b000000 rw-p 00000000 00:00 0 
+zz-29e01d000000 rw-p 00000000 00:00 0 
+`
+	lo, hi := uintptr(0x29e000000000), uintptr(0x2a0000000000)
+	got := HeapSpans([]byte(maps), lo, hi)
+	want := []Span{
+		{0x29e008c00000, 0x29e019400000},
+		{0x29e019400000, 0x29e019800000},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("HeapSpans = %#v, want %#v", got, want)
+	}
+	if got := HeapSpans([]byte(maps), 0x7ff000000000, 0x800000000000); len(got) != 1 || got[0].Start != 0x7ff9a4000000 {
+		t.Fatalf("a window over the metadata finds %#v", got)
+	}
+}
