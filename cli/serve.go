@@ -144,7 +144,7 @@ func runServe(parent context.Context, f serveFlags) error {
 	defer func() { _ = logOut.Flush() }()
 	log := f.ops.logger(f.logLevel, f.id, logOut)
 	tuneGC(f.ops.gcPercent, f.ops.memoryLimitMB, log)
-	stopHugePages := adviseHugePages(f.ops.hugePages, log)
+	hugePagesAdvised, stopHugePages := adviseHugePages(f.ops.hugePages, log)
 	defer stopHugePages()
 	if err := os.MkdirAll(f.data, 0o700); err != nil {
 		return err
@@ -177,6 +177,13 @@ func runServe(parent context.Context, f serveFlags) error {
 		_ = n.Shutdown()
 		return err
 	}
+	asm.reg.Gauge("heap_huge_pages_advised", "1 while this node advises its heap for transparent huge pages (--huge-pages under the machine's madvise setting); 0 when off or withdrawn after a page fault waited for memory compaction or reclaim.",
+		func() float64 {
+			if hugePagesAdvised() {
+				return 1
+			}
+			return 0
+		})
 	n.Start()
 	asm.Run(ctx)
 	f.ops.startBackups(ctx, n, asm, log)

@@ -17,7 +17,7 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	if b := flag.Lookup("test.bench"); b != nil && b.Value.String() != "" && hugepages.MachineMode() == hugepages.ModeMadvise {
 		stop := make(chan struct{})
-		go hugepages.NewAdvisor().Run(50*time.Millisecond, stop)
+		go hugepages.NewAdvisor().Run(50*time.Millisecond, stop, nil)
 		code := m.Run()
 		close(stop)
 		os.Exit(code)

@@ -49,13 +49,27 @@ func MachineMode() Mode {
 	return ParseMode(b)
 }
 
+// stallCheckEvery is how many scans pass between two readings of the
+// machine's stall counters.
+const stallCheckEvery = 10
+
 // Advisor advises the heap's mappings with MADV_HUGEPAGE.
 type Advisor struct {
-	lo, hi  uintptr
-	mu      sync.Mutex
-	advised map[Span]bool // the mappings advised as of the last scan
-	count   int           // mappings advised since start
-	refused int           // madvise calls the kernel refused
+	lo, hi    uintptr
+	stalls    func() (uint64, error) // the machine's direct compactions and reclaims
+	mu        sync.Mutex
+	advised   map[Span]bool // the mappings advised as of the last scan
+	count     int           // mappings advised since start
+	refused   int           // madvise calls the kernel refused
+	withdrawn bool
+}
+
+func machineStalls() (uint64, error) {
+	b, err := os.ReadFile("/proc/vmstat")
+	if err != nil {
+		return 0, err
+	}
+	return Stalls(b), nil
 }
 
 // NewAdvisor locates the heap.
@@ -65,7 +79,7 @@ func NewAdvisor() *Advisor {
 	if p > heapWindowBelow {
 		lo = p - heapWindowBelow
 	}
-	return &Advisor{lo: lo, hi: p + heapWindowAbove, advised: map[Span]bool{}}
+	return &Advisor{lo: lo, hi: p + heapWindowAbove, stalls: machineStalls, advised: map[Span]bool{}}
 }
 
 // Scan advises every heap mapping not advised as of the previous scan and
@@ -80,6 +94,9 @@ func (a *Advisor) Scan() (int, error) {
 	spans := HeapSpans(maps, a.lo, a.hi)
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.withdrawn {
+		return 0, nil
+	}
 	seen := make(map[Span]bool, len(spans))
 	n := 0
 	for _, s := range spans {
@@ -120,14 +137,42 @@ func (a *Advisor) reserve(n int, at func(uintptr)) {
 	runtime.KeepAlive(b)
 }
 
+// Withdraw takes the advice back from every heap mapping (MADV_NOHUGEPAGE:
+// no new huge pages there, the ones made stay) and stops the advisor for
+// good.
+func (a *Advisor) Withdraw() error {
+	a.mu.Lock()
+	a.withdrawn = true
+	a.mu.Unlock()
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return err
+	}
+	for _, s := range HeapSpans(maps, a.lo, a.hi) {
+		madvise(s.Start, s.End, syscall.MADV_NOHUGEPAGE)
+	}
+	return nil
+}
+
+// Advising reports whether the advisor has not withdrawn.
+func (a *Advisor) Advising() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return !a.withdrawn
+}
+
 // madviseHuge advises the whole huge pages inside [start, end).
 func madviseHuge(start, end uintptr) bool {
+	return madvise(start, end, syscall.MADV_HUGEPAGE)
+}
+
+func madvise(start, end uintptr, advice int) bool {
 	start = (start + hugePage - 1) &^ (hugePage - 1)
 	end &^= hugePage - 1
 	if end <= start {
 		return true
 	}
-	_, _, e := syscall.Syscall(syscall.SYS_MADVISE, start, end-start, syscall.MADV_HUGEPAGE)
+	_, _, e := syscall.Syscall(syscall.SYS_MADVISE, start, end-start, uintptr(advice))
 	return e == 0
 }
 
@@ -141,10 +186,17 @@ func (a *Advisor) Advised() (advised, refused int) {
 
 // Run advises the heap as it is, reserves ahead, then scans every interval
 // until stop is closed; when a scan finds the heap grew past the
-// reservation, it reserves ahead again.
-func (a *Advisor) Run(interval time.Duration, stop <-chan struct{}) {
+// reservation, it reserves ahead again. When the machine's count of direct
+// compactions and reclaims rises (someone's page fault waited for the
+// kernel to make room), it withdraws the advice, calls withdrawn and
+// returns: a node's latency matters more than its page faults.
+func (a *Advisor) Run(interval time.Duration, stop <-chan struct{}, withdrawn func(stalls uint64)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	base, err := a.stalls()
+	if err != nil {
+		return // no way to see stalls: do not advise
+	}
 	if _, err := a.Scan(); err != nil {
 		return
 	}
@@ -152,11 +204,20 @@ func (a *Advisor) Run(interval time.Duration, stop <-chan struct{}) {
 	if reserve > 0 {
 		a.Reserve(reserve)
 	}
-	for {
+	for i := 1; ; i++ {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
+		}
+		if i%stallCheckEvery == 0 {
+			if now, err := a.stalls(); err == nil && now > base {
+				_ = a.Withdraw()
+				if withdrawn != nil {
+					withdrawn(now - base)
+				}
+				return
+			}
 		}
 		n, err := a.Scan()
 		if err != nil {

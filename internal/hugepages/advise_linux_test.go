@@ -8,7 +8,9 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -119,5 +121,56 @@ func TestReserveFollowsTheMemoryLimit(t *testing.T) {
 		if got := reserveBytes(); got != want {
 			t.Errorf("limit %d: reserve %d, want %d", limit, got, want)
 		}
+	}
+}
+
+// At the machine's first direct compaction or reclaim the advisor takes its
+// advice back from the heap and advises nothing more, whatever the heap
+// does after.
+func TestRunWithdrawsAtTheFirstStall(t *testing.T) {
+	needMadviseMode(t)
+	a := NewAdvisor()
+	var calls atomic.Int64
+	a.stalls = func() (uint64, error) {
+		if calls.Add(1) < 3 {
+			return 7, nil
+		}
+		return 9, nil
+	}
+	b := make([]byte, 48<<20)
+	sink = append(sink, b)
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b))) + 24<<20
+	var seen uint64
+	done := make(chan struct{})
+	go func() {
+		a.Run(time.Millisecond, make(chan struct{}), func(n uint64) { seen = n })
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not withdraw")
+	}
+	if seen != 2 || a.Advising() {
+		t.Fatalf("withdrawn with %d stalls, advising %v; want 2, false", seen, a.Advising())
+	}
+	if f := vmFlags(t, addr); hasFlag(f, "hg") || !hasFlag(f, "nh") {
+		t.Fatalf("after the withdrawal the heap's flags are %q, want nh and no hg", f)
+	}
+	later := make([]byte, 48<<20)
+	sink = append(sink, later)
+	if n, _ := a.Scan(); n != 0 {
+		t.Fatalf("a scan after the withdrawal advised %d mappings", n)
+	}
+}
+
+// Without the stall counters the advisor cannot see what its advice costs,
+// so it advises nothing.
+func TestRunWithoutStallCountersAdvisesNothing(t *testing.T) {
+	a := NewAdvisor()
+	a.stalls = func() (uint64, error) { return 0, os.ErrNotExist }
+	a.Run(time.Millisecond, make(chan struct{}), nil)
+	if n, _ := a.Advised(); n != 0 {
+		t.Fatalf("advised %d mappings without stall counters", n)
 	}
 }

@@ -14,7 +14,12 @@ type Advisor struct{}
 func NewAdvisor() *Advisor { return &Advisor{} }
 
 // Run returns when stop is closed.
-func (a *Advisor) Run(interval time.Duration, stop <-chan struct{}) { <-stop }
+func (a *Advisor) Run(interval time.Duration, stop <-chan struct{}, withdrawn func(stalls uint64)) {
+	<-stop
+}
+
+// Advising is always false.
+func (a *Advisor) Advising() bool { return false }
 
 // Advised is always zero.
 func (a *Advisor) Advised() (advised, refused int) { return 0, 0 }

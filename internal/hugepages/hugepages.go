@@ -9,6 +9,11 @@
 // in fresh 4 MiB mappings as it grows, each without the advice, so a node
 // watches its own mappings and advises each new heap mapping soon after it
 // appears (docs/decisions.md, "Huge pages for the heap").
+//
+// Advised memory has a price the kernel's defaults make real: a fault in
+// it may wait for the kernel to compact or reclaim memory when no huge page
+// is free (golang/go#61718). The advisor watches the machine's count of
+// such waits and withdraws its advice for good at the first one.
 package hugepages
 
 import (
@@ -79,4 +84,22 @@ func HeapSpans(maps []byte, lo, hi uintptr) []Span {
 		out = append(out, Span{uintptr(start), uintptr(end)})
 	}
 	return out
+}
+
+// Stalls sums a /proc/vmstat listing's direct compactions (compact_stall)
+// and direct reclaims (allocstall_*): the waits a page fault can take when
+// the kernel must make a huge page for advised memory and has none free.
+func Stalls(vmstat []byte) uint64 {
+	var n uint64
+	sc := bufio.NewScanner(bytes.NewReader(vmstat))
+	for sc.Scan() {
+		name, val, ok := bytes.Cut(sc.Bytes(), []byte(" "))
+		if !ok || !(bytes.Equal(name, []byte("compact_stall")) || bytes.HasPrefix(name, []byte("allocstall_"))) {
+			continue
+		}
+		if v, err := strconv.ParseUint(string(val), 10, 64); err == nil {
+			n += v
+		}
+	}
+	return n
 }

@@ -54,3 +54,23 @@ zz-29e01d000000 rw-p 00000000 00:00 0
 		t.Fatalf("a window over the metadata finds %#v", got)
 	}
 }
+
+func TestStallsSumsCompactionsAndReclaims(t *testing.T) {
+	vmstat := `nr_free_pages 5371234
+allocstall_dma 0
+allocstall_normal 3
+allocstall_movable 4
+compact_stall 5
+compact_fail 100
+compact_success 200
+thp_fault_alloc 6577
+garbage
+allocstall_device x
+`
+	if got := Stalls([]byte(vmstat)); got != 12 {
+		t.Fatalf("Stalls = %d, want 12 (3+4+5; compact_fail and the rest are not waits)", got)
+	}
+	if Stalls(nil) != 0 {
+		t.Fatal("an empty listing has stalls")
+	}
+}
