@@ -21,8 +21,8 @@ const (
 
 // ReserveBytes is how much fresh heap Run has the runtime map ahead of the
 // heap's growth, at the start and each time the heap outgrows it; under a
-// soft memory limit below 1 GiB, a sixteenth of the limit.
-const ReserveBytes = 64 << 20
+// small soft memory limit, a sixteenth of the limit.
+const ReserveBytes = 16 << 20
 
 // reserveBytes is ReserveBytes within the soft memory limit: a reservation
 // counts as allocation until collected, and near a small limit that would

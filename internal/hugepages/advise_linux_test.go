@@ -112,9 +112,9 @@ func TestReserveFollowsTheMemoryLimit(t *testing.T) {
 	defer debug.SetMemoryLimit(old)
 	for limit, want := range map[int64]int{
 		math.MaxInt64: ReserveBytes,
-		2 << 30:       ReserveBytes,
-		512 << 20:     32 << 20,
-		100 << 20:     6 << 20,
+		16 << 30:      ReserveBytes,
+		128 << 20:     min(ReserveBytes, 8<<20),
+		100 << 20:     min(ReserveBytes, 6<<20),
 		16 << 20:      0,
 	} {
 		debug.SetMemoryLimit(limit)
