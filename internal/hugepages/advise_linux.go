@@ -37,8 +37,10 @@ func reserveBytes() int {
 
 const hugePage = 2 << 20
 
-// heapProbe is a heap object whose address locates the heap.
-var heapProbe = new([64]byte)
+// heapProbe holds a heap object whose address locates the heap. It is
+// allocated in NewAdvisor, not in the variable's initializer, which the
+// compiler may place among the program's static data instead.
+var heapProbe *[64]byte
 
 // MachineMode reads the machine's setting.
 func MachineMode() Mode {
@@ -74,6 +76,7 @@ func machineStalls() (uint64, error) {
 
 // NewAdvisor locates the heap.
 func NewAdvisor() *Advisor {
+	heapProbe = new([64]byte) // escapes to a global: on the heap
 	p := uintptr(unsafe.Pointer(heapProbe))
 	lo := uintptr(0)
 	if p > heapWindowBelow {
