@@ -85,6 +85,13 @@ func deploymentProfile(name string) (profile, error) {
 	return p, nil
 }
 
+// adminConnLimits is the admin listener's caps for this process's
+// descriptor limit (every deployment alike).
+func adminConnLimits() *cluster.ConnLimits {
+	l := cluster.AdminConnLimits(cluster.OpenFileLimit())
+	return &l
+}
+
 // publicConnLimits are the public listener's connection caps: per client
 // address (the profile's; trusted proxies exempt, as they carry many
 // clients) and in total, below the process's descriptor limit.

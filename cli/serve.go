@@ -207,7 +207,7 @@ func runServe(parent context.Context, f serveFlags) error {
 		}
 	}
 	servers, err := listen(log, cluster.DefaultTimeouts,
-		endpoint{addr: f.adminAddr, h: asm.Admin, tls: adminTLS},
+		endpoint{addr: f.adminAddr, h: asm.Admin, tls: adminTLS, conns: adminConnLimits()},
 		endpoint{addr: f.httpAddr, h: asm.API, conns: publicConnLimits(prof, proxies)})
 	if err != nil {
 		_ = n.Shutdown()
@@ -343,7 +343,9 @@ func listen(log hclog.Logger, t cluster.Timeouts, eps ...endpoint) ([]*http.Serv
 			ln = tls.NewListener(ln, ep.tls)
 		}
 		lns = append(lns, ln)
-		servers = append(servers, cluster.NewHTTPServer(ep.h, t, ep.tls))
+		srv := cluster.NewHTTPServer(ep.h, t, ep.tls)
+		srv.ErrorLog = cluster.ServerErrorLog(log.Named("http").With("listener", ep.addr))
+		servers = append(servers, srv)
 	}
 	for i, s := range servers {
 		go func(s *http.Server, ln net.Listener) {

@@ -116,3 +116,32 @@ func TestTotalConnsKeepADescriptorReserve(t *testing.T) {
 		}
 	}
 }
+
+// The admin listener's caps: a share of the public listener's descriptor
+// reserve in total, and per address, with the members' loopback exempt.
+func TestAdminConnLimits(t *testing.T) {
+	for _, c := range []struct {
+		nofile uint64
+		total  int
+	}{{0, 0}, {1024, 256}, {20000, 2048}, {1 << 20, 2048}} {
+		l := AdminConnLimits(c.nofile)
+		if l.Total != c.total || l.PerAddress != AdminConnsPerAddress || l.Plain {
+			t.Errorf("AdminConnLimits(%d) = %+v, want total %d, per address %d, TLS", c.nofile, l, c.total, AdminConnsPerAddress)
+		}
+		if TotalConnsFor(c.nofile)+l.Total > int(c.nofile) && c.nofile > 0 {
+			t.Errorf("nofile %d: public %d + admin %d exceed it", c.nofile, TotalConnsFor(c.nofile), l.Total)
+		}
+	}
+	l := AdminConnLimits(1 << 16)
+	l.PerAddress = 2 // small enough to test
+	l.Plain = true
+	ll, addr := serveLimited(t, l)
+	for i := 0; i < 4; i++ {
+		if st, _ := keepAlive(t, addr, ""); st != 200 {
+			t.Fatalf("loopback connection %d past the per-address cap: status %d, want 200 (loopback is exempt)", i+1, st)
+		}
+	}
+	if ll.Refused() != 0 {
+		t.Fatalf("%d loopback connections refused", ll.Refused())
+	}
+}

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"regexp"
 	"strings"
 	"sync"
@@ -10,26 +9,12 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/perpd/perpd/internal/testlog"
 	"github.com/perpd/perpd/node"
 )
 
 // syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testlog.Buffer
 
 var ourID = regexp.MustCompile(`^[0-9a-f]{32}$`)
 

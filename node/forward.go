@@ -94,8 +94,14 @@ type forwarder struct {
 	client *http.Client
 }
 
+// PeerConnsPerHost bounds the connections this node holds to one other
+// member's admin listener, below that listener's per-address cap
+// (cluster.AdminConnsPerAddress): forwards travel in batches, so a few
+// connections carry them, and a burst past the bound waits for one.
+const PeerConnsPerHost = 128
+
 func newForwarder(tc *tls.Config) *forwarder {
-	tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second, TLSClientConfig: tc}
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: PeerConnsPerHost, IdleConnTimeout: 90 * time.Second, TLSClientConfig: tc}
 	scheme := "http"
 	if tc != nil {
 		scheme = "https"
