@@ -72,6 +72,10 @@ type heldState interface {
 	// holds reports whether the follower already has all that the
 	// snapshot describes, and the log goes on right after it.
 	holds(*raft.InstallSnapshotRequest) bool
+	// aheadOf reports whether the snapshot comes in a term this node has
+	// not heard of yet while its state machine has applied past the
+	// snapshot's last entry.
+	aheadOf(*raft.InstallSnapshotRequest) bool
 	// term is raft's current term.
 	term() uint64
 	// pastSnapshotPoint returns the append without a previous entry when
@@ -125,9 +129,12 @@ func (g *snapshotGuard) pump() {
 		switch req := rpc.Command.(type) {
 		case *raft.InstallSnapshotRequest:
 			g.see(req.LastLogIndex)
-			if g.held.holds(req) {
+			switch {
+			case g.held.holds(req):
 				g.answerHeld(rpc, req)
-			} else {
+			case g.held.aheadOf(req):
+				g.refuseAhead(rpc, req)
+			default:
 				g.installThenWait(rpc)
 			}
 			continue
@@ -206,6 +213,25 @@ func (g *snapshotGuard) answerHeld(rpc raft.RPC, req *raft.InstallSnapshotReques
 	rpc.Respond(&raft.InstallSnapshotResponse{Term: req.Term, Success: true}, nil)
 }
 
+// refuseAhead drains a snapshot that would take the state machine back and
+// refuses it, for now. holds judges a snapshot only in the current term
+// (its answer must not confirm a leader of another term), so one from a
+// newer leader this node has not heard of yet went to raft, which takes
+// the new term and installs it: the state machine went back from the
+// entries it had applied to the snapshot's (the stress test saw 140 -> 133
+// on CI). Committed entries are the same on every member, so a snapshot
+// below what was applied holds nothing new; the leader's heartbeats bring
+// its term within a heartbeat, and the leader's next try is judged then.
+func (g *snapshotGuard) refuseAhead(rpc raft.RPC, req *raft.InstallSnapshotRequest) {
+	if _, err := io.Copy(io.Discard, rpc.Reader); err != nil {
+		rpc.Respond(nil, err)
+		return
+	}
+	g.log.Info("snapshot refused: it comes in a newer term and this node has applied past it",
+		"index", req.LastLogIndex, "term", req.Term)
+	rpc.Respond(&raft.InstallSnapshotResponse{Term: g.held.term()}, nil)
+}
+
 // installThenWait hands a snapshot to raft and holds the next request until
 // raft has answered, so that a copy of the same snapshot arriving on another
 // connection meanwhile (the leader's old replication to a re-added member
@@ -277,6 +303,12 @@ func (f follower) holds(req *raft.InstallSnapshotRequest) bool {
 		return f.continuesAfter(newer.Index)
 	}
 	return f.snapshotAt(req.LastLogIndex, req.LastLogTerm) && f.continuesAfter(req.LastLogIndex)
+}
+
+// aheadOf: a request of a term past raft's current one for a snapshot whose
+// last entry the state machine has already applied.
+func (f follower) aheadOf(req *raft.InstallSnapshotRequest) bool {
+	return req.Term > f.r.CurrentTerm() && f.r.AppliedIndex() >= req.LastLogIndex
 }
 
 // continuesAfter reports whether the log goes on right after index, or ends

@@ -498,8 +498,9 @@ func TestSnapshotGuardCloseTwice(t *testing.T) {
 // fakeHeld holds every snapshot; its term is whatever the test says.
 type fakeHeld struct{ now atomic.Uint64 }
 
-func (f *fakeHeld) holds(*raft.InstallSnapshotRequest) bool { return true }
-func (f *fakeHeld) term() uint64                            { return f.now.Load() }
+func (f *fakeHeld) holds(*raft.InstallSnapshotRequest) bool   { return true }
+func (f *fakeHeld) aheadOf(*raft.InstallSnapshotRequest) bool { return false }
+func (f *fakeHeld) term() uint64                              { return f.now.Load() }
 func (f *fakeHeld) pastSnapshotPoint(*raft.AppendEntriesRequest) *raft.AppendEntriesRequest {
 	return nil
 }
@@ -651,6 +652,56 @@ func TestSnapshotGuardAnswersASnapshotOlderThanTheFollowers(t *testing.T) {
 	waitCaughtUp(t, follower, leader)
 	if got, want := follower.fsm.applied.Load(), leader.fsm.applied.Load(); got != want {
 		t.Fatalf("the follower applied %d entries, the leader %d", got, want)
+	}
+}
+
+// A snapshot from a term the follower has not heard of yet, below what it
+// has applied, is refused and changes nothing: raft would take the term and
+// install it, and the state machine would go back (the stress test's
+// "restored a snapshot of entry 133 after applying entry 140" on CI,
+// 2026-11-28). Once the term is known, the same snapshot is judged as
+// before and answered.
+func TestSnapshotGuardRefusesAnOlderSnapshotOfANewerTerm(t *testing.T) {
+	peers := guardCluster(t)
+	leader := guardLeader(t, peers)
+	follower := followerOf(peers, leader)
+	applyN(t, leader.r, 20)
+	waitCaughtUp(t, follower, leader)
+	if err := leader.r.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	applyN(t, leader.r, 5)
+	waitCaughtUp(t, follower, leader)
+	before, term := follower.fsm.applied.Load(), follower.r.CurrentTerm()
+	meta, rc, err := leader.snaps.Open(newestSnapshot(t, leader).ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(rc)
+	_ = rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta.Index >= before {
+		t.Fatalf("the snapshot (%d) is not below what the follower applied (%d)", meta.Index, before)
+	}
+	req := snapshotRequest(leader.id, leader.raw.LocalAddr(), term+1, meta, len(data))
+	var resp raft.InstallSnapshotResponse
+	if err := leader.raw.InstallSnapshot(follower.id, follower.raw.LocalAddr(), req, &resp, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Success || resp.Term != term {
+		t.Fatalf("a snapshot of term %d below the applied state was answered %+v, want a refusal at term %d", term+1, resp, term)
+	}
+	if n := follower.fsm.restores.Load(); n != 0 {
+		t.Fatalf("the state machine was restored %d times", n)
+	}
+	if got := follower.fsm.applied.Load(); got != before || follower.r.CurrentTerm() != term {
+		t.Fatalf("applied %d -> %d, term %d -> %d", before, got, term, follower.r.CurrentTerm())
+	}
+	resp = *resendSnapshot(t, leader, follower)
+	if !resp.Success || follower.fsm.restores.Load() != 0 {
+		t.Fatalf("the same snapshot in the current term: %+v, %d restores; want success and none", resp, follower.fsm.restores.Load())
 	}
 }
 
