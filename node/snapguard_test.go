@@ -218,7 +218,19 @@ func newestSnapshot(t *testing.T, leader *guardPeer) *raft.SnapshotMeta {
 // leader whose replication fell back past its log does.
 func resendSnapshot(t *testing.T, leader, follower *guardPeer) *raft.InstallSnapshotResponse {
 	t.Helper()
-	meta, rc, err := leader.snaps.Open(newestSnapshot(t, leader).ID)
+	meta, data := newestSnapshotData(t, leader)
+	req := snapshotRequest(leader.id, leader.raw.LocalAddr(), leader.r.CurrentTerm(), meta, len(data))
+	var resp raft.InstallSnapshotResponse
+	if err := leader.raw.InstallSnapshot(follower.id, follower.raw.LocalAddr(), req, &resp, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	return &resp
+}
+
+// newestSnapshotData is p's newest stored snapshot, described and read.
+func newestSnapshotData(t *testing.T, p *guardPeer) (*raft.SnapshotMeta, []byte) {
+	t.Helper()
+	meta, rc, err := p.snaps.Open(newestSnapshot(t, p).ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,12 +239,7 @@ func resendSnapshot(t *testing.T, leader, follower *guardPeer) *raft.InstallSnap
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := snapshotRequest(leader.id, leader.raw.LocalAddr(), leader.r.CurrentTerm(), meta, len(data))
-	var resp raft.InstallSnapshotResponse
-	if err := leader.raw.InstallSnapshot(follower.id, follower.raw.LocalAddr(), req, &resp, bytes.NewReader(data)); err != nil {
-		t.Fatal(err)
-	}
-	return &resp
+	return meta, data
 }
 
 // snapshotRequest is the InstallSnapshot a leader (id at addr, of term)
@@ -673,15 +680,7 @@ func TestSnapshotGuardRefusesAnOlderSnapshotOfANewerTerm(t *testing.T) {
 	applyN(t, leader.r, 5)
 	waitCaughtUp(t, follower, leader)
 	before, term := follower.fsm.applied.Load(), follower.r.CurrentTerm()
-	meta, rc, err := leader.snaps.Open(newestSnapshot(t, leader).ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(rc)
-	_ = rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	meta, data := newestSnapshotData(t, leader)
 	if meta.Index >= before {
 		t.Fatalf("the snapshot (%d) is not below what the follower applied (%d)", meta.Index, before)
 	}
