@@ -1,34 +1,19 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/perpd/perpd/cluster/clustertest"
+	"github.com/perpd/perpd/internal/testlog"
 )
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer is a log sink safe for the nodes' goroutines.
+type lockedBuffer = testlog.Buffer
 
 // TestForwardedWriteLoggedUnderOneIDOnBothNodes: a write sent to a
 // follower is logged there (access line and forward) and on the leader

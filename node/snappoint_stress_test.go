@@ -22,6 +22,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/perpd/perpd/internal/testlog"
 )
 
 // A randomized hunt over the guard's handling of a deposed leader's stale
@@ -194,27 +196,11 @@ func (p *spPeer) installs() int32 {
 }
 
 // syncBuf collects the rafts' logs of a round, printed on failure.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+type syncBuf struct{ testlog.Buffer }
 
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
+// tail is the last lines logged.
 func (s *syncBuf) tail(lines int) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	all := strings.Split(strings.TrimRight(s.b.String(), "\n"), "\n")
+	all := strings.Split(strings.TrimRight(s.String(), "\n"), "\n")
 	return strings.Join(all[max(0, len(all)-lines):], "\n")
 }
 
