@@ -180,8 +180,14 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 		}
 		h := keyHashHex(key)
 		cl, ok := s.lookupKey(&h)
+		// arrived is the commit index this node knew when the request came:
+		// "behind" means not yet applied that far. Entries committed since
+		// (a busy leader always has some in flight) cannot hold a key the
+		// client already had, so they do not turn a 401 into a 503.
+		var arrived uint64
 		if !ok {
-			behind := s.behind()
+			arrived = s.Node.Raft.CommitIndex()
+			behind := s.behindOf(arrived)
 			want, asked := s.minIndexAhead(c)
 			linear := c.GetHeader("X-Consistency") == "linearizable"
 			if behind || asked || linear {
@@ -194,7 +200,7 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 					return
 				}
 			}
-			if behind && s.catchUp(c) {
+			if behind && s.catchUp(c, arrived) {
 				cl, ok = s.lookupKey(&h)
 			}
 			if !ok && asked {
@@ -222,7 +228,7 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 			}
 		}
 		if !ok {
-			if s.behind() {
+			if s.behindOf(arrived) {
 				unavailable(c, "this node is catching up with the log and does not know this key yet; retry, or send X-Min-Index")
 				return
 			}
@@ -297,18 +303,19 @@ const keyCatchUpWait = time.Second
 // catchUp waits, on a node that is behind, until it has applied the commit
 // index it knows of (bounded). A key minted moments ago on another node is
 // then found instead of being refused as unknown.
-func (s *Server) catchUp(c *gin.Context) bool {
+func (s *Server) catchUp(c *gin.Context, commit uint64) bool {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), keyCatchUpWait)
 	defer cancel()
-	return s.Node.WaitApplied(ctx, s.Node.Raft.CommitIndex()) == nil
+	return s.Node.WaitApplied(ctx, commit) == nil
 }
 
-// behind reports whether the node knows of committed entries it has not
-// applied yet (just restarted, or rejoined after a wipe), or has no state
-// at all yet: a member that joined with a wiped data directory knows no
-// key, and until its first entries arrive its commit index says nothing.
-func (s *Server) behind() bool {
-	if s.Node.Machine().Applied() < s.Node.Raft.CommitIndex() {
+// behindOf reports whether the node has not yet applied up to commit, a
+// commit index it knew of (just restarted, or rejoined after a wipe), or
+// has no state at all yet: a member that joined with a wiped data
+// directory knows no key, and until its first entries arrive its commit
+// index says nothing.
+func (s *Server) behindOf(commit uint64) bool {
+	if s.Node.Machine().Applied() < commit {
 		return true
 	}
 	var genesis bool

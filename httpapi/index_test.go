@@ -154,3 +154,33 @@ func TestMinIndexPastARevokeRefusesTheRevokedKey(t *testing.T) {
 		t.Fatalf("a key revoked before X-Min-Index: %d %s (want 401)", r.status, r.body)
 	}
 }
+
+// An unknown key is refused with 401 on a node that is up to date, even
+// while writes are in flight: an entry committed but not yet applied after
+// the request arrived does not make the node "catching up" (which answered
+// 503 and invites a retry of a key that will never work).
+func TestUnknownKeyIs401WhileEntriesAreInFlight(t *testing.T) {
+	a := newTestAPI(t)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, _ = a.node.ProposeInternal(fsm.CmdTick, struct{}{})
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	headers := []map[string]string{nil, {"X-Consistency": "linearizable"}}
+	for i := 0; i < 100; i++ { // within one address's read burst (120)
+		h := headers[i%2]
+		r := a.do(req{method: "GET", path: "/v1/account", key: "pdk_unknown", header: h})
+		if r.status != 401 || r.code() != "unauthorized" {
+			t.Fatalf("request %d (%v): %d %s (want 401)", i, h, r.status, r.body)
+		}
+	}
+}
