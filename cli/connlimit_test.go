@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/perpd/perpd/cluster"
+	"github.com/perpd/perpd/internal/connlimit"
 )
 
 // The public listener of every profile but bench caps an address's
@@ -15,7 +16,7 @@ func TestPublicListenerCapsConnections(t *testing.T) {
 	if l.PerAddress != cluster.DefaultConnsPerAddress || !l.Plain {
 		t.Fatalf("testnet: per address %d plain %v, want %d and true", l.PerAddress, l.Plain, cluster.DefaultConnsPerAddress)
 	}
-	if want := cluster.TotalConnsFor(cluster.OpenFileLimit()); l.Total != want || (cluster.OpenFileLimit() > 0 && l.Total <= 0) {
+	if want := connlimit.PublicTotal(connlimit.OpenFileLimit()); l.Total != want || (connlimit.OpenFileLimit() > 0 && l.Total <= 0) {
 		t.Fatalf("testnet: total %d, want %d", l.Total, want)
 	}
 	exempt := func(s string) bool {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/perpd/perpd/cluster"
 	"github.com/perpd/perpd/fsm/access"
+	"github.com/perpd/perpd/internal/connlimit"
 	"github.com/perpd/perpd/wsapi"
 )
 
@@ -87,16 +88,16 @@ func deploymentProfile(name string) (profile, error) {
 
 // adminConnLimits is the admin listener's caps for this process's
 // descriptor limit (every deployment alike).
-func adminConnLimits() *cluster.ConnLimits {
-	l := cluster.AdminConnLimits(cluster.OpenFileLimit())
+func adminConnLimits() *connlimit.Limits {
+	l := cluster.AdminConnLimits(connlimit.OpenFileLimit())
 	return &l
 }
 
 // publicConnLimits are the public listener's connection caps: per client
 // address (the profile's; trusted proxies exempt, as they carry many
 // clients) and in total, below the process's descriptor limit.
-func publicConnLimits(p profile, trustedProxies []string) *cluster.ConnLimits {
-	l := &cluster.ConnLimits{PerAddress: cluster.DefaultConnsPerAddress, Total: cluster.TotalConnsFor(cluster.OpenFileLimit()), Plain: true}
+func publicConnLimits(p profile, trustedProxies []string) *connlimit.Limits {
+	l := &connlimit.Limits{PerAddress: cluster.DefaultConnsPerAddress, Total: connlimit.PublicTotal(connlimit.OpenFileLimit()), Plain: true}
 	switch {
 	case p.connsPerAddress == noConnCap:
 		l.PerAddress = 0

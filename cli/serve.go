@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/perpd/perpd/fsm"
 	"net"
 	"net/http"
 	"os"
@@ -18,7 +17,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/perpd/perpd/cluster"
+	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/httpapi"
+	"github.com/perpd/perpd/internal/connlimit"
 	"github.com/perpd/perpd/node"
 )
 
@@ -320,7 +321,7 @@ type endpoint struct {
 	addr  string
 	h     http.Handler
 	tls   *tls.Config
-	conns *cluster.ConnLimits
+	conns *connlimit.Limits
 }
 
 // listen binds every address before serving any, so a port clash fails the
@@ -337,7 +338,7 @@ func listen(log hclog.Logger, t cluster.Timeouts, eps ...endpoint) ([]*http.Serv
 			return nil, fmt.Errorf("listen %s: %w", ep.addr, err)
 		}
 		if ep.conns != nil {
-			ln = cluster.LimitListener(ln, *ep.conns)
+			ln = connlimit.Listen(ln, *ep.conns)
 		}
 		if ep.tls != nil {
 			ln = tls.NewListener(ln, ep.tls)

@@ -226,7 +226,7 @@ func campaignNow(r *raft.Raft) {
 func newTransport(cfg Config, fingerprint string) (*raft.NetworkTransport, func(raft.ServerAddress, time.Duration) (net.Conn, error), error) {
 	log := cfg.Logger.Named("transport")
 	if cfg.TLS != nil {
-		stream, err := newTLSStream(cfg.RaftAddr, cfg.TLS, fingerprint)
+		stream, err := newTLSStream(cfg.RaftAddr, cfg.TLS, fingerprint, log)
 		if err != nil {
 			return nil, nil, err
 		}

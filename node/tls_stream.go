@@ -3,16 +3,44 @@ package node
 import (
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/perpd/perpd/internal/boundedlog"
+	"github.com/perpd/perpd/internal/connlimit"
 )
 
 // tlsHandshakeTimeout bounds an incoming raft handshake, so a peer that
 // connects and says nothing holds no goroutine for long.
 const tlsHandshakeTimeout = 10 * time.Second
+
+// The raft listener's connection caps. A peer's transport holds a pool of
+// at most 3 connections to a member, one more for its replication pipeline
+// and one for a snapshot being sent, so RaftConnsPerAddress leaves a
+// restarted peer's dying connections ample room. Anyone who reaches the
+// port (it should be firewalled to the members, docs/deploy.md) holds a
+// descriptor and a goroutine until the handshake fails or times out;
+// without caps they could take every descriptor the node has. Loopback is
+// exempt per address (the members of a one-host cluster share it) but
+// counts toward the total: a quarter of the descriptors the public listener
+// leaves in reserve, at most raftConnsMax.
+const (
+	RaftConnsPerAddress = 32
+	raftConnsMax        = 512
+)
+
+func raftConnLimits() connlimit.Limits {
+	total := raftConnsMax
+	if reserve := connlimit.Reserve(connlimit.OpenFileLimit()); reserve > 0 {
+		total = min(total, reserve/4)
+	}
+	return connlimit.Limits{PerAddress: RaftConnsPerAddress, Total: total, Exempt: connlimit.Loopback}
+}
 
 // tlsStream is a raft.StreamLayer over mutual TLS: every accepted
 // connection must present a node certificate from the cluster CA before raft
@@ -29,17 +57,24 @@ const tlsHandshakeTimeout = 10 * time.Second
 // protocol (a build before this check, during a rolling upgrade) is still
 // served; its connections are checked from its upgrade on.
 type tlsStream struct {
-	ln        net.Listener
+	ln        *connlimit.Listener
 	advertise net.Addr
 	server    *tls.Config
 	client    *tls.Config
+	// refusals logs failed incoming handshakes, bounded: raft would log
+	// each one, and anyone who reaches the port can make them.
+	refusals *boundedlog.Logger
 }
 
 // raftProtocol is the TLS application protocol (ALPN) of this cluster's
 // raft transport.
 func raftProtocol(fingerprint string) string { return "perpd-raft/" + fingerprint }
 
-func newTLSStream(bind string, p *PeerTLS, fingerprint string) (*tlsStream, error) {
+func newTLSStream(bind string, p *PeerTLS, fingerprint string, log hclog.Logger) (*tlsStream, error) {
+	return newLimitedTLSStream(bind, p, fingerprint, log, raftConnLimits())
+}
+
+func newLimitedTLSStream(bind string, p *PeerTLS, fingerprint string, log hclog.Logger, limits connlimit.Limits) (*tlsStream, error) {
 	addr, err := net.ResolveTCPAddr("tcp", bind)
 	if err != nil {
 		return nil, err
@@ -54,7 +89,8 @@ func newTLSStream(bind string, p *PeerTLS, fingerprint string) (*tlsStream, erro
 	proto := raftProtocol(fingerprint)
 	server, client := p.raftServerConfig(), p.ClientConfig()
 	server.NextProtos, client.NextProtos = []string{proto}, []string{proto}
-	return &tlsStream{ln: ln, advertise: ln.Addr(), server: server, client: client}, nil
+	return &tlsStream{ln: connlimit.Listen(ln, limits), advertise: ln.Addr(), server: server, client: client,
+		refusals: boundedlog.New(log, "raft connection refused: TLS handshake failed")}, nil
 }
 
 func (s *tlsStream) Accept() (net.Conn, error) {
@@ -62,7 +98,7 @@ func (s *tlsStream) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &handshakeConn{Conn: tls.Server(c, s.server)}, nil
+	return &handshakeConn{Conn: tls.Server(c, s.server), refusals: s.refusals}, nil
 }
 
 func (s *tlsStream) Close() error   { return s.ln.Close() }
@@ -74,19 +110,24 @@ func (s *tlsStream) Dial(address raft.ServerAddress, timeout time.Duration) (net
 
 // handshakeConn completes the server handshake on first use, under a
 // deadline, in raft's per-connection goroutine rather than its accept loop.
+// A failed handshake is logged here, bounded, and raft is told io.EOF,
+// which it closes without a line of its own.
 type handshakeConn struct {
 	*tls.Conn
-	once sync.Once
-	err  error
+	refusals *boundedlog.Logger
+	once     sync.Once
+	err      error
 }
 
 func (c *handshakeConn) handshake() error {
 	c.once.Do(func() {
 		_ = c.Conn.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
-		c.err = c.Conn.Handshake()
+		err := c.Conn.Handshake()
 		_ = c.Conn.SetDeadline(time.Time{})
-		if c.err != nil {
+		if err != nil {
+			c.refusals.Warn(err.Error(), "remote", c.Conn.RemoteAddr().String())
 			_ = c.Conn.Close()
+			c.err = io.EOF
 		}
 	})
 	return c.err

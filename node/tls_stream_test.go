@@ -2,12 +2,19 @@ package node
 
 import (
 	"crypto/tls"
+	"errors"
 	"io"
+	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/perpd/perpd/internal/boundedlog"
+	"github.com/perpd/perpd/internal/testlog"
 )
 
 // TestRaftStreamRefusesAnotherClusterSecret: two nodes with certificates
@@ -28,7 +35,7 @@ func TestRaftStreamRefusesAnotherClusterSecret(t *testing.T) {
 		return p
 	}
 	stream := func(name, fingerprint string) *tlsStream {
-		s, err := newTLSStream("127.0.0.1:0", peer(name), fingerprint)
+		s, err := newTLSStream("127.0.0.1:0", peer(name), fingerprint, hclog.NewNullLogger())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,5 +110,74 @@ func TestRaftStreamRefusesAnotherClusterSecret(t *testing.T) {
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
 	if err := roundTrip(c); err != nil {
 		t.Fatalf("legacy dialer: %v", err)
+	}
+}
+
+// Anyone who reaches the raft port without a node certificate gets bounded
+// log lines and a bounded share of descriptors. Before, raft logged every
+// failed handshake ("failed to decode incoming command") and the listener
+// held any number of connections for the handshake timeout.
+func TestRaftListenerBoundsStrangers(t *testing.T) {
+	ca, err := NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ca.PeerTLS("n1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf testlog.Buffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &buf, JSONFormat: true})
+	limits := raftConnLimits()
+	limits.Total = 8 // small enough to test; loopback counts toward it
+	s, err := newLimitedTLSStream("127.0.0.1:0", p, "aaaaaaaaaaaaaaaa", log, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := raft.NewNetworkTransportWithLogger(s, 3, time.Second, log.Named("transport"))
+	t.Cleanup(func() { _ = tr.Close() })
+	addr := s.Addr().String()
+	testlog.HandshakeFlood(t, addr, 300)
+	deadline := time.Now().Add(5 * time.Second)
+	for strings.Count(buf.String(), "\n") < boundedlog.Burst && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	out := buf.String()
+	if n := strings.Count(out, "\n"); n < 1 || n > boundedlog.Burst+1 {
+		t.Fatalf("300 failed handshakes logged %d lines, want 1 to %d:\n%s", n, boundedlog.Burst+1, out)
+	}
+	if strings.Contains(out, "failed to decode incoming command") || !strings.Contains(out, "TLS handshake failed") || !strings.Contains(out, `"remote":"127.0.0.1:`) {
+		t.Fatalf("want only the stream's own bounded lines, with the remote address:\n%s", out)
+	}
+	// Silent strangers hold connections until the handshake times out:
+	// no more than the total.
+	var held []net.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			_ = c.Close()
+		}
+	})
+	for i := 0; i < limits.Total; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	for deadline := time.Now().Add(5 * time.Second); s.ln.Open() < limits.Total && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a connection past the total of %d was held: %v", limits.Total, err)
+	}
+	if s.ln.Open() != limits.Total || s.ln.Refused() == 0 {
+		t.Fatalf("open %d refused %d, want %d and at least 1", s.ln.Open(), s.ln.Refused(), limits.Total)
 	}
 }
