@@ -144,7 +144,9 @@ import (
 //	   (LevelPriceSourceShown); the leaderboards' recompute on the hour
 //	   counts that hour's funding (growth.LevelBoardsAfterFunding); an
 //	   operator approves or refuses a pending promoter application
-//	   (CmdPromoterReview, growth.LevelPromoterReview).
+//	   (CmdPromoterReview, growth.LevelPromoterReview); an order is
+//	   refused oracle_stale while its market's feed holds a print that
+//	   jumped past the guard (LevelHeldPrintStopsOrders).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/perpd/perpd/fsm/market"
+	"github.com/perpd/perpd/fsm/trade"
 	"github.com/perpd/perpd/fsm/wire"
 )
 
@@ -78,4 +79,43 @@ func TestPrintInsideSeededHistoryIsRefused(t *testing.T) {
 func (r *replica) lastPrint(feed string) (p market.Print, ok bool) {
 	r.m.Read(func(st *State, _ uint64) { p, ok = st.Market.FeedLast(feed) })
 	return p, ok
+}
+
+// TestHeldPrintStopsOrders: BTC really halves in one print, which the
+// guard holds. Below the level a short opened meanwhile at the price from
+// before the jump, to be paid by the longs when the next print confirmed
+// it; from the level the order is refused oracle_stale,
+// changing nothing, and after the confirming print it fills at the new
+// price. A cancel is not held up.
+func TestHeldPrintStopsOrders(t *testing.T) {
+	for _, level := range []uint32{LevelHeldPrintStopsOrders - 1, LevelHeldPrintStopsOrders} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := newTradeWorldAt(t, level)
+			long, lk := w.account(10 * btcBTC)
+			created(t, w.order(long, lk, mktOrder("l", "BTC-PERP", "buy", 10_000)), trade.StatusFilled)
+			a, k := w.account(btcBTC)
+			limit := trade.PlaceRequest{OrderID: "rest", MarketID: "BTC-PERP", Side: "buy", Type: trade.TypeLimit, Contracts: 100, LimitPriceQ8: usdQ8(90_000)}
+			created(t, w.order(a, k, limit), trade.StatusResting)
+			if res := w.print("BTCUSD", usdQ8(45_000)); string(res.Body) != `{"held":true}` {
+				t.Fatalf("a halving: %d %s", res.Status, res.Body)
+			}
+			before := w.hashNow()
+			w.ts-- // the order at the held print's time: the log clock stays
+			res := w.order(a, k, mktOrder("s", "BTC-PERP", "sell", 10_000))
+			if level < LevelHeldPrintStopsOrders {
+				created(t, res, trade.StatusFilled)
+				return
+			}
+			wantRefused(t, res, http.StatusBadRequest, wire.CodeOracleStale)
+			if w.hashNow() != before {
+				t.Fatal("a refused order changed the state")
+			}
+			wantOK(t, w.cancel(a, k, "rest", "cancel-rest"))
+			wantOK(t, w.print("BTCUSD", usdQ8(46_000)))
+			created(t, w.order(a, k, mktOrder("s2", "BTC-PERP", "sell", 10_000)), trade.StatusFilled)
+			if o := w.orderOf(a, "s2"); o.Status != trade.StatusFilled {
+				t.Fatalf("after the confirming print: %+v", o)
+			}
+		})
+	}
 }
