@@ -1,10 +1,14 @@
 package httpapi
 
 import (
+	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -25,6 +29,12 @@ type cachedDoc struct {
 	body        []byte
 	contentType string
 	etag        string
+	// gz is body gzipped once at build, served to a client that accepts
+	// gzip (the OpenAPI description is a few hundred KB of repetitive
+	// JSON, read by every agent that starts); gzEtag names that
+	// representation, as a strong ETag must.
+	gz     []byte
+	gzEtag string
 }
 
 // Names of the cached documents.
@@ -58,7 +68,39 @@ func (s *Server) buildDocs() {
 
 func newCachedDoc(body []byte, contentType string) cachedDoc {
 	sum := sha256.Sum256(body)
-	return cachedDoc{body: body, contentType: contentType, etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
+	tag := hex.EncodeToString(sum[:12])
+	var gz bytes.Buffer
+	w, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression) // the level is valid
+	_, _ = w.Write(body)                                   // a bytes.Buffer does not fail
+	_ = w.Close()
+	return cachedDoc{body: body, contentType: contentType, etag: `"` + tag + `"`, gz: gz.Bytes(), gzEtag: `"` + tag + `-gzip"`}
+}
+
+// acceptsGzip reports whether an Accept-Encoding header value accepts
+// gzip: named with a q above 0, or not named and * is (RFC 9110 12.5.3).
+func acceptsGzip(header string) bool {
+	gzipQ, starQ := -1.0, -1.0
+	for _, part := range strings.Split(header, ",") {
+		coding, params, _ := strings.Cut(part, ";")
+		q := 1.0
+		for _, p := range strings.Split(params, ";") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(p), "="); ok && strings.EqualFold(k, "q") {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+					q = f
+				}
+			}
+		}
+		switch strings.ToLower(strings.TrimSpace(coding)) {
+		case "gzip", "x-gzip":
+			gzipQ = q
+		case "*":
+			starQ = q
+		}
+	}
+	if gzipQ >= 0 {
+		return gzipQ > 0
+	}
+	return starQ > 0
 }
 
 // serveDoc answers with a cached document, or 304 when the client holds it.
@@ -70,11 +112,20 @@ func (s *Server) serveDoc(name string) gin.HandlerFunc {
 			notFound(c, "document "+c.Request.URL.Path+" (this server mounts no WebSocket)")
 			return
 		}
-		c.Header("ETag", d.etag)
-		if c.GetHeader("If-None-Match") == d.etag {
+		body, etag := d.body, d.etag
+		gz := acceptsGzip(c.GetHeader("Accept-Encoding"))
+		if gz {
+			body, etag = d.gz, d.gzEtag
+		}
+		c.Header("Vary", "Accept-Encoding")
+		c.Header("ETag", etag)
+		if c.GetHeader("If-None-Match") == etag {
 			c.Status(http.StatusNotModified)
 			return
 		}
-		c.Data(http.StatusOK, d.contentType, d.body)
+		if gz {
+			c.Header("Content-Encoding", "gzip")
+		}
+		c.Data(http.StatusOK, d.contentType, body)
 	}
 }
