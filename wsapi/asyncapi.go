@@ -106,7 +106,7 @@ func Describe(ref refSchema, object objectSchema) map[string]any {
 				"Reconnect recipe: subscribe and wait for the acknowledgement, then take the REST snapshot from the same node, then drop account events whose seq the snapshot already shows. " +
 				"The stream never backfills, so a snapshot taken before the acknowledgement can miss the events applied in between. " +
 				"Client frames that are not JSON objects or carry no op are ignored; an unknown op gets an error frame. " +
-				"Every client frame (pong, ignored and refused ones included) counts toward a raw budget of " + strconv.Itoa(RawFramesPerSecond) + " a second (burst " + strconv.Itoa(RawFrameBurst) + "); past it the node closes the connection with 1008 (policy violation).",
+				"Every client frame (pong, ignored and refused ones included, and protocol-level pings and pongs) counts toward a raw budget of " + strconv.Itoa(RawFramesPerSecond) + " a second (burst " + strconv.Itoa(RawFrameBurst) + "); past it the node closes the connection: with 1008 (policy violation) after a message frame, without a close frame after a protocol ping or pong.",
 		},
 		"defaultContentType": "application/json",
 		"servers": map[string]any{

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -35,6 +36,7 @@ const (
 	channelStats       = "stats"
 	channelAccount     = "account"
 	sessionConnKey     = "conn"
+	sessionRawKey      = "raw"
 	subjectAccountPref = "account|"
 	// closeReserve keeps room in melody's queue for the close frame after
 	// a connection's SessionBufferMsgs are queued.
@@ -170,8 +172,14 @@ func New(n *node.Node, log hclog.Logger) *Hub {
 	}
 	h.setSendBuffer(SessionBufferMsgs)
 	m.HandleConnect(func(s *melody.Session) {
-		c := &conn{subjects: map[string]bool{}, frames: rate.NewLimiter(FramesPerSecond, FrameBurst),
-			raw: rate.NewLimiter(RawFramesPerSecond, RawFrameBurst)}
+		// The raw budget was made at the upgrade, where the control
+		// frames' meter draws it too (controlframes.go).
+		raw, _ := s.Get(sessionRawKey)
+		rawLimiter, ok := raw.(*rate.Limiter)
+		if !ok {
+			rawLimiter = rate.NewLimiter(RawFramesPerSecond, RawFrameBurst)
+		}
+		c := &conn{subjects: map[string]bool{}, frames: rate.NewLimiter(FramesPerSecond, FrameBurst), raw: rawLimiter}
 		s.Set(sessionConnKey, c)
 		if h.ended.Load() { // upgraded while the stream ended
 			h.closeResync(s, c, ReasonStreamEnded)
@@ -185,6 +193,10 @@ func New(n *node.Node, log hclog.Logger) *Hub {
 		}
 	})
 	m.HandleError(func(s *melody.Session, err error) {
+		if errors.Is(err, errControlFlood) {
+			h.floodCloses.Add(1)
+			return
+		}
 		if err == melody.ErrMessageBufferFull {
 			// Cannot happen while every frame goes through write; if it
 			// does, say so loudly.
@@ -238,7 +250,8 @@ func (h *Hub) ServeClient(w http.ResponseWriter, r *http.Request, clientIP strin
 		return
 	}
 	defer h.release(addr)
-	if err := h.m.HandleRequest(w, r); err != nil {
+	raw := rate.NewLimiter(RawFramesPerSecond, RawFrameBurst)
+	if err := h.m.HandleRequestWithKeys(meteredWriter{ResponseWriter: w, raw: raw}, r, map[string]any{sessionRawKey: raw}); err != nil {
 		h.log.Debug("websocket upgrade failed", "err", err)
 	}
 }
