@@ -466,6 +466,8 @@ func TestDisplayNameImpersonationRefused(t *testing.T) {
 	}
 	wantCode(t, set("silver-crow-3327"), 400, "validation")
 	wantCode(t, set("silvеr crow"), 400, "validation")
+	wantCode(t, set("\U0001d429\U0001d41e\U0001d42b\U0001d429\U0001d41d"), 400, "validation") // mathematical bold perpd
+	wantCode(t, set("silver-crow-\U0001d7d1\U0001d7d1\U0001d7d0\U0001d7d5"), 400, "validation")
 	handle := a.do(req{method: "GET", path: "/v1/leaderboard/me", key: key}).json(t)["handle"].(string)
 	if r := set(handle); r.status != 200 {
 		t.Fatalf("own handle as display name: %d %s", r.status, r.body)

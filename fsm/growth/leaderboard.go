@@ -12,6 +12,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/perpd/perpd/fsm/wire"
 )
 
@@ -537,6 +539,20 @@ func CheckDisplayNameImpersonation(name, ownHandle string) *wire.Refusal {
 	bad := func(why string) *wire.Refusal {
 		return wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "displayName %s", why)
 	}
+	// Styled forms first (review of 2026-11-28): a mathematical bold
+	// "perpd", mathematical digits in a handle, small capitals, ligatures
+	// and sub- or superscript letters show as the plain letters the checks
+	// below look for, without being them. NFKC maps each compatibility form
+	// to its plain letter; a name it changes holds one.
+	if r, ok := smallCapital(name); ok {
+		return bad(fmt.Sprintf("may not hold small capital or phonetic letters (%U)", r))
+	}
+	if norm.NFKC.String(name) != name {
+		if strings.ContainsFunc(name, func(r rune) bool { return r >= 0xFF00 && r <= 0xFFEF }) {
+			return bad("may not hold fullwidth or halfwidth forms")
+		}
+		return bad("may not hold styled forms of letters or digits (mathematical, ligature, subscript or superscript)")
+	}
 	if handleShape.MatchString(name) && !strings.EqualFold(name, ownHandle) {
 		return bad("may not look like a trader's handle")
 	}
@@ -560,6 +576,23 @@ func CheckDisplayNameImpersonation(name, ownHandle string) *wire.Refusal {
 		return bad("may not mix Latin letters with Cyrillic or Greek ones")
 	}
 	return nil
+}
+
+// smallCapitals are the Latin small capital letters outside the block of
+// them (U+1D00-1D2B, turned and small capital letters of phonetic
+// notation): the IPA ones and Latin Extended-D's. NFKC leaves them as
+// they are, and "\u1d18\u1d07\u0280\u1d18\u1d05" reads PERPD.
+var smallCapitals = []rune{0x0262, 0x026A, 0x0274, 0x0276, 0x0280, 0x0281, 0x028F, 0x0299, 0x029B, 0x029C, 0x029F,
+	0xA730, 0xA731, 0xA7AE, 0xA7AF}
+
+// smallCapital returns the first small capital letter of name.
+func smallCapital(name string) (rune, bool) {
+	for _, r := range name {
+		if (r >= 0x1D00 && r <= 0x1D2B) || slices.Contains(smallCapitals, r) {
+			return r, true
+		}
+	}
+	return 0, false
 }
 
 // Settings applies a settings change. Opting out takes the trader off

@@ -288,6 +288,40 @@ func TestCheckDisplayNameImpersonation(t *testing.T) {
 	}
 }
 
+// TestDisplayNameStyledLettersRefused: styled letters and digits pass
+// every check above by not being the plain ones they show (review of
+// 2026-11-28): mathematical bold "perpd" is no Latin "perpd" to the venue
+// check, mathematical digits no [0-9] to the handle check, and small
+// capitals are Latin letters that are not "perpd" lowercased. The board,
+// the profile and the promoter surface showed them as the venue's name or
+// as another trader's handle.
+func TestDisplayNameStyledLettersRefused(t *testing.T) {
+	for _, bad := range []string{
+		"\U0001d429\U0001d41e\U0001d42b\U0001d429\U0001d41d",         // mathematical bold perpd
+		"\U0001d40f\U0001d404\U0001d411\U0001d40f\U0001d403 Support", // mathematical bold PERPD
+		"silver-crow-\U0001d7d1\U0001d7d1\U0001d7d0\U0001d7d5",       // another handle, mathematical digits
+		"\U0001d42c\U0001d422\U0001d425\U0001d42f\U0001d41e\U0001d42b-crow-3327",
+		"\u1d18\u1d07\u0280\u1d18\u1d05", // small capitals PERPD
+		"\u1d18\u1d07\u0280\u1d18\u1d05 team",
+		"\ufb01nance", // a ligature
+		"Ad\u2098in",  // a subscript letter
+	} {
+		if ValidateDisplayName(bad) != nil {
+			t.Errorf("%q: not even a valid name, so the case tests nothing", bad)
+			continue
+		}
+		if CheckDisplayNameImpersonation(bad, "plucky-puma-9818") == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	// Names of real scripts stay accepted, composed accents included.
+	for _, ok := range []string{"Zoë Ørsted", "Ɔkɔmfo Anɔkye", "Nguyễn Văn An", "김민준", "Ἀριστοτέλης", "محمد"} {
+		if ref := CheckDisplayNameImpersonation(ok, "plucky-puma-9818"); ref != nil {
+			t.Errorf("%q refused: %s", ok, ref.Msg)
+		}
+	}
+}
+
 // TestOptOutOfNoBoardIsCheap: opting out walks the boards only where the
 // trader holds a rank. It used to sort every trader's id first whenever
 // the trader had a recompute snapshot, ranked or not, so one account

@@ -79,9 +79,17 @@ var reservedCodes = map[string]bool{"ADMIN": true, "SUPPORT": true, "STAFF": tru
 // PERPD or OFFICIAL and hand it out as the venue's own). The state machine
 // keeps NormalizeCode alone, so old logs apply as before, and codes made
 // before stay valid to bind to.
+//
+// A code is upper case, where the digit 0 reads as O and 1 as I or L (the
+// drawn alphabet leaves them all out for that reason), so each word is
+// also looked for with those digits read as letters: "0FFICIAL", "SUPP0RT"
+// and "HE1P" (growth review, 2026-11-28).
 func CheckCodeImpersonation(norm string) *wire.Refusal {
-	if strings.Contains(norm, "PERPD") || strings.Contains(norm, "OFFICIAL") || reservedCodes[norm] {
-		return wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "code %s is reserved: a code may not pose as the venue", norm)
+	for _, one := range []string{"I", "L"} {
+		read := strings.NewReplacer("0", "O", "1", one).Replace(norm)
+		if strings.Contains(read, "PERPD") || strings.Contains(read, "OFFICIAL") || reservedCodes[read] {
+			return wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "code %s is reserved: a code may not pose as the venue", norm)
+		}
 	}
 	return nil
 }
