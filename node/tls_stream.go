@@ -21,8 +21,10 @@ const tlsHandshakeTimeout = 10 * time.Second
 
 // The raft listener's connection caps. A peer's transport holds a pool of
 // at most 3 connections to a member, one more for its replication pipeline
-// and one for a snapshot being sent, so RaftConnsPerAddress leaves a
-// restarted peer's dying connections ample room. Anyone who reaches the
+// and one for a snapshot being sent. RaftConnsPerAddress leaves room for
+// many more: a partition leaves the peer's old connections open on this
+// side until TCP keep-alive gives up on them (minutes), and the peer
+// dials anew each time the network heals. Anyone who reaches the
 // port (it should be firewalled to the members, docs/deploy.md) holds a
 // descriptor and a goroutine until the handshake fails or times out;
 // without caps they could take every descriptor the node has. Loopback is
@@ -30,7 +32,7 @@ const tlsHandshakeTimeout = 10 * time.Second
 // counts toward the total: a quarter of the descriptors the public listener
 // leaves in reserve, at most raftConnsMax.
 const (
-	RaftConnsPerAddress = 32
+	RaftConnsPerAddress = 128
 	raftConnsMax        = 512
 )
 
