@@ -140,12 +140,18 @@ func (w *boundsWorld) round(i int) {
 			wantOK(t, res)
 		}
 	}
-	res, q := w.quote(a, k, "mint", 1)
+	// Ten USDx for a stake: a share can cost more than one (the escrow's
+	// value counts exactly, usdx.LevelEscrowExactInPrice).
+	n := int64(1)
+	if i%5 == 0 {
+		n = 10
+	}
+	res, q := w.quote(a, k, "mint", n)
 	wantOK(t, res)
 	if i%5 == 0 {
 		res, _ := w.mint(a, k, q.QuoteID)
 		wantOK(t, res)
-		wantOK(t, w.cmd(a, k, CmdUSDxStake, USDxAmountPayload{Amount: 1}, ""))
+		wantOK(t, w.cmd(a, k, CmdUSDxStake, USDxAmountPayload{Amount: 10}, ""))
 		w.cmd(a, k, CmdUSDxUnstake, USDxAmountPayload{Amount: 1}, "") // refused past the cooling bound
 	}
 	// Leaderboard settings, cancel-all-after, referral and promoter codes.

@@ -466,6 +466,7 @@ func (s *State) Mint(e *Env, accountID, quoteID, freshID string) (MintOutcome, *
 	s.ReserveMsat += pz.baseFee + pz.dynFee
 	s.hedgeOrder(e, "sell", qu.Usdx, false)
 	s.Supply += qu.Usdx
+	s.notePeak(e)
 	h := s.holder(accountID)
 	h.Usdx += qu.Usdx
 	s.record(e.now(), qu.Usdx, 0)

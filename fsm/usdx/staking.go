@@ -45,9 +45,10 @@ func (s *State) Stake(e *Env, accountID string, q int64) (StakeResult, *wire.Ref
 	if price <= 0 {
 		return StakeResult{}, wire.Refuse(http.StatusConflict, wire.CodeConflict, "the staking pool was marked down to nothing; it takes no stakes until its last shares leave")
 	}
-	accrued := s.accruedYieldQ9(e)
+	// The pool is worth its accrued yield too (LevelStakePaysAccrual),
+	// and the escrow's value below a whole USDx (LevelEscrowExactInPrice).
+	accrued := satAdd(s.accruedYieldQ9(e), s.escrowFracQ9(e))
 	if accrued > 0 {
-		// The pool is worth its accrued yield too (LevelStakePaysAccrual).
 		price = priceWithAccrual(pool, accrued, s.SusdxSupply)
 	}
 	shares := mulDivFloor(q, Q9, price)
@@ -122,20 +123,58 @@ func (s *State) poolUsdx(e *Env) int64 {
 
 // ServedSharePriceQ9 is the share price a stake is served now (SPEC's
 // staking.sharePriceQ9): from LevelStakePaysAccrual it counts the yield
-// accrued since the last boundary (accruedYieldQ9).
+// accrued since the last boundary (accruedYieldQ9), from
+// LevelEscrowExactInPrice the escrow's value below a whole USDx.
 func (s *State) ServedSharePriceQ9(e *Env) int64 {
 	pool := s.poolUsdx(e)
-	if accrued := s.accruedYieldQ9(e); accrued > 0 {
+	if accrued := satAdd(s.accruedYieldQ9(e), s.escrowFracQ9(e)); accrued > 0 {
 		return priceWithAccrual(pool, accrued, s.SusdxSupply)
 	}
 	return SharePriceQ9(pool, s.SusdxSupply)
 }
 
-// poolSharePriceQ9 is the share price of what the pool holds, without
-// the accrued yield: the waterfall records it before and after a
+// poolSharePriceQ9 is the share price of what the pool holds (from
+// LevelEscrowExactInPrice the escrow at its exact value), without the
+// accrued yield: the waterfall records it before and after a
 // boundary, when the accrual starts again from nothing.
 func (s *State) poolSharePriceQ9(e *Env) int64 {
-	return SharePriceQ9(s.poolUsdx(e), s.SusdxSupply)
+	pool := s.poolUsdx(e)
+	if frac := s.escrowFracQ9(e); frac > 0 {
+		return priceWithAccrual(pool, frac, s.SusdxSupply)
+	}
+	return SharePriceQ9(pool, s.SusdxSupply)
+}
+
+// LevelEscrowExactInPrice is the feature level (fsm.FeatureLevel) from
+// which a stake pays for the yield escrow's value exactly, in USDx x 1e9
+// (escrowFracQ9), not rounded down to whole USDx (poolUsdx). Below it the
+// part of the escrow worth less than one USDx was priced at nothing, so a
+// stake took its share of it free and left with it in kind at release:
+// right after a markdown (whose surplus, from
+// LevelMarkdownSurplusToStakers, waits in the escrow) a stake of 10,000
+// USDx into a pool of 10 staked USDx, 11 sUSDx and 998,299 msat of escrow
+// released 10,000 USDx and 997,301 msat, and the 11 sUSDx kept 998 msat of
+// their escrow (found by a review on 2026-11-28,
+// TestStakePaysForTheEscrowBelowOneUSDx).
+const LevelEscrowExactInPrice uint32 = 8
+
+// escrowFracQ9 is the yield escrow's value at the hedge market's last
+// print beyond the whole USDx poolUsdx counts, in USDx x 1e9, rounded
+// down (so poolUsdx x 1e9 + escrowFracQ9 is the pool's exact value): 0
+// below LevelEscrowExactInPrice, without shares (nothing to price), an
+// escrow or a print.
+func (s *State) escrowFracQ9(e *Env) int64 {
+	if e.T.Level < LevelEscrowExactInPrice || s.SusdxSupply <= 0 || s.YieldEscrowMsat <= 0 {
+		return 0
+	}
+	_, pr, ok := e.hedgeMarket()
+	if !ok || pr.MidQ8 <= 0 {
+		return 0
+	}
+	r := new(big.Int).Mul(big.NewInt(s.YieldEscrowMsat), big.NewInt(pr.MidQ8))
+	r.Mul(r, big.NewInt(Q9))
+	r.Quo(r, bigInverse)
+	return r.Mod(r, big.NewInt(Q9)).Int64()
 }
 
 // LevelStakePaysAccrual is the feature level (fsm.FeatureLevel) from

@@ -358,6 +358,10 @@ type State struct {
 	// it): the stakers take the part of that interval's yield after it,
 	// the reserve the part before (waterfall.go, positive).
 	PoolOpenedTsMs int64 `cbor:"28,keyasint,omitempty"`
+	// PeakSupply is the largest supply since the hedge market's last
+	// funding boundary (from LevelReserveBoundsAtPeak; 0 before): the
+	// reserve's target and floor are measured on it (ReserveBounds).
+	PeakSupply int64 `cbor:"29,keyasint,omitempty"`
 }
 
 // NewState returns USDx with default parameters and nothing minted.

@@ -41,12 +41,14 @@ import (
 
 // ReserveTargetMsat and ReserveFloorMsat are the reserve's bounds at
 // markQ8: supply's value x rate / 1e9, rounded down (0 and false without a
-// mark).
+// mark). From LevelReserveBoundsAtPeak the supply is the largest since the
+// hedge market's last boundary (PeakSupply), so a redemption before a
+// boundary does not lower them for it.
 func (s *State) ReserveBounds(markQ8 int64) (target, floor int64, ok bool) {
 	if markQ8 <= 0 {
 		return 0, 0, false
 	}
-	v := ValueMsat(s.Supply, markQ8)
+	v := ValueMsat(max(s.Supply, s.PeakSupply), markQ8)
 	return mulDivFloor(v, s.Params.ReserveTargetQ9, Q9), mulDivFloor(v, s.Params.ReserveFloorQ9, Q9), true
 }
 
@@ -70,6 +72,10 @@ func (s *State) OnFunding(e *Env, ev market.FundingEvent) {
 	}
 	w.SharePriceQ9After = s.poolSharePriceQ9(e)
 	s.PoolOpenedTsMs = 0 // set from LevelStakePaysAccrual only
+	if e.T.Level >= LevelReserveBoundsAtPeak {
+		// The next interval's bounds start from the supply now.
+		s.PeakSupply = s.Supply
+	}
 	s.History = append(s.History, w)
 	if len(s.History) > WaterfallsKept {
 		s.History = s.History[len(s.History)-WaterfallsKept:]
@@ -229,7 +235,34 @@ func (s *State) mintYield(e *Env) int64 {
 	}
 	s.Supply += lo
 	s.Staked += lo
+	s.notePeak(e)
 	return lo
+}
+
+// LevelReserveBoundsAtPeak is the feature level (fsm.FeatureLevel) from
+// which the reserve's target and floor are measured on the largest supply
+// since the hedge market's last boundary (State.PeakSupply), not on the
+// supply at the boundary. Both move with supply by reserveTargetQ9 (5%)
+// and reserveFloorQ9 (1%) of its value while a mint and a redemption cost
+// about 0.34% together, so the bounds were cheap to move just before a
+// boundary. Found by a review on 2026-11-28: with the reserve at its
+// target, a mint of 300 USDx 10 s before a positive boundary opened a gap
+// larger than the hour's payment, so the stake after it paid no accrued
+// yield (LevelStakePaysAccrual); the 300 redeemed closed the gap again,
+// the boundary paid its whole hour to the stakers, and the stake,
+// unstaked at once, left an hour later 2,095,206 msat up where it
+// otherwise ends 878,809 msat down (TestAMintCannotMoveTheReservesGapForAStake). A
+// staker could likewise redeem before a boundary to lower the target (the
+// stakers take more of a payment) or the floor (the reserve takes more of
+// a loss), and mint again after it.
+const LevelReserveBoundsAtPeak uint32 = 8
+
+// notePeak records the supply in PeakSupply after it grew (a mint, a
+// yield mint), from LevelReserveBoundsAtPeak.
+func (s *State) notePeak(e *Env) {
+	if e.T.Level >= LevelReserveBoundsAtPeak {
+		s.PeakSupply = max(s.PeakSupply, s.Supply)
+	}
 }
 
 func (s *State) negative(e *Env, markQ8 int64, w *Waterfall) {
