@@ -146,7 +146,12 @@ import (
 //	   operator approves or refuses a pending promoter application
 //	   (CmdPromoterReview, growth.LevelPromoterReview); an order is
 //	   refused oracle_stale while its market's feed holds a print that
-//	   jumped past the guard (LevelHeldPrintStopsOrders).
+//	   jumped past the guard (LevelHeldPrintStopsOrders), and USDx takes
+//	   such a print for a stale one (usdx.LevelHeldPrintIsStale); a stake
+//	   pays for the yield escrow's value below one USDx
+//	   (usdx.LevelEscrowExactInPrice); the reserve's target and floor are
+//	   measured on the interval's peak supply
+//	   (usdx.LevelReserveBoundsAtPeak).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -2,9 +2,12 @@ package fsm
 
 import (
 	"fmt"
+	"net/http"
 	"testing"
 
+	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/usdx"
+	"github.com/perpd/perpd/fsm/wire"
 )
 
 // TestMarkdownTakesTheLossAndNoMore: a small pool (20 USDx minted, 11
@@ -66,4 +69,48 @@ func smallMarkdownWorld(t *testing.T, level uint32, staked int64) *usdxWorld {
 	w.stakeFor(a, k, staked)
 	w.params(USDxParamsPayload{ReserveTargetQ9: i64(1_000_000_000), ReserveFloorQ9: i64(1_000_000_000)})
 	return w
+}
+
+// TestHeldPrintStopsUSDxPricing: BTC really halves in one print, which the
+// guard holds. Below the level a mint was quoted at the price from before
+// the jump (sats worth half as many dollars bought the old count of USDx)
+// and a redemption paid at it; from the level a mint quote is refused
+// usdx_oracle_stale and a redemption queues (oracle_stale) until the next
+// print confirms the move, and is then paid at the new price.
+func TestHeldPrintStopsUSDxPricing(t *testing.T) {
+	for _, level := range []uint32{usdx.LevelHeldPrintIsStale - 1, usdx.LevelHeldPrintIsStale} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
+			acct, key := w.account(btcBTC)
+			w.mintN(acct, key, 100)
+			if res := w.print("BTCUSD", usdQ8(45_000)); string(res.Body) != `{"held":true}` {
+				t.Fatalf("a halving: %d %s", res.Status, res.Body)
+			}
+			res, _ := w.quote(acct, key, usdx.SideMint, 10)
+			red := w.cmd(acct, key, CmdUSDxRedeem, USDxAmountPayload{ID: "red1", Amount: 40}, "")
+			var s usdx.SagaView
+			_ = red.Decode(&s)
+			if level < usdx.LevelHeldPrintIsStale {
+				wantOK(t, res)
+				if s.State == usdx.SagaQueued {
+					t.Fatalf("below the level the redemption went at the held-back price: %s", red.Body)
+				}
+				return
+			}
+			wantRefused(t, res, http.StatusConflict, wire.CodeUSDxOracleStale)
+			if red.Status != http.StatusCreated || s.State != usdx.SagaQueued || s.QueuedReason == nil || *s.QueuedReason != "oracle_stale" {
+				t.Fatalf("a redemption under a held print: %d %s", red.Status, red.Body)
+			}
+			free0 := w.balance(ledger.Free(acct))
+			wantOK(t, w.print("BTCUSD", usdQ8(46_000)))
+			if h := w.holder(acct); h.Pending != 0 || w.st().u.Supply != 60 {
+				t.Fatalf("after the confirming print: %+v, supply %d", h, w.st().u.Supply)
+			}
+			// 40 dollars at about 46,000: about 8.7e7 msat less fees; at
+			// the held-back 100,000 it would have been 4.0e7.
+			if got := w.balance(ledger.Free(acct)) - free0; got < 85_000_000 || got > 87_000_000 {
+				t.Fatalf("paid %d msat", got)
+			}
+		})
+	}
 }

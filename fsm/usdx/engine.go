@@ -48,8 +48,22 @@ func (e *Env) hedgeMarket() (*market.MarketState, market.Print, bool) {
 
 func (e *Env) oracleFresh() bool {
 	_, _, ok := e.hedgeMarket()
-	return ok && !e.T.Market.IsStale(HedgeMarket, e.now())
+	if !ok || e.T.Market.IsStale(HedgeMarket, e.now()) {
+		return false
+	}
+	return e.T.Level < LevelHeldPrintIsStale || !e.T.Market.PrintHeld(HedgeMarket)
 }
+
+// LevelHeldPrintIsStale is the feature level (fsm.FeatureLevel) from which
+// the hedge market's price counts as stale while its feed holds a print
+// that jumped past market.PrintJumpFactor, as order entry treats it
+// (fsm.LevelHeldPrintStopsOrders): a mint or a redemption is refused or
+// queued (oracle_stale), the hedge does not trade and the waterfall mints
+// no yield until the next print confirms or drops the held one. Below it
+// a mint or a redemption meanwhile was priced at the print from before a
+// real jump, a dollar value wrong by half or more, for one print
+// interval.
+const LevelHeldPrintIsStale uint32 = 8
 
 // LevelHedgeHalts is the feature level (fsm.FeatureLevel) from which the
 // hedge trades for redemptions and yield mints only when traders could:
