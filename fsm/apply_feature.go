@@ -151,7 +151,10 @@ import (
 //	   pays for the yield escrow's value below one USDx
 //	   (usdx.LevelEscrowExactInPrice); the reserve's target and floor are
 //	   measured on the interval's peak supply
-//	   (usdx.LevelReserveBoundsAtPeak).
+//	   (usdx.LevelReserveBoundsAtPeak); an account's reduce-only entries
+//	   use a market's index reserve for at most two entries per side,
+//	   not only twice the position's contracts
+//	   (trade.LevelReserveCountsEntries).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

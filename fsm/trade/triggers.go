@@ -209,14 +209,27 @@ func (s *State) protects(env *Env, accountID, marketID string, side Side, contra
 	if pos.Contracts == 0 || pos.Side == side {
 		return false
 	}
-	total := contracts
+	total, entries := contracts, 1
 	for _, no := range a.Live { // at most RestingOrdersPerAccountMax
 		if o := s.Orders[no]; o != nil && o.MarketID == marketID && o.Side == side && o.ReduceOnly {
 			total += o.Contracts
+			entries++
 		}
+	}
+	if env.Level >= LevelReserveCountsEntries && entries > ReserveCoverMultiple {
+		return false
 	}
 	return total <= ReserveCoverMultiple*pos.Contracts
 }
+
+// LevelReserveCountsEntries is the feature level (fsm.FeatureLevel) from
+// which an account's live reduce-only entries on one side of a market
+// (the new one included) also number at most ReserveCoverMultiple for a
+// new one to use the index's reducing reserve. Found by a review on
+// 2026-11-28: LevelReserveProtects bounds their contracts only, so a
+// 200-contract long (about 2,000 sats of margin at 100x) put 200
+// one-contract stops in the reserve, and 500 such accounts filled it.
+const LevelReserveCountsEntries uint32 = 8
 
 // indexRoom refuses n more entries in marketID's price index when it would
 // pass PriceIndexEntriesMax, or, for entries that can open exposure, from
