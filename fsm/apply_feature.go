@@ -154,7 +154,10 @@ import (
 //	   (usdx.LevelReserveBoundsAtPeak); an account's reduce-only entries
 //	   use a market's index reserve for at most two entries per side,
 //	   not only twice the position's contracts
-//	   (trade.LevelReserveCountsEntries).
+//	   (trade.LevelReserveCountsEntries); a resting limit order a print
+//	   crossed but could not fill goes back into a price index that
+//	   bracket legs took past its bound, instead of halting the replica
+//	   (trade.LevelReindexPast).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

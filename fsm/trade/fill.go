@@ -116,6 +116,15 @@ const LevelStalePrintWaits uint32 = 7
 // good (market_halted), leaving its position unprotected after it.
 const LevelHaltResume uint32 = 7
 
+// LevelReindexPast is the feature level (fsm.FeatureLevel) from which a
+// resting limit order that a print crossed but could not fill goes back
+// into the price index even when the index is at or past its bound: it
+// held a place there already. Found by a review on 2026-11-28: bracket
+// legs arm past the bound (LevelLegsArmPast), so a full index may hold
+// PriceIndexEntriesMax + 1 entries; a crossed limit order was taken out,
+// its bounded insert failed, and every replica halted on that print.
+const LevelReindexPast uint32 = 8
+
 // OnPrint liquidates what the newest print made due (liquidate.go), then
 // checks the market's resting limit orders and armed triggers against it: only the entries whose level the mid crossed
 // since the last check (the price index; no scan), in the order the price
@@ -186,7 +195,7 @@ func (s *State) walk(env *Env, m *market.MarketState, book *Book, pr market.Prin
 
 func (s *State) tryResting(env *Env, m *market.MarketState, pr market.Print, book *Book, o *Order) {
 	book.Index.Remove(indexID(o.No))
-	wait := func() { s.index(book, o, pr.MidQ8) }
+	wait := func() { s.indexIn(book, o, pr.MidQ8, env.Level >= LevelReindexPast) }
 	if m.Params.Status == market.StatusHalted {
 		wait()
 		return

@@ -389,9 +389,17 @@ func (s *State) rest(env *Env, a *Account, o *Order, pos Position, midQ8, free i
 	return Created{OrderID: o.OrderID, Status: StatusResting}, nil
 }
 
-func (s *State) index(book *Book, o *Order, midQ8 int64) {
+func (s *State) index(book *Book, o *Order, midQ8 int64) { s.indexIn(book, o, midQ8, false) }
+
+// indexIn is index; past lets the order in beyond the index's bound (an
+// order put back after a print crossed it: it held its place already).
+func (s *State) indexIn(book *Book, o *Order, midQ8 int64, past bool) {
 	level, dir := restLevel(o.Side, o.LimitQ8, midQ8)
-	if err := book.Index.Insert(indexID(o.No), level, dir); err != nil {
+	insert := book.Index.Insert
+	if past {
+		insert = book.Index.InsertPast
+	}
+	if err := insert(indexID(o.No), level, dir); err != nil {
 		panic(fmt.Sprintf("trade: index order %d: %v", o.No, err))
 	}
 	o.LevelQ8 = level
