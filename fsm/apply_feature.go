@@ -157,7 +157,11 @@ import (
 //	   (trade.LevelReserveCountsEntries); a resting limit order a print
 //	   crossed but could not fill goes back into a price index that
 //	   bracket legs took past its bound, instead of halting the replica
-//	   (trade.LevelReindexPast).
+//	   (trade.LevelReindexPast); a Lightning withdrawal is refused while
+//	   the account has another one, not returned, to the same payment
+//	   hash under another invoice string (a re-signed invoice), and a
+//	   withdrawal's payment hash is checked and recorded
+//	   (funds.LevelInvoiceHashPaidOnce).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

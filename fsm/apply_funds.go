@@ -129,8 +129,18 @@ func applyWithdrawalRequested(c *Ctx) (int, any, *wire.Refusal) {
 	if prior != nil {
 		return http.StatusCreated, funds.WithdrawalCreated{RailRef: prior.RailRef, Queued: prior.CreatedQueued}, nil
 	}
+	if c.St.FeatureLevel < funds.LevelInvoiceHashPaidOnce {
+		p.PaymentHash = "" // ignored, as a build before the level ignores it
+	} else if ref := funds.CheckPaymentHash(p); ref != nil {
+		return 0, nil, ref
+	}
 	if c.St.FeatureLevel >= funds.LevelInvoicePaidOnce && p.Path == funds.PathLightning {
-		if other, ok := c.St.Funds.LiveWithdrawalTo(acct, p.Destination); ok {
+		if other, ok := c.St.Funds.LiveWithdrawalTo(acct, p.Destination, p.PaymentHash); ok {
+			if other.Destination != p.Destination { // the same payment hash, another invoice string
+				return 0, nil, wire.Refuse(http.StatusConflict, wire.CodeConflict,
+					"this Lightning invoice's payment hash already has a withdrawal (railRef %s, %s), under another invoice: a payment is made once",
+					other.RailRef, other.State)
+			}
 			return 0, nil, wire.Refuse(http.StatusConflict, wire.CodeConflict,
 				"this Lightning invoice already has a withdrawal (railRef %s, %s): an invoice is paid once", other.RailRef, other.State)
 		}

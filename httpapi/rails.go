@@ -265,11 +265,13 @@ func (s *Server) createWithdrawal(c *gin.Context) {
 	// withdrawal it created before the invoice expired must get the stored
 	// 201, or it believes the withdrawal failed (it exists, and may be
 	// paid) and may withdraw again.
+	// The payment hash lets the state machine tell the same payment under
+	// a re-signed invoice (funds.LevelInvoiceHashPaidOnce).
 	acct := callerOf(c).AccountID
 	clientKey, _ := idemKeyOf(c)
 	p := funds.WithdrawalRequest{IdempotencyKey: clientKey, AmountMsat: amount,
 		FeeMsat: s.Rail.QuoteFee(d.Path, amount), Path: d.Path, Destination: d.Normalized,
-		DestExpiresAtMs: d.ExpiresAtMs, RailRef: "wd_" + randomID(12)}
+		DestExpiresAtMs: d.ExpiresAtMs, PaymentHash: d.PaymentRef, RailRef: "wd_" + randomID(12)}
 	if req.ConfirmToken != nil {
 		p.Confirm = s.readConfirmToken(*req.ConfirmToken, acct, d.Normalized)
 	}

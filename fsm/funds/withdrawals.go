@@ -70,6 +70,11 @@ type Withdrawal struct {
 	// CreatedQueued is the create result's queued flag.
 	CreatedQueued bool   `cbor:"14,keyasint,omitempty"`
 	LastSeq       uint64 `cbor:"15,keyasint,omitempty"`
+	// PaymentHash is a Lightning invoice's payment hash (64 lowercase
+	// hex), recorded from LevelInvoiceHashPaidOnce; "" for Spark and for
+	// a withdrawal recorded before the level. omitempty: a record without
+	// one encodes to the bytes it had before the field existed.
+	PaymentHash string `cbor:"16,keyasint,omitempty"`
 }
 
 // ChangeSeq is the seq of the withdrawal's latest change.
@@ -95,6 +100,11 @@ type WithdrawalRequest struct {
 	DestExpiresAtMs int64    `cbor:"6,keyasint,omitempty"`
 	RailRef         string   `cbor:"7,keyasint"`
 	Confirm         *Confirm `cbor:"8,keyasint,omitempty"`
+	// PaymentHash is the invoice's payment hash (64 lowercase hex) as the
+	// serving node decoded it from Destination; "" for Spark. A build
+	// before LevelInvoiceHashPaidOnce ignores the field (an unknown CBOR
+	// key), and so does apply below that level.
+	PaymentHash string `cbor:"9,keyasint,omitempty"`
 }
 
 // PayoutResult is what the rail said about a payout.
@@ -132,8 +142,21 @@ func (s *State) PriorWithdrawal(account string, r WithdrawalRequest) (*Withdrawa
 // second withdrawal to it (a client retrying under a new idempotency key)
 // either fails at the rail or, with an adapter that looks payments up by
 // their hash, is reported paid without anything sent, charging the
-// account twice. Found by a review on 2026-11-27.
+// account twice. Found by a review on 2026-11-27. It compares invoice
+// strings; LevelInvoiceHashPaidOnce adds the payment hash.
 const LevelInvoicePaidOnce uint32 = 7
+
+// LevelInvoiceHashPaidOnce is the feature level (fsm.FeatureLevel) from
+// which LevelInvoicePaidOnce compares Lightning withdrawals by payment
+// hash as well as by invoice string. The payee (here the client itself)
+// can sign its invoice again with another description or expiry and the
+// same payment hash: a new string for the same payment, which the string
+// check let through, and a rail that finds payments by their hash then
+// reports the second paid with nothing sent. From the level a request's
+// PaymentHash is checked (64 lowercase hex, Lightning only) and recorded
+// on the withdrawal; below it the field is ignored, as a build before it
+// ignores it. Found by a review on 2026-11-28.
+const LevelInvoiceHashPaidOnce uint32 = 8
 
 // LevelReturnedNotHeld is the feature level (fsm.FeatureLevel) from which
 // a returned withdrawal past MaxClosedWithdrawalsPerAccount is dropped at
@@ -177,13 +200,20 @@ func (s *State) OpenWithdrawals(account string) int {
 }
 
 // LiveWithdrawalTo returns an account's withdrawal to the Lightning
-// invoice dest (normalized) that is requested, queued or paid, if any. It
-// walks the account's kept withdrawals (retention.go bounds them; a closed
-// one is kept at least WithdrawalRetainMs).
-func (s *State) LiveWithdrawalTo(account, dest string) (*Withdrawal, bool) {
+// invoice dest (normalized) that is requested, queued or paid, if any;
+// with hash not "", also one that recorded the payment hash hash: the
+// same payment under another invoice string. A withdrawal recorded
+// without a hash (before LevelInvoiceHashPaidOnce) matches by its string
+// only. It walks the account's kept withdrawals (retention.go bounds
+// them; a closed one is kept at least WithdrawalRetainMs).
+func (s *State) LiveWithdrawalTo(account, dest, hash string) (*Withdrawal, bool) {
 	seqs := s.WithdrawalsByAccount[account] // seqs of each one's latest change
 	for i := len(seqs) - 1; i >= 0; i-- {
-		if w := s.WithdrawalAt(seqs[i]); w != nil && w.Path == PathLightning && w.Destination == dest && w.State != StateReturned {
+		w := s.WithdrawalAt(seqs[i])
+		if w == nil || w.Path != PathLightning || w.State == StateReturned {
+			continue
+		}
+		if w.Destination == dest || (hash != "" && w.PaymentHash == hash) {
 			return w, true
 		}
 	}
@@ -222,7 +252,7 @@ func (s *State) RequestWithdrawal(l *ledger.Ledger, account string, r Withdrawal
 	}
 	w := &Withdrawal{Seq: seq, AccountID: account, IdempotencyKey: r.IdempotencyKey, AmountMsat: r.AmountMsat,
 		FeeMsat: r.FeeMsat, State: StateRequested, Path: r.Path, Destination: r.Destination, RailRef: r.RailRef,
-		RequestedTsMs: nowMs}
+		RequestedTsMs: nowMs, PaymentHash: r.PaymentHash}
 	if s.QueuedByPath[r.Path] > 0 {
 		w.State, w.CreatedQueued = StateQueued, true
 		w.Reason = "waiting behind earlier " + r.Path + " payouts the rail has not confirmed yet"
@@ -257,6 +287,22 @@ func checkRequest(r WithdrawalRequest, nowMs int64) *wire.Refusal {
 		return bad("Spark transfers move whole sats: amountMsat must be a multiple of 1000")
 	case r.DestExpiresAtMs != 0 && nowMs >= r.DestExpiresAtMs:
 		return bad("the invoice expired at %d ms: ask the payee for a new one", r.DestExpiresAtMs)
+	}
+	return CheckPaymentHash(r)
+}
+
+// CheckPaymentHash refuses a request whose PaymentHash is neither empty
+// nor 64 lowercase hex, or that carries one on a path other than
+// Lightning: the serving node writes it from the decoded invoice, so a
+// malformed one is a broken proposer, refused rather than recorded.
+func CheckPaymentHash(r WithdrawalRequest) *wire.Refusal {
+	switch {
+	case r.PaymentHash == "":
+		return nil
+	case r.Path != PathLightning:
+		return wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "a paymentHash is only for a Lightning withdrawal")
+	case !isHex64(r.PaymentHash):
+		return wire.Refuse(http.StatusBadRequest, wire.CodeValidation, "paymentHash must be 64 lowercase hex digits")
 	}
 	return nil
 }
