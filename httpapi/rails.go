@@ -265,6 +265,7 @@ func (s *Server) createWithdrawal(c *gin.Context) {
 	// withdrawal it created before the invoice expired must get the stored
 	// 201, or it believes the withdrawal failed (it exists, and may be
 	// paid) and may withdraw again.
+	//
 	// The payment hash lets the state machine tell the same payment under
 	// a re-signed invoice (funds.LevelInvoiceHashPaidOnce).
 	acct := callerOf(c).AccountID
