@@ -1,17 +1,18 @@
 package fsm
 
 // A seeded property test of the risk engine (a review of 2026-11-28):
-// random accounts open random positions (inverse BTC or quanto ETH) at random leverage on both
-// sides, place stops, and the price walks and gaps at random, with
-// halts, resumptions, stale prints, held jumps, maintenance-rate
-// changes and funding boundaries among the prints. Every entry that can liquidate is audited
-// record by record (auditEntry: each liquidation's realised loss plus
-// deficit is what left its position's margin, the fund covers in order
-// and never goes below zero, ADL follows its ranking, the house moves by
-// exactly what the records say), the machine checks the ledger's
-// conservation and the book's invariants after every entry, and the
-// insurance fund always equals the penalties it took less the deficits
-// it covered.
+// random accounts (two of them whales) open random positions in the
+// inverse BTC or the quanto ETH market at random leverage on both sides
+// and place stops, while the price walks and gaps at random, with halts,
+// resumptions, stale prints, held jumps, maintenance-rate changes and
+// funding boundaries among the prints. Every entry that can liquidate is
+// audited record by record (auditEntry: each liquidation's realised loss
+// plus deficit is what left its position's margin, the fund covers in
+// order and never goes below zero, ADL follows its ranking, funding moves
+// margins and entries as its flows say, the house moves by exactly what
+// the records say), the machine checks the ledger's conservation and the
+// book's invariants after every entry, and the insurance fund always
+// equals the penalties it took less the deficits it covered.
 
 import (
 	"fmt"
@@ -39,11 +40,16 @@ func TestRandomRiskKeepsEveryRecordStraight(t *testing.T) {
 			if seed%2 == 0 {
 				mkt, feed, mid = "ETH-PERP", "ETHUSD", usdQ8(3_400)
 			}
-			floor := mid / 100
+			floor, ceiling := mid/100, mid*100
 			type trader struct{ id, key string }
 			var ts []trader
 			for i := 0; i < 14; i++ {
 				a, k := w.account(btcBTC/50 + rng.Int63n(btcBTC))
+				ts = append(ts, trader{a, k})
+			}
+			// Two whales, whose orders move the skew's impact.
+			for i := 0; i < 2; i++ {
+				a, k := w.account(50 * btcBTC)
 				ts = append(ts, trader{a, k})
 			}
 			halted := false
@@ -66,7 +72,11 @@ func TestRandomRiskKeepsEveryRecordStraight(t *testing.T) {
 				switch r := rng.Intn(20); {
 				case r < 7: // an order at random leverage; refusals are fine
 					side := []string{"buy", "sell"}[rng.Intn(2)]
-					o := levered(mktOrder(fmt.Sprintf("o%d", n), mkt, side, 100+rng.Int63n(30_000)), 1+rng.Int63n(100))
+					size := 100 + rng.Int63n(30_000)
+					if rng.Intn(5) == 0 {
+						size = 100_000 + rng.Int63n(900_000)
+					}
+					o := levered(mktOrder(fmt.Sprintf("o%d", n), mkt, side, size), 1+rng.Int63n(100))
 					if rng.Intn(4) == 0 {
 						o.ReduceOnly = true
 					}
@@ -88,7 +98,7 @@ func TestRandomRiskKeepsEveryRecordStraight(t *testing.T) {
 					if rng.Intn(6) == 0 {
 						move = mid / 100 * int64(rng.Intn(41)-20)
 					}
-					mid = max(mid+move, floor)
+					mid = min(max(mid+move, floor), ceiling)
 					audit(func() *Result { return w.print(feed, mid) })
 				case r < 17: // a jump the guard holds, then the print that confirms or drops it
 					held := mid * 3
@@ -99,8 +109,8 @@ func TestRandomRiskKeepsEveryRecordStraight(t *testing.T) {
 						last, _ := w.feedLastOf(feed)
 						t.Fatalf("a jump of 3x (%d from %d, last %+v) was not held: %s", held, mid, last, res.Body)
 					}
-					if rng.Intn(2) == 0 && held >= floor {
-						mid = held + held/500 // confirmed (never below the floor, which walks clamp to)
+					if rng.Intn(2) == 0 && held >= floor && held <= ceiling {
+						mid = held + held/500 // confirmed (within the range walks clamp to)
 					}
 					audit(func() *Result { return w.print(feed, mid) })
 				case r < 18: // the maintenance rate moves (initial margin stays above it)
