@@ -3,7 +3,7 @@ package fsm
 // A seeded property test of the risk engine (a review of 2026-11-28):
 // random accounts (two of them whales) open random positions in the
 // inverse BTC or the quanto ETH market at random leverage on both sides
-// and place stops, while the price walks and gaps at random, with halts,
+// and place stops and limit orders, while the price walks and gaps at random, with halts,
 // resumptions, stale prints, held jumps, maintenance-rate changes and
 // funding boundaries among the prints. Every entry that can liquidate is
 // audited record by record (auditEntry: each liquidation's realised loss
@@ -80,6 +80,14 @@ func TestRandomRiskKeepsEveryRecordStraight(t *testing.T) {
 					if rng.Intn(4) == 0 {
 						o.ReduceOnly = true
 					}
+					w.order(tr.id, tr.key, o)
+				case r < 8 && rng.Intn(2) == 0: // a limit order near the price, to rest and fill on a later print
+					side, lim := "buy", mid-mid/int64(30+rng.Intn(300))
+					if rng.Intn(2) == 0 {
+						side, lim = "sell", mid+mid/int64(30+rng.Intn(300))
+					}
+					o := levered(limitOrder(fmt.Sprintf("l%d", n), mkt, side, 100+rng.Int63n(30_000), lim), 1+rng.Int63n(100))
+					o.ReduceOnly = rng.Intn(3) == 0
 					w.order(tr.id, tr.key, o)
 				case r < 9: // a reduce-only stop near the price
 					p := w.position(tr.id, mkt)
