@@ -22,6 +22,7 @@ import (
 // fund and the house, checked record by record against the state before.
 type riskAudit struct {
 	liquidations, adlFills int
+	fundingFlows           int
 	deficits, covered      int64
 	penalties, adlCut      int64
 	shortfalls             int64
@@ -40,8 +41,10 @@ func (w *tradeWorld) marketPositions(mkt string) map[string]trade.Position {
 	return out
 }
 
-// auditEntry applies cmd and checks, in seq order, every liquidation and
-// auto-deleveraging fill it made in mkt against the positions before it:
+// auditEntry applies cmd and checks, in seq order, every funding flow,
+// liquidation and auto-deleveraging fill it made in mkt against the
+// positions before it (a flow moves the margin by what it paid and
+// charges the rest to the entry):
 // each record's fields add up (margin + PnL + deficit = penalty +
 // remainder for a full close; the rest keeps margin + PnL - penalty for a
 // partial one), the fund covers min(deficit, its balance) in that order
@@ -57,9 +60,24 @@ func (w *tradeWorld) auditEntry(mkt string, apply func() *Result) riskAudit {
 	p := w.marketParams(mkt)
 	pos := w.marketPositions(mkt)
 	fund, house := w.balance(ledger.Insurance), w.balance(ledger.House)
+	nextFunding := func() (ts int64) {
+		w.m.Read(func(st *State, _ uint64) { ts = st.Market.MarketsByID[mkt].NextFundingTsMs })
+		return ts
+	}
+	boundary := nextFunding()
 	from := len(w.events)
 	wantOK(t, apply())
 	evs := w.events[from:]
+	if nextFunding() == boundary {
+		boundary = 0
+	} else {
+		// The entry passed a funding boundary, settled before anything
+		// else in it: every position's funding clock moved there.
+		for id, q := range pos {
+			q.FundingClockTsMs = boundary
+			pos[id] = q
+		}
+	}
 	var au riskAudit
 	houseDelta := int64(0) // what the records say the house received
 	type open struct {
@@ -93,6 +111,29 @@ func (w *tradeWorld) auditEntry(mkt string, apply func() *Result) riskAudit {
 	}
 	for _, ev := range evs {
 		switch d := ev.Data.(type) {
+		case trade.FundingFlowView:
+			// A funding payment moves the margin by what was paid and
+			// charges what the margin could not pay to the entry.
+			finish()
+			if d.MarketID != mkt {
+				continue
+			}
+			before, ok := pos[ev.Account]
+			if !ok || boundary == 0 || int64(d.BoundaryTsMs) != boundary {
+				t.Fatalf("funding flow %+v of %s: no such position or boundary (had %+v, boundary %d)", d, ev.Account, before, boundary)
+			}
+			paid, flow := int64(d.PaidMsat), int64(d.FlowMsat)
+			after := before
+			after.MarginMsat += paid
+			if paid != flow {
+				after.EntryQ8 = trade.EntryCharged(&p, before.Side, before.Contracts, before.EntryQ8, paid-flow)
+			}
+			if after.MarginMsat < 0 || (paid != flow && (flow > 0 || after.MarginMsat != 0)) {
+				t.Fatalf("funding flow %+v of %+v does not add up", d, before)
+			}
+			pos[ev.Account] = after
+			houseDelta -= paid
+			au.fundingFlows++
 		case trade.LiquidationView:
 			finish()
 			if d.MarketID != mkt {

@@ -83,7 +83,7 @@ func (s *State) sweep(env *Env, marketID string) {
 	}
 	m := env.Market.MarketsByID[marketID]
 	pr, printed := env.Market.LastPrint(marketID)
-	if !printed || m.Params.Status == market.StatusHalted || env.Market.IsStale(marketID, env.NowMs) {
+	if !printed || m.Params.Status == market.StatusHalted || env.Market.IsStale(marketID, env.NowMs) || printHeld(env, marketID) {
 		return
 	}
 	due := b.Liq.Reached(pr.MidQ8)
@@ -130,10 +130,29 @@ func (s *State) OnParams(env *Env, marketID string) {
 	m, book := env.Market.MarketsByID[marketID], s.Books[marketID]
 	pr, printed := env.Market.LastPrint(marketID)
 	if m == nil || book == nil || !printed || m.Params.Status == market.StatusHalted ||
-		env.Market.IsStale(marketID, env.NowMs) || book.LastMidQ8 == pr.MidQ8 {
+		env.Market.IsStale(marketID, env.NowMs) || printHeld(env, marketID) || book.LastMidQ8 == pr.MidQ8 {
 		return
 	}
 	s.walk(env, m, book, pr)
+}
+
+// LevelHeldPrintStopsRisk is the feature level (fsm.FeatureLevel) from
+// which the risk engine waits, as it does for a stale print, while the
+// market's feed holds a print that jumped past market.PrintJumpFactor:
+// no liquidation sweep (after funding, or a parameter change) and no
+// walk of the book (a market resuming from a halt) acts on the last
+// accepted price then; the print that confirms or drops the jump does.
+// Found by a review of 2026-11-28: order entry already waited
+// (fsm.LevelHeldPrintStopsOrders), but a funding boundary passing while
+// a fall to a third was held liquidated a 100x long at the price from
+// before the fall (7,000 of its 10,000 contracts, with no loss beyond
+// its margin), and the house took the jump the held print announced.
+const LevelHeldPrintStopsRisk uint32 = 8
+
+// printHeld reports whether, from LevelHeldPrintStopsRisk, the market's
+// feed holds a print past the jump guard.
+func printHeld(env *Env, marketID string) bool {
+	return env.Level >= LevelHeldPrintStopsRisk && env.Market.PrintHeld(marketID)
 }
 
 // liquidate liquidates accountID's position in m at print pr.

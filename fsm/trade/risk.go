@@ -162,8 +162,9 @@ func (s *State) positionRoom(marketID string, pos Position, side Side, q int64) 
 // checkLiquidationIndex verifies, for CheckInvariants, that every position
 // sits in its market's liquidation index at its current level (and nothing
 // else does), and that none is left under maintenance at its market's
-// fresh last print (halted markets and stale prints are exempt: no
-// liquidation runs there).
+// fresh last print (halted markets, stale prints and, from
+// LevelHeldPrintStopsRisk, a feed holding a print past the jump guard are
+// exempt: no liquidation runs there).
 func (s *State) checkLiquidationIndex(m *market.State, nowMs int64) error {
 	indexed := map[string]int{}
 	for id, a := range s.Accounts {
@@ -186,7 +187,7 @@ func (s *State) checkLiquidationIndex(m *market.State, nowMs int64) error {
 				indexed[mid]++
 			}
 			pr, printed := m.LastPrint(mid)
-			if printed && ms.Params.Status != market.StatusHalted && !m.IsStale(mid, nowMs) && UnderMaintenance(&ms.Params, *pos, pr.MidQ8) {
+			if printed && ms.Params.Status != market.StatusHalted && !m.IsStale(mid, nowMs) && !m.PrintHeld(mid) && UnderMaintenance(&ms.Params, *pos, pr.MidQ8) {
 				return fmt.Errorf("position %s/%s %+v is under maintenance at %d after the entry", id, mid, *pos, pr.MidQ8)
 			}
 		}
