@@ -131,6 +131,11 @@ func fieldList(t reflect.Type, request bool) string {
 		}
 		typ := typeLabel(ft)
 		if u := sf.Tag.Get("unit"); u != "" {
+			// A unit is a decimal-integer string (SPEC's str/<unit>), also
+			// where the Go type is a string formatted by hand.
+			if ft.Kind() == reflect.String {
+				typ = "str"
+			}
 			typ += "/" + u
 		}
 		if e := sf.Tag.Get("enum"); e != "" {

@@ -35,6 +35,8 @@ func TestLLMSFieldNotationIsSpecs(t *testing.T) {
 		{"POST /v1/withdrawals/quote", "confirmToken?:string"},
 		{"POST /v1/orders", "marketId!:string"},
 		{"POST /v1/leaderboard/settings", "displayName:string|null"},
+		{"GET /v1/por/proof", "totalMsat?:str/msat, totalMicro?:str/int"},
+		{"GET /v1/por/proof", "treeTsMs:str/ms"},
 	} {
 		if got := line(c.route); !strings.Contains(got, c.want) {
 			t.Errorf("%s: want %q in\n%s", c.route, c.want, got)
