@@ -18,6 +18,7 @@ func (s *Server) LLMSText(full bool) string {
 	b.WriteString("Units: msat (1 sat = 1000 msat), sats, q8 (price x 1e8), q9 (rate x 1e9), ms, seq, contracts, int. ")
 	b.WriteString("Errors are {error, code}; branch on code. Keyed routes take the key in the x-api-key header only. ")
 	if full {
+		b.WriteString("Fields: name!: required in a request; name?: may be absent from a response; type|null: present but may be null. ")
 		b.WriteString("Any route may refuse 400 validation, 401 unauthorized, 404 not_found, 405 validation, 413 body_too_large, 429 rate_limited (with Retry-After), 500 or 503 unavailable; " +
 			"keyed routes also 403 insufficient_scope; idem routes also 409 idempotency_key_reused (the key was used with another body) or conflict; " +
 			"USDx, referral, promoter, leaderboard and Proof of Reserves routes also 503 feature_unavailable (the cluster's feature level is below them). " +
@@ -112,14 +113,17 @@ func refusesList(m map[int][]string) string {
 	return strings.Join(parts, "; ")
 }
 
-// fieldList renders a struct's fields as name:type[unit], marking required
-// request fields with "!" and nullable response fields with "?".
+// fieldList renders a struct's fields as name:type[unit] in SPEC's
+// notation, as the OpenAPI description reads them: "!" marks a required
+// request field, "?" a response field that may be absent, and "|null" a
+// value that may be null (a response pointer that is not omitted, or a
+// request field tagged nullable).
 func fieldList(t reflect.Type, request bool) string {
 	var parts []string
 	for _, wf := range wireFields(t) {
 		sf, name, ft := wf.Field, wf.Name, wf.Type
 		mark := ""
-		if wf.Pointer && !request && !wf.OmitEmpty {
+		if !request && wf.OmitEmpty {
 			mark = "?"
 		}
 		if request && sf.Tag.Get("req") == "true" {
@@ -127,12 +131,17 @@ func fieldList(t reflect.Type, request bool) string {
 		}
 		typ := typeLabel(ft)
 		if u := sf.Tag.Get("unit"); u != "" {
+			// A unit is a decimal-integer string (SPEC's str/<unit>), also
+			// where the Go type is a string formatted by hand.
+			if ft.Kind() == reflect.String {
+				typ = "str"
+			}
 			typ += "/" + u
 		}
 		if e := sf.Tag.Get("enum"); e != "" {
 			typ += "(" + strings.ReplaceAll(e, ",", "|") + ")"
 		}
-		if request && sf.Tag.Get("nullable") == "true" {
+		if request && sf.Tag.Get("nullable") == "true" || !request && wf.Pointer && !wf.OmitEmpty {
 			typ += "|null"
 		}
 		parts = append(parts, name+mark+":"+typ)

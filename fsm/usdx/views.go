@@ -204,7 +204,7 @@ func (s *State) FreezeLog() FreezesView {
 
 // AttestationView is SPEC's lastAttestation.
 type AttestationView struct {
-	AsOfTsMs      string `json:"asOfTsMs"`
+	AsOfTsMs      string `json:"asOfTsMs" unit:"ms"`
 	IssuerSupply  string `json:"issuerSupply"`
 	IssuerIssued  string `json:"issuerIssued"`
 	IssuerBurned  string `json:"issuerBurned"`
