@@ -271,3 +271,69 @@ func BenchmarkApplyCancelOrder(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cancels/s")
 }
+
+// steadyWorld is shared by the runs of BenchmarkApplyMarketOrderSteady:
+// filling it takes seconds, and whatever a run adds leaves it as full as
+// before (every order then drops an older one).
+var steadyWorld struct {
+	w    *benchWorld
+	next int // orders placed so far; the next order's number
+}
+
+// steadyAccounts trade in BenchmarkApplyMarketOrderSteady.
+const steadyAccounts = 100
+
+// BenchmarkApplyMarketOrderSteady measures market orders once the state
+// has stopped growing, as on a venue that has traded for a while: every
+// account already keeps trade.ClosedOrdersKept closed orders and
+// trade.FillsKept fills, and the idempotency store is at its bound, so
+// each order drops an old order, an old fill and an old stored answer as
+// it adds its own. BenchmarkApplyMarketOrder runs on a growing state
+// instead, where part of the cost is the first touch of new memory.
+// Filling the state (about 500,000 orders, untimed, until the store holds
+// IdemMaxRecords) takes 10-20 s, once per test binary.
+func BenchmarkApplyMarketOrderSteady(b *testing.B) {
+	sw := &steadyWorld
+	entry := func(i int) []byte {
+		side := "buy"
+		if (i/steadyAccounts)%2 == 1 {
+			side = "sell"
+		}
+		return sw.w.orderCmd(i%steadyAccounts, mktOrder(fmt.Sprintf("s%d", i), "BTC-PERP", side, 1_000))
+	}
+	fill := func(n int) {
+		const chunk = 10_000
+		for n > 0 {
+			k := min(n, chunk)
+			entries := make([][]byte, k)
+			for j := range entries {
+				entries[j] = entry(sw.next + j)
+			}
+			sw.w.runEntries(entries, 256)
+			sw.next += k
+			n -= k
+		}
+	}
+	if sw.w == nil {
+		sw.w = newBenchWorld(b, steadyAccounts, btcBTC)
+		fill(steadyAccounts * max(trade.ClosedOrdersKept, trade.FillsKept))
+		for len(sw.w.m.st.Idem.Records) < IdemMaxRecords {
+			fill(10_000)
+		}
+	}
+	sw.w.tb = b
+	entries := make([][]byte, b.N)
+	for i := range entries {
+		entries[i] = entry(sw.next + i)
+	}
+	sw.next += b.N
+	records := len(sw.w.m.st.Idem.Records)
+	b.ReportAllocs()
+	b.ResetTimer()
+	sw.w.runEntries(entries, 1)
+	b.StopTimer()
+	reportOrdersPerSec(b)
+	if n := len(sw.w.m.st.Idem.Records); n > records+steadyAccounts {
+		b.Fatalf("the idempotency store grew from %d to %d records: not steady", records, n)
+	}
+}
