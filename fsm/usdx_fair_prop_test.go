@@ -38,6 +38,8 @@ func (p poolMark) perShareQ(markQ8 int64) *mbig.Rat {
 //
 //   - a mint pays at least its USDx's value at the mark, a redemption paid
 //     at once receives at most it;
+//   - without a stake or a boundary neither a share's staked USDx nor its
+//     escrow falls (releases round both down);
 //   - no op but a funding boundary lowers what a share holds (the pool's
 //     staked USDx and escrow at the mark, per sUSDx) for the holders who
 //     were in before it, beyond the rounding SPEC's share formula allows
@@ -145,6 +147,16 @@ func fairProp(t *testing.T, w *usdxWorld, rng *rand.Rand, accts [][2]string, ent
 			continue // a boundary's yield or markdown; an empty pool holds nothing
 		}
 		outcomes["checked"]++
+		if sharesIssued == 0 {
+			// Without a stake only releases move the pool: each takes its
+			// part of the staked USDx and of the escrow rounded down, so
+			// neither part of a share falls.
+			ratio := func(x, n int64) *mbig.Rat { return mbig.NewRat(x, n) }
+			if ratio(after.staked, after.supply).Cmp(ratio(before.staked, before.supply)) < 0 ||
+				ratio(after.escrowMsat, after.supply).Cmp(ratio(before.escrowMsat, before.supply)) < 0 {
+				t.Fatalf("entry %d (%s): a share's staked USDx or escrow fell without a stake or a boundary: pool %+v -> %+v", i, kind, before, after)
+			}
+		}
 		// The holders who were in before: after's supply less the shares
 		// this op issued. What they lost, at the mark now, in USDx.
 		v0, v1 := before.perShareQ(*mid), after.perShareQ(*mid)
