@@ -161,7 +161,11 @@ import (
 //	   the account has another one, not returned, to the same payment
 //	   hash under another invoice string (a re-signed invoice), and a
 //	   withdrawal's payment hash is checked and recorded
-//	   (funds.LevelInvoiceHashPaidOnce).
+//	   (funds.LevelInvoiceHashPaidOnce); a stake is refused while the
+//	   sUSDx share price it would be served is below 0.01 USDx
+//	   (usdx.LevelStakeSharePriceFloor); a USDx withdrawal to an
+//	   address whose freeze waits for the custody worker is refused as
+//	   one to a frozen address (usdx.LevelPendingFreezeRefuses).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -48,6 +48,9 @@ func (s *State) Withdraw(e *Env, accountID, id string, q int64, addr string) (Wi
 	if s.IsFrozen(addr) {
 		return WithdrawalView{}, wire.Refuse(http.StatusForbidden, wire.CodeComplianceRefused, "address %s is frozen", addr)
 	}
+	if e.T.Level >= LevelPendingFreezeRefuses && s.freezeRequested(addr) {
+		return WithdrawalView{}, wire.Refuse(http.StatusForbidden, wire.CodeComplianceRefused, "a freeze of address %s is waiting for the custody worker", addr)
+	}
 	if q < 1 {
 		return WithdrawalView{}, conflict(wire.CodeUSDxDust, "dust", "the smallest withdrawal is 1 USDx")
 	}
@@ -86,6 +89,28 @@ func (s *State) Withdraw(e *Env, accountID, id string, q int64, addr string) (Wi
 		w.RailID = id + "." + strconv.FormatUint(w.Seq, 10)
 	}
 	return NewWithdrawalView(w), nil
+}
+
+// LevelPendingFreezeRefuses is the feature level (fsm.FeatureLevel) from
+// which a USDx withdrawal is refused (403 compliance_refused) to an
+// address whose newest freeze log entry is a freeze still waiting for the
+// custody worker, as it is to a frozen address. Below it only an applied
+// freeze counted: from the operator's freeze until the issuer applied it
+// (a worker pass, or its retries while the issuer refuses), withdrawals to
+// the address were accepted and the token rail paid them out to it
+// (found by a review on 2026-11-28,
+// TestWithdrawalRefusedWhileAFreezeWaits).
+const LevelPendingFreezeRefuses uint32 = 8
+
+// freezeRequested reports whether addr's newest freeze log entry is a
+// freeze not yet applied.
+func (s *State) freezeRequested(addr string) bool {
+	for i := len(s.Freezes) - 1; i >= 0; i-- {
+		if f := s.Freezes[i]; f.SparkAddress == addr {
+			return f.Action == ActionFreeze && f.State == FreezeRequested
+		}
+	}
+	return false
 }
 
 // LevelFreezesKeptPending is the feature level (fsm.FeatureLevel) from

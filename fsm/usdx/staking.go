@@ -51,6 +51,14 @@ func (s *State) Stake(e *Env, accountID string, q int64) (StakeResult, *wire.Ref
 	if accrued > 0 {
 		price = priceWithAccrual(pool, accrued, s.SusdxSupply)
 	}
+	if e.T.Level >= LevelStakeSharePriceFloor && price < MinStakeSharePriceQ9 {
+		// SPEC's shares divide by the served price, rounded down: near
+		// zero its rounding is a large part of it, and the shares it
+		// over-issues take the holders' remaining pool.
+		return StakeResult{}, conflict(wire.CodeConflict, "share_price_floor",
+			"the staking pool was marked down to a share price of %d q9, below %d: it takes no stakes until yield raises the price or its last shares leave",
+			price, MinStakeSharePriceQ9)
+	}
 	shares := mulDivFloor(q, Q9, price)
 	if shares < 1 {
 		return StakeResult{}, conflict(wire.CodeUSDxDust, "dust", "%d USDx buys no sUSDx at share price %d", q, price)
@@ -88,6 +96,29 @@ func (s *State) Stake(e *Env, accountID string, q int64) (StakeResult, *wire.Ref
 // and lost 37 USDx to that holder (the "inflation" attack on share
 // vaults).
 const LevelStakeAtCost uint32 = 4
+
+// LevelStakeSharePriceFloor is the feature level (fsm.FeatureLevel) from
+// which a stake is refused (409 conflict, reason share_price_floor) while
+// the share price it would be served is below MinStakeSharePriceQ9. SPEC's
+// shares are floor(usdx x 1e9 / served price) and the served price is
+// rounded down to a whole q9, so the shares are worth up to usdx / price
+// USDx more than the stake pays (LevelStakeAtCost caps the payment at the
+// amount asked): nothing at a price near 1e9, but near zero the gift is a
+// large part of the stake, taken from the holders who bore the markdowns,
+// up to all they have left. Found by a review on 2026-11-28: with 1,000
+// USDx staked against 666,666,666,667 sUSDx (price 1.5 q9, served 1), a
+// stake of 1,000 USDx bought 1e12 sUSDx and was released with 1,199 USDx
+// (TestStakeRefusedBelowTheSharePriceFloor). And shares issued at such a
+// price make the next markdown's price coarser still.
+const LevelStakeSharePriceFloor uint32 = 8
+
+// MinStakeSharePriceQ9 is the lowest served share price a stake is taken
+// at (LevelStakeSharePriceFloor): 0.01 USDx per sUSDx, a pool marked down
+// to 1% of a share's issue price. At or above it the price's rounding
+// gives a stake less than usdx x 1e-7 USDx (under one USDx at the default
+// hard cap of 10,000,000), and a stake issues at most 100 sUSDx per
+// USDx, so the sUSDx supply stays far inside int64.
+const MinStakeSharePriceQ9 int64 = 10_000_000
 
 // LevelEscrowInPrice is the feature level (fsm.FeatureLevel) from which
 // the yield escrow belongs to the shares: the stakers' sats that the hard
