@@ -3,6 +3,7 @@ package httpapi
 import (
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,6 +125,36 @@ func wantKeys(t *testing.T, m map[string]any, keys ...string) {
 	for i := range got {
 		if got[i] != keys[i] {
 			t.Fatalf("fields %v, want %v", got, keys)
+		}
+	}
+}
+
+// TestPorProofDescriptionStatesTheAlgorithm: SPEC gives the proof's
+// fields but not how to check them, and the served description said
+// nothing more, so a client had only the dashboard's script or perpd's
+// own verifier to learn the leaf preimage, the sums' encoding, the side
+// rule and the tag. Now /openapi.json states each on the fields they
+// concern (what internal/porverify was written from).
+func TestPorProofDescriptionStatesTheAlgorithm(t *testing.T) {
+	props := schemaProperties(t)
+	desc := func(schema, field string) string {
+		p := props[schema][field]
+		if p == nil {
+			t.Fatalf("no %s.%s in the description", schema, field)
+		}
+		s, _ := p["description"].(string)
+		return s
+	}
+	path, tag := desc("ProofDoc", "path"), desc("LeafDoc", "accountTag")
+	for _, want := range []string{"SHA-256(rootSalt || accountTag)", "8 bytes big-endian", "bit k of leaf.index",
+		"left.hash || left.sum || right.hash || right.sum", "GET /por publishes for treeTsMs"} {
+		if !strings.Contains(path, want) {
+			t.Errorf("ProofDoc.path does not say %q: %q", want, path)
+		}
+	}
+	for _, want := range []string{"HMAC-SHA256", "SHA-256(api key)", `"perpd/por/tag/v1" 0x00 asset 0x00 accountId 0x00 treeTsMs`, "oldest API key"} {
+		if !strings.Contains(tag, want) {
+			t.Errorf("LeafDoc.accountTag does not say %q: %q", want, tag)
 		}
 	}
 }
