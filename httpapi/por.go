@@ -304,6 +304,7 @@ func (s *Server) porProof(c *gin.Context) {
 		case <-build.done:
 			t, err = build.t, build.err
 		case <-c.Request.Context().Done():
+			unavailable(c, "proof unavailable: the request ended while the tree was being built")
 			return
 		}
 	}
