@@ -134,6 +134,11 @@ func TestUSDxSimulationKeepsTheIdentityAndConservation(t *testing.T) {
 			res = w.op(CmdUSDxParams, USDxParamsPayload{ReserveFloorQ9: i64(floor), ReserveTargetQ9: i64(max(floor, 1_000_000+rng.Int64N(5_000_000)))})
 		}
 		outcomes[kind+" "+res.Code+fmt.Sprint(res.Status)]++
+		w.m.Read(func(st *State, _ uint64) {
+			if snap := BuildPoR(st); len(snap.Problems) > 0 || !snap.Consolidated {
+				t.Fatalf("entry %d (%s): PoR problems %v vault %+v", i, kind, snap.Problems, snap.Vault)
+			}
+		})
 	}
 	st := w.st()
 	if len(st.u.History) < 5 {

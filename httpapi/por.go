@@ -166,47 +166,81 @@ func (s *Server) porDashboard(c *gin.Context) {
 
 // porTrees caches the levels of the latest tree of each asset: a proof
 // needs them, the state keeps only leaves and root. Keyed by the root and
-// salt, so a cached tree is right whichever server or state asks.
+// salt, so a cached tree is right whichever server or state asks. building
+// holds the builds in flight: requests that miss the cache together (as
+// at every minute's boundary) share one build, so a burst of them costs
+// one copy of the leaves and one tree (about 14 MB and 33 ms at 100,000
+// accounts), not one each.
 var porTrees = struct {
 	sync.Mutex
-	byAsset map[string]*por.Tree
-}{byAsset: map[string]*por.Tree{}}
+	byAsset  map[string]*por.Tree
+	building map[porTreeKey]*porBuild
+}{byAsset: map[string]*por.Tree{}, building: map[porTreeKey]*porBuild{}}
+
+type porTreeKey struct {
+	asset      string
+	salt, root por.Hash
+}
+
+// porBuild is one build in flight: done closes when t or err is set.
+type porBuild struct {
+	done chan struct{}
+	t    *por.Tree
+	err  error
+}
 
 // testHookPorProofRead, when a test sets it, runs between a proof's
 // state read and its use of the tree, where another request may replace
 // the cached tree.
 var testHookPorProofRead func()
 
-// cachedPorTree is the cached tree of asset if it is the one with root
-// and salt, else nil. A caller that found it keeps the pointer: another
-// request may replace the cache a moment later.
-func cachedPorTree(asset string, salt, root por.Hash) *por.Tree {
+// testHookPorTreeBuild, when a test sets it, runs as a proof request
+// starts building a tree's levels.
+var testHookPorTreeBuild func()
+
+// porTreeLookup finds the tree of asset with root and salt: the cached
+// one (t), or a build in flight to wait for (b), or, when lead is true, a
+// build registered for the caller, who must run it with runPorBuild. A
+// caller that found t keeps the pointer: another request may replace the
+// cache a moment later.
+func porTreeLookup(asset string, salt, root por.Hash) (t *por.Tree, b *porBuild, lead bool) {
 	porTrees.Lock()
-	t := porTrees.byAsset[asset]
-	porTrees.Unlock()
-	if t != nil && t.Root().Hash == root && t.Salt == salt {
-		return t
+	defer porTrees.Unlock()
+	if c := porTrees.byAsset[asset]; c != nil && c.Root().Hash == root && c.Salt == salt {
+		return c, nil, false
 	}
-	return nil
+	k := porTreeKey{asset: asset, salt: salt, root: root}
+	if b := porTrees.building[k]; b != nil {
+		return nil, b, false
+	}
+	b = &porBuild{done: make(chan struct{})}
+	porTrees.building[k] = b
+	return nil, b, true
 }
 
-// porTree returns the levels of the tree whose leaves are ls and whose
-// root is root, from the cache or built now.
-func porTree(asset string, salt, root por.Hash, width int, ls func() []por.Leaf) (*por.Tree, error) {
-	if t := cachedPorTree(asset, salt, root); t != nil {
-		return t, nil
+// runPorBuild builds the levels of the tree whose leaves are ls and whose
+// root is root, caches them and hands them to every request waiting on b.
+func runPorBuild(b *porBuild, asset string, salt, root por.Hash, width int, ls []por.Leaf) {
+	defer func() {
+		porTrees.Lock()
+		if b.err == nil && b.t == nil {
+			b.err = errTreeMismatch // the build panicked
+		}
+		if b.err == nil {
+			porTrees.byAsset[asset] = b.t
+		}
+		delete(porTrees.building, porTreeKey{asset: asset, salt: salt, root: root})
+		porTrees.Unlock()
+		close(b.done)
+	}()
+	if testHookPorTreeBuild != nil {
+		testHookPorTreeBuild()
 	}
-	t, err := por.BuildWidth(salt, ls(), width)
-	if err != nil {
-		return nil, err
+	t, err := por.BuildWidth(salt, ls, width)
+	if err == nil && t.Root().Hash != root {
+		err = errTreeMismatch
 	}
-	if t.Root().Hash != root {
-		return nil, errTreeMismatch
-	}
-	porTrees.Lock()
-	porTrees.byAsset[asset] = t
-	porTrees.Unlock()
-	return t, nil
+	b.t, b.err = t, err
 }
 
 func (s *Server) porProof(c *gin.Context) {
@@ -229,6 +263,8 @@ func (s *Server) porProof(c *gin.Context) {
 		tsMs       int64
 		leaves     []por.Leaf
 		hit        *por.Tree // the cached tree, when the read found it current
+		build      *porBuild // else the build to wait for, or to run (lead)
+		lead       bool
 		treeExists bool
 	)
 	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
@@ -244,7 +280,7 @@ func (s *Server) porProof(c *gin.Context) {
 			return
 		}
 		found, tag, salt, root, tsMs, width = true, tr.Tags[idx], tr.Salt, tr.RootHash, tr.TsMs, tr.Width()
-		if hit = cachedPorTree(asset, salt, root); hit == nil {
+		if hit, build, lead = porTreeLookup(asset, salt, root); lead {
 			leaves = tr.Leaves() // a copy: built into levels outside the lock
 		}
 	})
@@ -261,7 +297,16 @@ func (s *Server) porProof(c *gin.Context) {
 	}
 	t, err := hit, error(nil)
 	if t == nil {
-		t, err = porTree(asset, salt, root, width, func() []por.Leaf { return leaves })
+		if lead {
+			runPorBuild(build, asset, salt, root, width, leaves)
+		}
+		select {
+		case <-build.done:
+			t, err = build.t, build.err
+		case <-c.Request.Context().Done():
+			unavailable(c, "proof unavailable: the request ended while the tree was being built")
+			return
+		}
 	}
 	if err == nil && t.Count <= idx {
 		err = errTreeMismatch

@@ -140,13 +140,20 @@ func TestPorDashboardVerifiesAProofInTheBrowser(t *testing.T) {
 	if v := verdict(unpublished); !strings.HasPrefix(v, "UNCONFIRMED") || !strings.Contains(v, "publishes no root") {
 		t.Fatalf("proof of an unpublished tree: %q", v)
 	}
-	// The same with the root typed in: VALID against it.
+	// The same with the root typed in: GET /por published that root for
+	// another time than the proof names, and the leaf's tag binds the
+	// proof's time, so this is a leaf of another tree in the current one:
+	// INVALID (it said VALID). The real proof against the typed root is
+	// VALID and names its tree.
 	var got string
 	if err := chromedp.Run(ctx, chromedp.SetValue("#expected", liab["rootHash"].(string), chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}
-	if got = verdict(unpublished); !strings.HasPrefix(got, "VALID") || !strings.Contains(got, "the expected root") {
+	if got = verdict(unpublished); !strings.HasPrefix(got, "INVALID") || !strings.Contains(got, "a leaf of another tree") {
 		t.Fatalf("proof of an unpublished tree against a typed root: %q", got)
+	}
+	if got = verdict(proof); !strings.HasPrefix(got, "VALID") || !strings.Contains(got, "the expected root") || !strings.Contains(got, "tree of "+snap["tsMs"].(string)) {
+		t.Fatalf("real proof against a typed root: %q", got)
 	}
 }
 

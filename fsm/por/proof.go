@@ -25,12 +25,12 @@ type ProofDoc struct {
 	RootSaltHex string    `json:"rootSaltHex"`
 	TreeTsMs    string    `json:"treeTsMs" unit:"ms"`
 	Leaf        LeafDoc   `json:"leaf"`
-	Path        []StepDoc `json:"path"`
+	Path        []StepDoc `json:"path" doc:"leaf level first. Verify: start from (SHA-256(rootSalt || accountTag), balance), hashing the raw 32-byte values (not their hex); at step k the sibling is on the left exactly when bit k of leaf.index is 1, and the next node is (SHA-256(left.hash || left.sum || right.hash || right.sum), left.sum + right.sum), each sum as 8 bytes big-endian, every sum non-negative within 2^63-1. The last node must be (rootHash, the total), and rootHash the root GET /por publishes for treeTsMs (liability, or liabilityUsdx for the USDx tree)"`
 }
 
 // LeafDoc is the account's leaf.
 type LeafDoc struct {
-	AccountTag   string `json:"accountTag"`
+	AccountTag   string `json:"accountTag" doc:"HMAC-SHA256 keyed with SHA-256(api key) of the message \"perpd/por/tag/v1\" 0x00 asset 0x00 accountId 0x00 treeTsMs (8 bytes big-endian), with the account's oldest API key still on record (its signup key): recompute it to check that the leaf is yours; new for every tree"`
 	BalanceMsat  string `json:"balanceMsat,omitempty" unit:"msat"`
 	BalanceMicro string `json:"balanceMicro,omitempty" unit:"int"`
 	Index        uint64 `json:"index"`
