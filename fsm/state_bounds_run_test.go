@@ -77,7 +77,6 @@ var perInstanceBounds = map[string]int{
 	"USDx.Holders[].Activity":            usdx.ActivityKept,
 	"USDx.Holders[].Sagas":               usdx.SagasKept + 1,
 	"USDx.Holders[].Unstakes":            usdx.CoolingPerAccountMax + usdx.UnstakesKept,
-	"USDx.Holders[].Withdrawals":         usdx.WithdrawalsKept + 1,
 	"USDx.Buckets":                       61,
 	"Growth.Board.Traders[].Days":        growth.TraderDaysKept,
 	"Growth.Promoters[].Codes":           growth.PromoterCodesMax,
