@@ -96,3 +96,66 @@ func TestUSDxWithdrawalLateRetryIsNotPaidTwice(t *testing.T) {
 		})
 	}
 }
+
+// TestUSDxRedemptionLateRetryIsNotRedeemedTwice: a keyed redemption's
+// late retry (after the idempotency store forgot the key) was answered by
+// its saga only while the saga was among the account's newest SagasKept;
+// past that it redeemed the holder's USDx a second time. From
+// usdx.LevelRedemptionsHeld a redemption's saga is held two days.
+func TestUSDxRedemptionLateRetryIsNotRedeemedTwice(t *testing.T) {
+	for _, level := range []uint32{usdx.LevelRedemptionsHeld - 1, usdx.LevelRedemptionsHeld} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
+			acct, key := w.account(btcBTC)
+			w.balancedBy(1_000)
+			w.mintN(acct, key, 400)
+			const id = "urd_first" // as httpapi's accountScopedID of the client's key
+			first := USDxAmountPayload{ID: id, Amount: 7}
+			wantOK(t, w.cmd(acct, key, CmdUSDxRedeem, first, "usdx-redeem:redeem-1"))
+			for i := range usdx.SagasKept {
+				wantOK(t, w.cmd(acct, key, CmdUSDxRedeem, USDxAmountPayload{ID: fmt.Sprintf("urd_other_%d", i), Amount: 1}, ""))
+			}
+			// A day passes with fresh prints: the idempotency store forgets
+			// the key.
+			for end := w.ts + IdemRetentionMs + 60_000; w.ts < end; {
+				w.ts += 50_000
+				wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+			}
+			before := w.holder(acct)
+			retry := w.cmd(acct, key, CmdUSDxRedeem, first, "usdx-redeem:redeem-1")
+			wantOK(t, retry)
+			after := w.holder(acct)
+			if level < usdx.LevelRedemptionsHeld {
+				if after.Usdx+after.Pending != before.Usdx+before.Pending-7 {
+					t.Fatalf("below the level the late retry redeemed again: USDx %d+%d -> %d+%d", before.Usdx, before.Pending, after.Usdx, after.Pending)
+				}
+				return
+			}
+			if after.Usdx != before.Usdx || after.Pending != before.Pending {
+				t.Fatalf("the late retry redeemed again: USDx %d+%d -> %d+%d", before.Usdx, before.Pending, after.Usdx, after.Pending)
+			}
+			var v usdx.SagaView
+			if err := retry.Decode(&v); err != nil {
+				t.Fatal(err)
+			}
+			if v.State != usdx.SagaPaid {
+				t.Fatalf("the late retry answered %+v, want the first redemption, paid", v)
+			}
+			// Held, not kept for ever: two days after its last change the
+			// next saga trims it.
+			for end := w.ts + usdx.SagaRetainMs; w.ts < end; {
+				w.ts += 50_000
+				wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+			}
+			wantOK(t, w.cmd(acct, key, CmdUSDxRedeem, USDxAmountPayload{ID: "urd_last", Amount: 1}, ""))
+			w.m.Read(func(st *State, _ uint64) {
+				if _, kept := st.USDx.Sagas[id]; kept {
+					t.Error("the first redemption is kept past its hold")
+				}
+				if n := len(st.USDx.Holders[acct].Sagas); n != usdx.SagasKept {
+					t.Errorf("%d sagas kept, want %d", n, usdx.SagasKept)
+				}
+			})
+		})
+	}
+}

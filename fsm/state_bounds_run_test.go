@@ -75,7 +75,6 @@ var perInstanceBounds = map[string]int{
 	"Trade.Orders[].Legs":                2,
 	"USDx.Holders[].Quotes":              usdx.QuotesPerAccountMax,
 	"USDx.Holders[].Activity":            usdx.ActivityKept,
-	"USDx.Holders[].Sagas":               usdx.SagasKept + 1,
 	"USDx.Holders[].Unstakes":            usdx.CoolingPerAccountMax + usdx.UnstakesKept,
 	"USDx.Buckets":                       61,
 	"Growth.Board.Traders[].Days":        growth.TraderDaysKept,

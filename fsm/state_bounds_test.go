@@ -166,7 +166,7 @@ var stateCollectionBounds = []collectionBound{
 	{"USDx.Holders", perAccount, "one per account that held or quoted USDx", "Holders: one per"},
 	{"USDx.Holders[].Unstakes", perAccount, "usdx.CoolingPerAccountMax (50) cooling + usdx.UnstakesKept (50) released", "Unstakes: 50 cooling per"},
 	{"USDx.Holders[].Activity", perAccount, "usdx.ActivityKept (1000)", "Activity: 1000 per account"},
-	{"USDx.Holders[].Sagas", perAccount, "usdx.SagasKept (200), queued ones at most usdx.QueuedPerAccountMax (50)", "Sagas: 200 per"},
+	{"USDx.Holders[].Sagas", perAccount, "usdx.SagasKept (200), queued ones at most usdx.QueuedPerAccountMax (50), redemptions held usdx.SagaRetainMs (2 days, money)", "Sagas: 200 per"},
 	{"USDx.Holders[].Withdrawals", perAccount, "usdx.WithdrawalsKept (200), usdx.RequestedPerAccount (20) requested, paid ones held usdx.WithdrawalRetainMs (2 days, money)", "USDx withdrawals: 200 per"},
 	{"USDx.Holders[].Quotes", perAccount, "usdx.QuotesPerAccountMax (20)", "Quotes: 20 open per account"},
 	{"USDx.Quotes", perAccount, "usdx.QuotesPerAccountMax per account, dropped usdx.QuoteGraceMs after expiry", "Quotes: 20 open per account"},
