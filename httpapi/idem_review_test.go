@@ -30,3 +30,30 @@ func TestRevokeAllButCurrentKeyReusedFromAnotherKey(t *testing.T) {
 		t.Errorf("D was answered 200 but key A still works")
 	}
 }
+
+// TestMintUnderAnotherKeysIdempotencyKeyIsAReuse: what a mint makes
+// depends on the calling key (its scopes are intersected with the
+// minter's, and copied from it when the body names none), which the body
+// does not say. The master mints under idempotency-key K; a delegate that
+// cannot withdraw sends the same body under K. Before, the request hash
+// covered only the body, so the delegate was answered the master's stored
+// 201: a key "minted" with withdraw, which the delegate could never mint,
+// and no key value. Now it is another request: 409
+// idempotency_key_reused, and the master's own retry still replays.
+func TestMintUnderAnotherKeysIdempotencyKeyIsAReuse(t *testing.T) {
+	a := newTestAPI(t)
+	master, _ := a.signup()
+	delegate, _ := a.mint(master, "read", "admin-sessions")
+	body := map[string]any{"label": "bot"}
+	first := a.do(req{method: "POST", path: "/v1/sessions", key: master, idem: "mint-1", body: body})
+	if first.status != 201 {
+		t.Fatalf("master's mint: %d %s", first.status, first.body)
+	}
+	if r := a.do(req{method: "POST", path: "/v1/sessions", key: master, idem: "mint-1", body: body}); r.status != 201 || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("master's own retry: %d %s, want the stored 201", r.status, r.body)
+	}
+	r := a.do(req{method: "POST", path: "/v1/sessions", key: delegate, idem: "mint-1", body: body})
+	if r.status != 409 || r.code() != "idempotency_key_reused" {
+		t.Errorf("the delegate's mint under the master's key: %d %s, want 409 idempotency_key_reused", r.status, r.body)
+	}
+}
