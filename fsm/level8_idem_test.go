@@ -159,3 +159,66 @@ func TestUSDxRedemptionLateRetryIsNotRedeemedTwice(t *testing.T) {
 		})
 	}
 }
+
+// TestUSDxKeyedStakeAndUnstakeAreMadeOnce: stakes and unstakes had no id
+// of their own, so once the idempotency store forgot a keyed one's answer
+// (its 24 hours here; earlier when a flood spread over many accounts
+// pushes the store past its record bound and the largest tenant's oldest
+// records go entirely) its retry moved the holder's funds again. From
+// usdx.LevelKeyedStakesOnce the key's id rides in the command: a stake's
+// retry is refused 409 conflict (applied, not again), an unstake's
+// answers the same unstake.
+func TestUSDxKeyedStakeAndUnstakeAreMadeOnce(t *testing.T) {
+	for _, level := range []uint32{usdx.LevelKeyedStakesOnce - 1, usdx.LevelKeyedStakesOnce} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
+			acct, key := w.account(btcBTC)
+			w.balancedBy(1_000)
+			w.mintN(acct, key, 400)
+			stake := USDxAmountPayload{ID: "ustk_1", Amount: 50}
+			unstake := USDxAmountPayload{ID: "uus_1", Amount: 10}
+			wantOK(t, w.cmd(acct, key, CmdUSDxStake, stake, "stake-1"))
+			first := w.cmd(acct, key, CmdUSDxUnstake, unstake, "unstake-1")
+			wantOK(t, first)
+			for end := w.ts + IdemRetentionMs + 60_000; w.ts < end; {
+				w.ts += 50_000
+				wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+			}
+			before := w.holder(acct)
+			rs := w.cmd(acct, key, CmdUSDxStake, stake, "stake-1")
+			ru := w.cmd(acct, key, CmdUSDxUnstake, unstake, "unstake-1")
+			after := w.holder(acct)
+			if level < usdx.LevelKeyedStakesOnce {
+				wantOK(t, rs)
+				wantOK(t, ru)
+				if after.Usdx != before.Usdx-50 || len(after.Unstakes) != len(before.Unstakes)+1 {
+					t.Fatalf("below the level both retries applied again: USDx %d -> %d, unstakes %d -> %d",
+						before.Usdx, after.Usdx, len(before.Unstakes), len(after.Unstakes))
+				}
+				return
+			}
+			wantRefused(t, rs, http.StatusConflict, wire.CodeConflict)
+			wantOK(t, ru)
+			var u0, u1 usdx.UnstakeView
+			if err := first.Decode(&u0); err != nil {
+				t.Fatal(err)
+			}
+			if err := ru.Decode(&u1); err != nil {
+				t.Fatal(err)
+			}
+			if u1.UnstakeID != u0.UnstakeID || u1.UnstakeID != "uus_1" {
+				t.Fatalf("the unstake's retry answered %q, want the first unstake %q", u1.UnstakeID, u0.UnstakeID)
+			}
+			if after.Usdx != before.Usdx || after.Susdx != before.Susdx || len(after.Unstakes) != len(before.Unstakes) {
+				t.Fatalf("a retry moved funds: USDx %d sUSDx %d unstakes %d -> %d, %d, %d", before.Usdx, before.Susdx, len(before.Unstakes), after.Usdx, after.Susdx, len(after.Unstakes))
+			}
+			// Another amount under the unstake's key is a reuse.
+			other := unstake
+			other.Amount = 11
+			wantRefused(t, w.cmd(acct, key, CmdUSDxUnstake, other, "unstake-1"), http.StatusConflict, wire.CodeIdempotencyReused)
+			// Unkeyed stakes are made each time, as before.
+			wantOK(t, w.cmd(acct, key, CmdUSDxStake, USDxAmountPayload{Amount: 5}, ""))
+			wantOK(t, w.cmd(acct, key, CmdUSDxStake, USDxAmountPayload{Amount: 5}, ""))
+		})
+	}
+}
