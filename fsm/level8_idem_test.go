@@ -222,3 +222,60 @@ func TestUSDxKeyedStakeAndUnstakeAreMadeOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestIdemFloodOverManyAccountsCannotStakeTwice: the fair store takes
+// room from the tenant holding the most bytes, so a flood spread over
+// many accounts, each holding fewer bytes than the victim, takes the
+// victim's records; past the record bound they go entirely (no
+// tombstone), and the victim's retry finds no key at all. Here 500,000
+// records over about 6,850 accounts (2.3 hours of the signup cap) flush
+// a victim's answer that 60 more of its answers followed; the more the
+// victim writes after an answer, the fewer accounts it takes. What must
+// not happen twice rests on the account's own records: the keyed stake's
+// retry is refused, not staked again.
+func TestIdemFloodOverManyAccountsCannotStakeTwice(t *testing.T) {
+	w := &usdxWorld{tradeWorld: newTradeWorldAt(t, usdx.LevelKeyedStakesOnce)}
+	acct, key := w.account(btcBTC)
+	w.balancedBy(1_000)
+	w.mintN(acct, key, 400)
+	stake := USDxAmountPayload{ID: "ustk_1", Amount: 50}
+	wantOK(t, w.cmd(acct, key, CmdUSDxStake, stake, "stake-1"))
+	scoped := "acct:" + acct + ":stake-1"
+	// The flood, stored straight into the store as apply would store it:
+	// small answers (a cancel-all-after disarm is 127 accounted bytes),
+	// each account holding fewer bytes than the victim.
+	// The victim goes on writing (60 answers after the stake); the flood
+	// takes its oldest records first, so it reaches the stake once each
+	// account holds less than the stake and what came after it.
+	st := w.m.st
+	later := &Result{Status: http.StatusCreated, Body: []byte(`{"orderId":"mm-order-000000000000","status":"filled"}`)}
+	victim := recordBytes(scoped, st.Idem.Records[scoped])
+	for i := range 60 {
+		k := fmt.Sprintf("acct:%s:mm-order-%012d", acct, i)
+		st.Idem.storeFair(k, acct, make([]byte, 32), later, st.NowMs, w.next)
+		victim += recordBytes(k, st.Idem.Records[k])
+	}
+	ok := &Result{Status: http.StatusOK, Body: []byte(`{"armed":false,"deadlineTsMs":null}`)}
+	perTenant := 0
+	for recordBytes("acct:acc_sybil000000:k000", &IdemRecord{ReqHash: make([]byte, 32), Body: ok.Body})*int64(perTenant+1) < victim {
+		perTenant++
+	}
+	if perTenant == 0 {
+		t.Fatalf("the victim holds %d bytes, less than one flood record", victim)
+	}
+	tenants := map[string]bool{}
+	for i := 0; st.Idem.Records[scoped] != nil; i++ {
+		if i > 3*IdemMaxRecords {
+			t.Fatal("the flood never reached the victim's answer")
+		}
+		tenant := fmt.Sprintf("acc_sybil%06d", i/perTenant)
+		tenants[tenant] = true
+		st.Idem.storeFair(fmt.Sprintf("acct:%s:k%03d", tenant, i%perTenant), tenant, make([]byte, 32), ok, st.NowMs, w.next)
+	}
+	t.Logf("the victim's answer went entirely after a flood over %d accounts of %d records each (victim %d bytes)", len(tenants), perTenant, victim)
+	before := w.holder(acct)
+	wantRefused(t, w.cmd(acct, key, CmdUSDxStake, stake, "stake-1"), http.StatusConflict, wire.CodeConflict)
+	if after := w.holder(acct); after.Usdx != before.Usdx || after.Susdx != before.Susdx {
+		t.Fatalf("the retry staked again: USDx %d -> %d, sUSDx %d -> %d", before.Usdx, after.Usdx, before.Susdx, after.Susdx)
+	}
+}
