@@ -1,6 +1,11 @@
 package httpapi
 
-import "testing"
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
 
 // TestRevokeAllButCurrentKeyReusedFromAnotherKey: which key "all but
 // current" spares is the x-api-key's, not the body's. Key A revokes every
@@ -55,5 +60,35 @@ func TestMintUnderAnotherKeysIdempotencyKeyIsAReuse(t *testing.T) {
 	r := a.do(req{method: "POST", path: "/v1/sessions", key: delegate, idem: "mint-1", body: body})
 	if r.status != 409 || r.code() != "idempotency_key_reused" {
 		t.Errorf("the delegate's mint under the master's key: %d %s, want 409 idempotency_key_reused", r.status, r.body)
+	}
+}
+
+// TestIdempotencyKeyGivenTwiceIsRefused: two idempotency-key headers on
+// one request were read as the first, while a proxy or an audit log that
+// keeps the last saw another key (for an order, another order id). As a
+// body field given twice is refused, so is the header given twice: 400,
+// nothing applied.
+func TestIdempotencyKeyGivenTwiceIsRefused(t *testing.T) {
+	a := newTestAPI(t)
+	master, _ := a.signup()
+	hr, err := http.NewRequest("POST", a.http.URL+"/v1/faucet", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr.Header.Set(KeyHeader, master)
+	hr.Header.Add(IdemHeader, "faucet-a")
+	hr.Header.Add(IdemHeader, "faucet-b")
+	res, err := a.http.Client().Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if r := (resp{status: res.StatusCode, body: b}); r.status != 400 || r.code() != "validation" {
+		t.Fatalf("two idempotency-key headers: %d %s, want 400 validation", r.status, r.body)
+	}
+	// Nothing was applied: the first key is still free for a grant.
+	if r := a.do(req{method: "POST", path: "/v1/faucet", key: master, idem: "faucet-a", body: map[string]any{}}); r.status != 201 || r.header.Get("Idempotent-Replayed") == "true" {
+		t.Fatalf("faucet under the first key afterwards: %d %s replayed=%q, want a fresh 201", r.status, r.body, r.header.Get("Idempotent-Replayed"))
 	}
 }
