@@ -279,3 +279,40 @@ func TestIdemFloodOverManyAccountsCannotStakeTwice(t *testing.T) {
 		t.Fatalf("the retry staked again: USDx %d -> %d, sUSDx %d -> %d", before.Usdx, after.Usdx, before.Susdx, after.Susdx)
 	}
 }
+
+// TestUSDxHeldRecordsAreBounded: the two-day holds of paid USDx
+// withdrawals and of redemption sagas cannot grow an account's lists
+// without bound: a withdrawal out to the holder's own address costs next
+// to nothing, a 1 USDx mint and redemption a few hundred msat. Past
+// usdx.WithdrawalsHeldMax (usdx.SagasHeldMax) the oldest paid
+// withdrawals (sagas not queued) go before their hold ends.
+func TestUSDxHeldRecordsAreBounded(t *testing.T) {
+	w := &usdxWorld{tradeWorld: newTradeWorldAt(t, usdx.LevelUSDxWithdrawalsHeld)}
+	acct, key := w.account(100 * btcBTC)
+	w.balancedBy(10_000)
+	n := max(usdx.WithdrawalsHeldMax, usdx.SagasHeldMax) + 5
+	w.mintN(acct, key, int64(2*n))
+	rl := tokenrail.NewSim()
+	const addr = "sprt1abcdefgh"
+	for i := range n {
+		wid := fmt.Sprintf("uwd_%d", i)
+		wantOK(t, w.cmd(acct, key, CmdUSDxWithdraw, USDxWithdrawPayload{ID: wid, Usdx: 1, SparkAddress: addr}, wid))
+		var railID string
+		w.m.Read(func(st *State, _ uint64) { railID = st.USDx.Withdrawals[wid].TransferID() })
+		ref, err := rl.Transfer(context.Background(), railID, 1, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantOK(t, w.op(CmdUSDxWithdrawalPaid, USDxWithdrawalPaidPayload{WithdrawalID: wid, IssuerRef: ref}))
+		wantOK(t, w.cmd(acct, key, CmdUSDxRedeem, USDxAmountPayload{ID: fmt.Sprintf("urd_%d", i), Amount: 1}, ""))
+	}
+	w.m.Read(func(st *State, _ uint64) {
+		h := st.USDx.Holders[acct]
+		if len(h.Withdrawals) != usdx.WithdrawalsHeldMax || st.USDx.Withdrawals["uwd_0"] != nil {
+			t.Errorf("%d withdrawals kept (the first kept: %v), want the newest %d", len(h.Withdrawals), st.USDx.Withdrawals["uwd_0"] != nil, usdx.WithdrawalsHeldMax)
+		}
+		if len(h.Sagas) != usdx.SagasHeldMax || st.USDx.Sagas["urd_0"] != nil {
+			t.Errorf("%d sagas kept (the first kept: %v), want the newest %d", len(h.Sagas), st.USDx.Sagas["urd_0"] != nil, usdx.SagasHeldMax)
+		}
+	})
+}

@@ -75,6 +75,8 @@ var perInstanceBounds = map[string]int{
 	"Trade.Orders[].Legs":                2,
 	"USDx.Holders[].Quotes":              usdx.QuotesPerAccountMax,
 	"USDx.Holders[].Activity":            usdx.ActivityKept,
+	"USDx.Holders[].Sagas":               usdx.SagasHeldMax + 1,
+	"USDx.Holders[].Withdrawals":         usdx.WithdrawalsHeldMax + 1,
 	"USDx.Holders[].Unstakes":            usdx.CoolingPerAccountMax + usdx.UnstakesKept,
 	"USDx.Buckets":                       61,
 	"Growth.Board.Traders[].Days":        growth.TraderDaysKept,

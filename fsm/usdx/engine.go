@@ -672,20 +672,30 @@ const LevelRedemptionsHeld uint32 = 8
 // store's retention (WithdrawalRetainMs says the same for withdrawals).
 const SagaRetainMs = WithdrawalRetainMs
 
+// SagasHeldMax bounds the sagas an account keeps from
+// LevelRedemptionsHeld, held ones included: past it the oldest that are
+// not queued go before their hold ends (as WithdrawalsHeldMax: a 1 USDx
+// mint and redemption cost a few hundred msat of fees, so the hold alone
+// let an account keep a saga per request for two days).
+const SagasHeldMax = 10 * SagasKept
+
 // trimSagasHeld drops h's oldest sagas past SagasKept that may go: never
-// a queued one, and a redemption only SagaRetainMs after its last change.
+// a queued one, and a redemption only SagaRetainMs after its last change
+// unless the account holds more than SagasHeldMax.
 // The list is in creation order, so one pass finds them oldest first.
 func (s *State) trimSagasHeld(h *Holder, nowMs int64) {
 	excess := len(h.Sagas) - SagasKept
 	if excess <= 0 {
 		return
 	}
+	over := len(h.Sagas) - SagasHeldMax
 	kept := make([]string, 0, len(h.Sagas))
 	for _, id := range h.Sagas {
 		sg := s.Sagas[id]
-		if excess > 0 && (sg == nil || sg.State != SagaQueued && (sg.Side != SideRedeem || sg.UpdatedTsMs+SagaRetainMs <= nowMs)) {
+		if excess > 0 && (sg == nil || sg.State != SagaQueued && (over > 0 || sg.Side != SideRedeem || sg.UpdatedTsMs+SagaRetainMs <= nowMs)) {
 			delete(s.Sagas, id)
 			excess--
+			over--
 			continue
 		}
 		kept = append(kept, id)

@@ -107,21 +107,33 @@ const LevelUSDxWithdrawalsHeld uint32 = 8
 // retention, as funds.WithdrawalRetainMs for sats.
 const WithdrawalRetainMs int64 = 2 * 24 * 60 * 60 * 1000
 
+// WithdrawalsHeldMax bounds the withdrawals an account keeps from
+// LevelUSDxWithdrawalsHeld, held ones included: past it the oldest paid
+// ones go before their hold ends. A withdrawal can cost next to nothing
+// (1 USDx out to the holder's own address, and deposited back), so the
+// hold alone let an account keep one record per request of its order
+// budget (180 a minute) for two days; 2,000 covers one withdrawal every
+// 90 seconds for the two days.
+const WithdrawalsHeldMax = 10 * WithdrawalsKept
+
 // trimWithdrawalsHeld drops h's oldest withdrawals past WithdrawalsKept
-// that were paid WithdrawalRetainMs ago or more (requested ones and ones
-// paid since are kept). The list is in request order, so one pass
-// finds them oldest first.
+// that were paid WithdrawalRetainMs ago or more, and past
+// WithdrawalsHeldMax the oldest paid ones however recent; requested ones
+// are kept. The list is in request order, so one pass finds them oldest
+// first.
 func (s *State) trimWithdrawalsHeld(h *Holder, nowMs int64) {
 	excess := len(h.Withdrawals) - WithdrawalsKept
 	if excess <= 0 {
 		return
 	}
+	over := len(h.Withdrawals) - WithdrawalsHeldMax
 	kept := make([]string, 0, len(h.Withdrawals))
 	for _, id := range h.Withdrawals {
 		w := s.Withdrawals[id]
-		if excess > 0 && (w == nil || w.State == WithdrawalPaid && w.PaidTsMs+WithdrawalRetainMs <= nowMs) {
+		if excess > 0 && (w == nil || w.State == WithdrawalPaid && (over > 0 || w.PaidTsMs+WithdrawalRetainMs <= nowMs)) {
 			delete(s.Withdrawals, id)
 			excess--
+			over--
 			continue
 		}
 		kept = append(kept, id)
