@@ -3,6 +3,7 @@ package httpapi
 import (
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -90,5 +91,52 @@ func TestIdempotencyKeyGivenTwiceIsRefused(t *testing.T) {
 	// Nothing was applied: the first key is still free for a grant.
 	if r := a.do(req{method: "POST", path: "/v1/faucet", key: master, idem: "faucet-a", body: map[string]any{}}); r.status != 201 || r.header.Get("Idempotent-Replayed") == "true" {
 		t.Fatalf("faucet under the first key afterwards: %d %s replayed=%q, want a fresh 201", r.status, r.body, r.header.Get("Idempotent-Replayed"))
+	}
+}
+
+// TestWithdrawalRetryWithAnotherConfirmTokenReplays: a confirmToken says
+// "I saw the quote", it is no part of what the withdrawal is (the state
+// machine's late-retry check compares amount and destination only). A
+// client whose answer was lost cannot tell whether its single-use token
+// was spent, so it may quote again and retry with a fresh token, or
+// without one. Before, the request hash covered the token: that retry
+// was 409 idempotency_key_reused, and a client taking the key for burned
+// and retrying under a new one withdrew twice. Now it replays the first
+// 201, and the balance moves once.
+func TestWithdrawalRetryWithAnotherConfirmTokenReplays(t *testing.T) {
+	a := newRailAPI(t)
+	key, acct := a.funded()
+	dest := a.sparkAddr("first-seen-retry")
+	amount := strconv.Itoa(overThreshold)
+	t1 := a.quote(key, map[string]any{"toAddress": dest, "amountMsat": amount})["confirmToken"]
+	t2 := a.quote(key, map[string]any{"toAddress": dest, "amountMsat": amount})["confirmToken"]
+	if t1 == nil || t2 == nil || t1 == t2 {
+		t.Fatalf("tokens %v, %v", t1, t2)
+	}
+	free0 := a.free(acct)
+	send := func(tok any) resp {
+		body := map[string]any{"toAddress": dest, "amountMsat": amount}
+		if tok != nil {
+			body["confirmToken"] = tok
+		}
+		return a.do(req{method: "POST", path: "/v1/withdrawals", key: key, idem: "wd-retry-1", body: body})
+	}
+	first := send(t1)
+	if first.status != 201 {
+		t.Fatalf("withdrawal: %d %s", first.status, first.body)
+	}
+	for _, tok := range []any{t2, nil} {
+		if r := send(tok); r.status != 201 || string(r.body) != string(first.body) {
+			t.Errorf("retry with token %v: %d %s, want the first 201 %s", tok, r.status, r.body, first.body)
+		}
+	}
+	if got := free0 - a.free(acct); got != int64(overThreshold)+10_000 {
+		t.Fatalf("the balance moved %d msat, want one withdrawal and its fee", got)
+	}
+	// Another amount under the key is still a reuse.
+	r := a.do(req{method: "POST", path: "/v1/withdrawals", key: key, idem: "wd-retry-1",
+		body: map[string]any{"toAddress": dest, "amountMsat": strconv.Itoa(overThreshold + 1000)}})
+	if r.status != 409 || r.code() != "idempotency_key_reused" {
+		t.Fatalf("another amount under the key: %d %s", r.status, r.body)
 	}
 }
