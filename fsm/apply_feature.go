@@ -165,7 +165,11 @@ import (
 //	   sUSDx share price it would be served is below 0.01 USDx
 //	   (usdx.LevelStakeSharePriceFloor); a USDx withdrawal to an
 //	   address whose freeze waits for the custody worker is refused as
-//	   one to a frozen address (usdx.LevelPendingFreezeRefuses).
+//	   one to a frozen address (usdx.LevelPendingFreezeRefuses); a paid
+//	   USDx withdrawal and a redemption's saga are held two days, so a
+//	   late retry answers the first (usdx.LevelUSDxWithdrawalsHeld,
+//	   usdx.LevelRedemptionsHeld), and a keyed stake or unstake carries
+//	   its key's id (usdx.LevelKeyedStakesOnce).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -157,7 +157,7 @@ func applyUSDxStake(c *Ctx) (int, any, *wire.Refusal) {
 	if _, ref := c.St.Access.Actor(c.Cmd.Account, c.Cmd.KeyID, access.ScopeTrade); ref != nil {
 		return 0, nil, ref
 	}
-	v, ref := c.St.USDx.Stake(c.usdxEnv(), c.Cmd.Account, p.Amount)
+	v, ref := c.St.USDx.Stake(c.usdxEnv(), c.Cmd.Account, p.ID, p.Amount)
 	if ref != nil {
 		return 0, nil, ref
 	}
@@ -172,7 +172,7 @@ func applyUSDxUnstake(c *Ctx) (int, any, *wire.Refusal) {
 	if _, ref := c.St.Access.Actor(c.Cmd.Account, c.Cmd.KeyID, access.ScopeTrade); ref != nil {
 		return 0, nil, ref
 	}
-	v, ref := c.St.USDx.Unstake(c.usdxEnv(), c.Cmd.Account, p.Amount)
+	v, ref := c.St.USDx.Unstake(c.usdxEnv(), c.Cmd.Account, p.ID, p.Amount)
 	if ref != nil {
 		return 0, nil, ref
 	}

@@ -94,8 +94,9 @@ const (
 		"counts down to it): then X-RateLimit-Limit is the grants per hour, X-RateLimit-Remaining 0 and X-RateLimit-Reset " +
 		"the epoch second the oldest grant of the hour leaves it, the instant Retry-After counts to"
 	mintIdemRetry = "The key value is returned exactly once and never stored: a retry with the same key and body within " +
-		"24 hours gets the first 201 (Idempotent-Replayed: true) with keyId and scopes but without apiKey, and mints " +
-		"nothing. If that answer was lost, revoke keyId (POST /v1/sessions/revoke) and mint again."
+		"24 hours, sent with the same x-api-key, gets the first 201 (Idempotent-Replayed: true) with keyId and scopes but without " +
+		"apiKey, and mints nothing; sent with another x-api-key it is 409 idempotency_key_reused (what a mint makes depends " +
+		"on the minting key). If that answer was lost, revoke keyId (POST /v1/sessions/revoke) and mint again."
 	mintReplay201 = "apiKey is in the first answer only: a replay (Idempotent-Replayed: true) omits it"
 )
 
@@ -350,7 +351,12 @@ func (s *Server) mintSession(c *gin.Context) {
 		}
 		p.Scopes = &sc
 	}
-	res, ok := s.submit(c, fsm.CmdMintKey, p, req)
+	// What the mint makes depends on the calling key (the scopes are
+	// intersected with its own, or copied from it), which the body does
+	// not name: the request hash covers it, as an allButCurrent revoke's
+	// does, so another key's same body under the same idempotency-key is
+	// another request (409), not a replay of a mint it could not make.
+	res, ok := s.submit(c, fsm.CmdMintKey, p, mintHashed{MintRequest: req, Minter: callerOf(c).KeyID})
 	if !ok {
 		return
 	}
@@ -394,6 +400,12 @@ func (s *Server) revokeSessions(c *gin.Context) {
 	if res, ok := s.submit(c, fsm.CmdRevokeKeys, p, hashed); ok {
 		respond(c, res)
 	}
+}
+
+// mintHashed is what a mint's request hash covers.
+type mintHashed struct {
+	MintRequest
+	Minter string `json:"minter"`
 }
 
 // revokeAllHashed is what an allButCurrent revoke's request hash covers.

@@ -24,6 +24,13 @@ func idemGuard(s *Server, r *Route) gin.HandlerFunc {
 		return nil
 	}
 	return func(c *gin.Context) {
+		if len(c.Request.Header[idemHeaderKey]) > 1 {
+			// One reader takes the first, another the last: the key
+			// applied (an order's id) would not be the key a proxy or
+			// an audit log saw, as with a body field given twice.
+			fail(c, http.StatusBadRequest, wire.CodeValidation, "header idempotency-key is given more than once")
+			return
+		}
 		k := c.GetHeader(idemHeaderKey)
 		if k == "" && r.IdemOptional {
 			return

@@ -167,7 +167,10 @@ const (
 		"again (header Idempotent-Replayed: true) and applies nothing twice."
 	idemReused = "The same key on a different request (another body, path or route) is 409 idempotency_key_reused, but " +
 		"cancels and USDx redemptions keep keys of their own (an order's id may be its cancel's key); a success whose " +
-		"stored answer the bounded store dropped early answers 409 conflict and is not applied again."
+		"stored answer the bounded store dropped early answers 409 conflict and is not applied again. Money moves are also " +
+		"bound to their key by the account's own records, whatever the store forgets: withdrawals, USDx withdrawals and " +
+		"redemptions for at least two days, keyed stakes and unstakes while the account's last 1000 USDx activity records " +
+		"name them, orders and mints while the order or quote is kept."
 	idemRefused = "A refused request does not bind its key: a retry with the same key is judged afresh against the state " +
 		"of its time and may succeed (after a top-up, say), so use a new key for a request you no longer want. " +
 		"The key is stored as sent, so one shaped like an API key is refused (400 validation)."

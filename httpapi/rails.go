@@ -88,7 +88,8 @@ func (s *Server) railRoutes() []*Route {
 			Auth: Keyed, Scope: "withdraw", Budget: "withdraw", Idem: true, Request: WithdrawRequest{},
 			Responses: map[int]any{201: funds.WithdrawalCreated{}, 409: wire.ErrorBody{}, 428: ConfirmationRequiredBody{}},
 			Refuses:   map[int][]string{409: {wire.CodeInsufficientBalance}, 428: {wire.CodeConfirmationNeeded}},
-			IdemRetry: idemReplay + " After the 24 hours the withdrawal keeps its key: the same key with the same amount and " +
+			IdemRetry: idemReplay + " The confirmToken is not part of the body compared: a retry with a fresh token, or " +
+				"none, is the same withdrawal. After the 24 hours the withdrawal keeps its key: the same key with the same amount and " +
 				"destination answers 201 with the original railRef and queued for as long as the withdrawal is kept, and pays nothing; " +
 				"another amount or destination is 409 idempotency_key_reused.",
 			Handler: s.createWithdrawal},
@@ -276,7 +277,17 @@ func (s *Server) createWithdrawal(c *gin.Context) {
 	if req.ConfirmToken != nil {
 		p.Confirm = s.readConfirmToken(*req.ConfirmToken, acct, d.Normalized)
 	}
-	res, ok := s.submit(c, fsm.CmdWithdrawalRequested, p, req)
+	// The request hash leaves the confirmToken out: it says the client
+	// saw the quote, not what the withdrawal is (PriorWithdrawal compares
+	// amount and destination only). A client whose answer was lost cannot
+	// tell whether its single-use token was spent and may retry with a
+	// fresh one, or none: that is the same withdrawal, answered as stored,
+	// not 409 idempotency_key_reused, which could send it to a new key and
+	// a second withdrawal. With the token nil the hash is the bytes it
+	// always was for a request sent without one.
+	hashed := req
+	hashed.ConfirmToken = nil
+	res, ok := s.submit(c, fsm.CmdWithdrawalRequested, p, hashed)
 	if !ok {
 		return
 	}

@@ -232,6 +232,18 @@ func (s *Server) usdxRedeem(c *gin.Context) {
 	}
 }
 
+// keyedID is the id a stake or unstake sent with an idempotency key
+// carries (accountScopedID), "" without one: from
+// usdx.LevelKeyedStakesOnce the state machine makes one per id, so a
+// retry the bounded idempotency store forgot is not applied twice.
+func (s *Server) keyedID(c *gin.Context, prefix string) string {
+	key, keyed := idemKeyOf(c)
+	if !keyed {
+		return ""
+	}
+	return accountScopedID(prefix, callerOf(c).AccountID, key)
+}
+
 func (s *Server) usdxStake(c *gin.Context) {
 	var req USDxAmountRequest
 	if !s.decode(c, &req) {
@@ -241,7 +253,7 @@ func (s *Server) usdxStake(c *gin.Context) {
 	if !ok {
 		return
 	}
-	res, ok := s.submit(c, fsm.CmdUSDxStake, fsm.USDxAmountPayload{Amount: n}, req)
+	res, ok := s.submit(c, fsm.CmdUSDxStake, fsm.USDxAmountPayload{ID: s.keyedID(c, "ustk_"), Amount: n}, req)
 	if ok {
 		respond(c, res)
 	}
@@ -256,7 +268,7 @@ func (s *Server) usdxUnstake(c *gin.Context) {
 	if !ok {
 		return
 	}
-	res, ok := s.submit(c, fsm.CmdUSDxUnstake, fsm.USDxAmountPayload{Amount: n}, req)
+	res, ok := s.submit(c, fsm.CmdUSDxUnstake, fsm.USDxAmountPayload{ID: s.keyedID(c, "uus_"), Amount: n}, req)
 	if ok {
 		respond(c, res)
 	}

@@ -486,7 +486,7 @@ func (s *State) Mint(e *Env, accountID, quoteID, freshID string) (MintOutcome, *
 	s.record(e.now(), qu.Usdx, 0)
 	sg := &Saga{ID: quoteID, AccountID: accountID, Side: SideMint, State: SagaMinted, Usdx: qu.Usdx, Contracts: qu.Usdx,
 		SatsMsat: pz.sats, FeeMsat: pz.baseFee + pz.dynFee + pz.plan.FeeMsat, CreatedTsMs: e.now(), UpdatedTsMs: e.now()}
-	s.addSaga(sg)
+	s.addSaga(e, sg)
 	s.activity(e, accountID, Activity{Event: "mint", Ref: sg.ID, Usdx: sg.Usdx, SatsMsat: sg.SatsMsat, State: sg.State})
 	s.mustIdentity(e)
 	v := NewSagaView(sg)
@@ -533,7 +533,7 @@ func (s *State) Redeem(e *Env, accountID, id string, q int64) (SagaView, *wire.R
 		}
 		sg.State, sg.QueuedReason, sg.QueuedSinceMs = SagaQueued, reason, e.now()
 		s.Queue = append(s.Queue, id)
-		s.addSaga(sg)
+		s.addSaga(e, sg)
 		s.activity(e, accountID, Activity{Event: "redeem", Ref: id, Usdx: q, State: sg.State})
 		return NewSagaView(sg), nil
 	}
@@ -543,7 +543,7 @@ func (s *State) Redeem(e *Env, accountID, id string, q int64) (SagaView, *wire.R
 	}
 	hh := s.holder(accountID)
 	hh.Usdx -= q
-	s.addSaga(sg)
+	s.addSaga(e, sg)
 	s.payRedemption(e, sg, pz)
 	return NewSagaView(sg), nil
 }
@@ -636,10 +636,14 @@ func (s *State) move(e *Env, from, to string, msat int64) {
 	}
 }
 
-func (s *State) addSaga(sg *Saga) {
+func (s *State) addSaga(e *Env, sg *Saga) {
 	s.Sagas[sg.ID] = sg
 	h := s.holder(sg.AccountID)
 	h.Sagas = append(h.Sagas, sg.ID)
+	if e.T.Level >= LevelRedemptionsHeld {
+		s.trimSagasHeld(h, e.now())
+		return
+	}
 	if len(h.Sagas) > SagasKept {
 		for i, id := range h.Sagas {
 			if old := s.Sagas[id]; old == nil || old.State != SagaQueued {
@@ -649,6 +653,54 @@ func (s *State) addSaga(sg *Saga) {
 			}
 		}
 	}
+}
+
+// LevelRedemptionsHeld is the feature level (fsm.FeatureLevel) from which
+// a redemption's saga is kept at least SagaRetainMs after its last
+// change, however many follow it. A keyed redemption's id comes from the
+// account and the client's idempotency key, and the saga is what answers
+// a retry once the idempotency store has forgotten the key (after its 24
+// hours, or earlier when a flood of other accounts' answers evicts it).
+// Below the level the saga went as soon as SagasKept newer ones came, and
+// a late retry of the same request redeemed the holder's USDx a second
+// time. Mint sagas need no hold: a mint's id is its quote's, and a late
+// retry finds the quote gone. Found by a review on 2026-11-28.
+const LevelRedemptionsHeld uint32 = 8
+
+// SagaRetainMs is how long a redemption's saga is kept after its last
+// change from LevelRedemptionsHeld: two days, twice the idempotency
+// store's retention (WithdrawalRetainMs says the same for withdrawals).
+const SagaRetainMs = WithdrawalRetainMs
+
+// SagasHeldMax bounds the sagas an account keeps from
+// LevelRedemptionsHeld, held ones included: past it the oldest that are
+// not queued go before their hold ends (as WithdrawalsHeldMax: a 1 USDx
+// mint and redemption cost a few hundred msat of fees, so the hold alone
+// let an account keep a saga per request for two days).
+const SagasHeldMax = 10 * SagasKept
+
+// trimSagasHeld drops h's oldest sagas past SagasKept that may go: never
+// a queued one, and a redemption only SagaRetainMs after its last change
+// unless the account holds more than SagasHeldMax.
+// The list is in creation order, so one pass finds them oldest first.
+func (s *State) trimSagasHeld(h *Holder, nowMs int64) {
+	excess := len(h.Sagas) - SagasKept
+	if excess <= 0 {
+		return
+	}
+	over := len(h.Sagas) - SagasHeldMax
+	kept := make([]string, 0, len(h.Sagas))
+	for _, id := range h.Sagas {
+		sg := s.Sagas[id]
+		if excess > 0 && (sg == nil || sg.State != SagaQueued && (over > 0 || sg.Side != SideRedeem || sg.UpdatedTsMs+SagaRetainMs <= nowMs)) {
+			delete(s.Sagas, id)
+			excess--
+			over--
+			continue
+		}
+		kept = append(kept, id)
+	}
+	h.Sagas = kept
 }
 
 // activity records an account's USDx event with a fresh seq and emits it.

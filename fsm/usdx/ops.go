@@ -74,7 +74,9 @@ func (s *State) Withdraw(e *Env, accountID, id string, q int64, addr string) (Wi
 	s.Withdrawals[id] = w
 	s.InFlight = append(s.InFlight, id)
 	hh.Withdrawals = append(hh.Withdrawals, id)
-	if len(hh.Withdrawals) > WithdrawalsKept {
+	if e.T.Level >= LevelUSDxWithdrawalsHeld {
+		s.trimWithdrawalsHeld(hh, e.now())
+	} else if len(hh.Withdrawals) > WithdrawalsKept {
 		for i, old := range hh.Withdrawals {
 			if ow := s.Withdrawals[old]; ow == nil || ow.State != WithdrawalRequested {
 				delete(s.Withdrawals, old)
@@ -111,6 +113,57 @@ func (s *State) freezeRequested(addr string) bool {
 		}
 	}
 	return false
+}
+
+// LevelUSDxWithdrawalsHeld is the feature level (fsm.FeatureLevel) from
+// which a paid USDx withdrawal is kept at least WithdrawalRetainMs after
+// it was paid, however many follow it. Its id comes from the account and
+// the client's idempotency key, and the record is what answers a retry
+// once the idempotency store has forgotten the key (after its 24 hours,
+// or earlier when a flood of other accounts' answers evicts it). Below
+// the level the record went as soon as WithdrawalsKept newer ones came,
+// and a late retry of the same request made and paid a second
+// withdrawal; sats withdrawals were held two days for this reason
+// already (funds.WithdrawalRetainMs). Found by a review on 2026-11-28.
+const LevelUSDxWithdrawalsHeld uint32 = 8
+
+// WithdrawalRetainMs is how long a paid USDx withdrawal is kept from
+// LevelUSDxWithdrawalsHeld: two days, twice the idempotency store's
+// retention, as funds.WithdrawalRetainMs for sats.
+const WithdrawalRetainMs int64 = 2 * 24 * 60 * 60 * 1000
+
+// WithdrawalsHeldMax bounds the withdrawals an account keeps from
+// LevelUSDxWithdrawalsHeld, held ones included: past it the oldest paid
+// ones go before their hold ends. A withdrawal can cost next to nothing
+// (1 USDx out to the holder's own address, and deposited back), so the
+// hold alone let an account keep one record per request of its order
+// budget (180 a minute) for two days; 2,000 covers one withdrawal every
+// 90 seconds for the two days.
+const WithdrawalsHeldMax = 10 * WithdrawalsKept
+
+// trimWithdrawalsHeld drops h's oldest withdrawals past WithdrawalsKept
+// that were paid WithdrawalRetainMs ago or more, and past
+// WithdrawalsHeldMax the oldest paid ones however recent; requested ones
+// are kept. The list is in request order, so one pass finds them oldest
+// first.
+func (s *State) trimWithdrawalsHeld(h *Holder, nowMs int64) {
+	excess := len(h.Withdrawals) - WithdrawalsKept
+	if excess <= 0 {
+		return
+	}
+	over := len(h.Withdrawals) - WithdrawalsHeldMax
+	kept := make([]string, 0, len(h.Withdrawals))
+	for _, id := range h.Withdrawals {
+		w := s.Withdrawals[id]
+		if excess > 0 && (w == nil || w.State == WithdrawalPaid && (over > 0 || w.PaidTsMs+WithdrawalRetainMs <= nowMs)) {
+			delete(s.Withdrawals, id)
+			excess--
+			over--
+			continue
+		}
+		kept = append(kept, id)
+	}
+	h.Withdrawals = kept
 }
 
 // LevelFreezesKeptPending is the feature level (fsm.FeatureLevel) from

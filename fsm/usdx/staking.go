@@ -22,7 +22,20 @@ type StakeResult struct {
 // Stake moves q USDx of accountID into the pool for sUSDx at the served
 // share price: shares = floor(q x 1e9 / sharePriceQ9) (SPEC), so a staker
 // never gets more than the pool's value. Refused during a mint halt.
-func (s *State) Stake(e *Env, accountID string, q int64) (StakeResult, *wire.Refusal) {
+//
+// id is the client's idempotency key made the account's own (""
+// without one): from LevelKeyedStakesOnce the stake's activity record
+// carries it, and a stake under an id the account's activity holds is
+// refused rather than made again.
+func (s *State) Stake(e *Env, accountID, id string, q int64) (StakeResult, *wire.Refusal) {
+	if e.T.Level < LevelKeyedStakesOnce {
+		id = ""
+	} else if a, ok := s.keyedActivity(accountID, "stake", id); ok {
+		// Not compared by amount: a stake may take less than asked
+		// (LevelStakeAtCost), and a changed body under a key the store
+		// still held was refused before it came here.
+		return StakeResult{}, appliedAgain("stake", a, true)
+	}
 	if !s.Params.Features.Stake {
 		return StakeResult{}, wire.Refuse(http.StatusForbidden, wire.CodeFeatureUnavailable, "staking is switched off")
 	}
@@ -82,8 +95,46 @@ func (s *State) Stake(e *Env, accountID string, q int64) (StakeResult, *wire.Ref
 	h.Susdx += shares
 	s.Staked += q
 	s.SusdxSupply += shares
-	s.activity(e, accountID, Activity{Event: "stake", Usdx: q, Susdx: shares})
+	s.activity(e, accountID, Activity{Event: "stake", Ref: id, Usdx: q, Susdx: shares})
 	return StakeResult{Usdx: strconv.FormatInt(q, 10), Susdx: strconv.FormatInt(shares, 10), SharePriceQ9: wire.Int(price)}, nil
+}
+
+// LevelKeyedStakesOnce is the feature level (fsm.FeatureLevel) from which
+// a stake or unstake sent with an idempotency key is made once per key
+// for as long as the account's activity (ActivityKept records) or kept
+// unstakes name it, not only while the idempotency store holds its
+// answer. Stakes and unstakes had no id of their own, and the bounded
+// store can forget an answer before its 24 hours (past its record bound,
+// under a flood spread over many accounts, the largest tenant's oldest
+// records go entirely): the retry then staked or unstaked the holder's
+// funds a second time. Found by a review on 2026-11-28.
+const LevelKeyedStakesOnce uint32 = 8
+
+// keyedActivity finds accountID's latest activity of kind event under
+// id (never for an empty id).
+func (s *State) keyedActivity(accountID, event, id string) (Activity, bool) {
+	h := s.Holders[accountID]
+	if id == "" || h == nil {
+		return Activity{}, false
+	}
+	for i := len(h.Activity) - 1; i >= 0; i-- {
+		if a := h.Activity[i]; a.Ref == id && a.Event == event {
+			return a, true
+		}
+	}
+	return Activity{}, false
+}
+
+// appliedAgain refuses a keyed stake or unstake already made under its
+// key: 409 conflict when the request is the same (the store forgot its
+// answer; applying it again would move the funds twice), 409
+// idempotency_key_reused when it differs.
+func appliedAgain(what string, a Activity, same bool) *wire.Refusal {
+	if !same {
+		return wire.Refuse(http.StatusConflict, wire.CodeIdempotencyReused, "idempotency-key was already used for another %s", what)
+	}
+	return wire.Refuse(http.StatusConflict, wire.CodeConflict,
+		"this idempotency-key's %s was applied (activity seq %d); its stored answer is gone, and it is not applied again: read GET /v1/usdx/activity", what, a.Seq)
 }
 
 // LevelStakeAtCost is the feature level (fsm.FeatureLevel) from which a
@@ -300,7 +351,29 @@ func costWithAccrual(shares, pool, accruedQ9, supply int64) int64 {
 // Unstake starts the cooldown of shares sUSDx of accountID. Always
 // allowed, also in every halt; the shares stay in the pool (they take its
 // yield and its markdowns) until released at the share price then.
-func (s *State) Unstake(e *Env, accountID string, shares int64) (UnstakeView, *wire.Refusal) {
+//
+// id is the client's idempotency key made the account's own (""
+// without one): from LevelKeyedStakesOnce it is the unstake's id, and an
+// unstake under an id the account already used answers that unstake (or
+// is refused once it left the kept list) rather than being made again.
+func (s *State) Unstake(e *Env, accountID, id string, shares int64) (UnstakeView, *wire.Refusal) {
+	if e.T.Level < LevelKeyedStakesOnce {
+		id = ""
+	} else if id != "" {
+		if h := s.Holders[accountID]; h != nil {
+			for _, u := range h.Unstakes {
+				if u.ID == id {
+					if u.Susdx != shares {
+						return UnstakeView{}, wire.Refuse(http.StatusConflict, wire.CodeIdempotencyReused, "unstake id %q was used for another unstake", id)
+					}
+					return NewUnstakeView(u), nil
+				}
+			}
+		}
+		if a, ok := s.keyedActivity(accountID, "unstake", id); ok {
+			return UnstakeView{}, appliedAgain("unstake", a, a.Susdx == shares)
+		}
+	}
 	if shares < 1 {
 		return UnstakeView{}, bad(wire.CodeValidation, "susdx must be at least 1")
 	}
@@ -318,7 +391,10 @@ func (s *State) Unstake(e *Env, accountID string, shares int64) (UnstakeView, *w
 		return UnstakeView{}, wire.Refuse(http.StatusConflict, wire.CodeConflict, "at most %d unstakes cooling per account", CoolingPerAccountMax)
 	}
 	s.NextUnstake++
-	u := &Unstake{ID: "uns_" + strconv.FormatUint(s.NextUnstake, 10), Susdx: shares,
+	if id == "" {
+		id = "uns_" + strconv.FormatUint(s.NextUnstake, 10)
+	}
+	u := &Unstake{ID: id, Susdx: shares,
 		ReleaseAtMs: e.now() + s.Params.UnstakeCooldownMs, RequestedMs: e.now()}
 	hh := s.holder(accountID)
 	hh.Susdx -= shares
