@@ -348,21 +348,7 @@ func TestUSDxPoolRoundingFavoursHoldersAcrossFunding(t *testing.T) {
 			return w.order(tr[0], tr[1], levered(mktOrder(w.id("o"), "BTC-PERP", side, size), 10))
 		})
 	st := w.st().u
-	var pos, neg, marked, minted int
-	for _, wf := range st.History {
-		switch {
-		case wf.FlowMsat > 0:
-			pos++
-		case wf.FlowMsat < 0:
-			neg++
-		}
-		if wf.Markdown > 0 {
-			marked++
-		}
-		if wf.YieldMinted > 0 {
-			minted++
-		}
-	}
+	pos, neg, marked, minted := waterfallCounts(st.History)
 	t.Logf("boundaries %d (+%d -%d, %d yield mints, %d markdowns); staked %d, sUSDx %d, escrow %d; worst holder loss / rounding bound %s; ops %v",
 		len(st.History), pos, neg, minted, marked, st.Staked, st.SusdxSupply, st.YieldEscrowMsat, worst.FloatString(3), outcomes)
 	if !testing.Short() && (pos == 0 || neg == 0 || minted == 0) {

@@ -144,21 +144,7 @@ func TestUSDxSimulationKeepsTheIdentityAndConservation(t *testing.T) {
 	if len(st.u.History) < 5 {
 		t.Fatalf("weak run: %d funding boundaries", len(st.u.History))
 	}
-	var pos, neg, marked, minted int
-	for _, wf := range st.u.History {
-		switch {
-		case wf.FlowMsat > 0:
-			pos++
-		case wf.FlowMsat < 0:
-			neg++
-		}
-		if wf.Markdown > 0 {
-			marked++
-		}
-		if wf.YieldMinted > 0 {
-			minted++
-		}
-	}
+	pos, neg, marked, minted := waterfallCounts(st.u.History)
 	t.Logf("supply %d staked %d susdx %d reserve %d; boundaries %d (+%d -%d, %d yield mints, %d markdowns); outcomes %v",
 		st.u.Supply, st.u.Staked, st.u.SusdxSupply, st.u.ReserveMsat, len(st.u.History), pos, neg, minted, marked, outcomes)
 	if (pos == 0 || neg == 0 || marked == 0 || minted == 0) && !testing.Short() { // -short runs too few boundaries
@@ -207,4 +193,25 @@ func (w *tradeWorld) walkPrinting(tsMs, mid int64) {
 		}
 		w.walkTo(min(b+1000, tsMs))
 	}
+}
+
+// waterfallCounts counts the boundaries of history whose flow was positive
+// and negative, and those that marked shares down or minted yield: a
+// simulation asserts it crossed each kind.
+func waterfallCounts(history []usdx.Waterfall) (pos, neg, marked, minted int) {
+	for _, wf := range history {
+		switch {
+		case wf.FlowMsat > 0:
+			pos++
+		case wf.FlowMsat < 0:
+			neg++
+		}
+		if wf.Markdown > 0 {
+			marked++
+		}
+		if wf.YieldMinted > 0 {
+			minted++
+		}
+	}
+	return pos, neg, marked, minted
 }

@@ -684,23 +684,35 @@ const SagasHeldMax = 10 * SagasKept
 // unless the account holds more than SagasHeldMax.
 // The list is in creation order, so one pass finds them oldest first.
 func (s *State) trimSagasHeld(h *Holder, nowMs int64) {
-	excess := len(h.Sagas) - SagasKept
-	if excess <= 0 {
-		return
-	}
-	over := len(h.Sagas) - SagasHeldMax
-	kept := make([]string, 0, len(h.Sagas))
-	for _, id := range h.Sagas {
+	h.Sagas = trimHeld(h.Sagas, SagasKept, SagasHeldMax, func(id string, over bool) bool {
 		sg := s.Sagas[id]
-		if excess > 0 && (sg == nil || sg.State != SagaQueued && (over > 0 || sg.Side != SideRedeem || sg.UpdatedTsMs+SagaRetainMs <= nowMs)) {
+		if sg == nil || sg.State != SagaQueued && (over || sg.Side != SideRedeem || sg.UpdatedTsMs+SagaRetainMs <= nowMs) {
 			delete(s.Sagas, id)
+			return true
+		}
+		return false
+	})
+}
+
+// trimHeld drops the oldest of ids (oldest first) while more than kept
+// remain, each only if drop, told whether more than heldMax remain, says
+// it may go (and forgets it). It returns the ids left, in order.
+func trimHeld(ids []string, kept, heldMax int, drop func(id string, over bool) bool) []string {
+	excess := len(ids) - kept
+	if excess <= 0 {
+		return ids
+	}
+	over := len(ids) - heldMax
+	left := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if excess > 0 && drop(id, over > 0) {
 			excess--
 			over--
 			continue
 		}
-		kept = append(kept, id)
+		left = append(left, id)
 	}
-	h.Sagas = kept
+	return left
 }
 
 // activity records an account's USDx event with a fresh seq and emits it.

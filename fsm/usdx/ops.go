@@ -147,23 +147,14 @@ const WithdrawalsHeldMax = 10 * WithdrawalsKept
 // are kept. The list is in request order, so one pass finds them oldest
 // first.
 func (s *State) trimWithdrawalsHeld(h *Holder, nowMs int64) {
-	excess := len(h.Withdrawals) - WithdrawalsKept
-	if excess <= 0 {
-		return
-	}
-	over := len(h.Withdrawals) - WithdrawalsHeldMax
-	kept := make([]string, 0, len(h.Withdrawals))
-	for _, id := range h.Withdrawals {
+	h.Withdrawals = trimHeld(h.Withdrawals, WithdrawalsKept, WithdrawalsHeldMax, func(id string, over bool) bool {
 		w := s.Withdrawals[id]
-		if excess > 0 && (w == nil || w.State == WithdrawalPaid && (over > 0 || w.PaidTsMs+WithdrawalRetainMs <= nowMs)) {
+		if w == nil || w.State == WithdrawalPaid && (over || w.PaidTsMs+WithdrawalRetainMs <= nowMs) {
 			delete(s.Withdrawals, id)
-			excess--
-			over--
-			continue
+			return true
 		}
-		kept = append(kept, id)
-	}
-	h.Withdrawals = kept
+		return false
+	})
 }
 
 // LevelFreezesKeptPending is the feature level (fsm.FeatureLevel) from
