@@ -121,6 +121,33 @@ func TestPorVerifyChecksTheLeafOwner(t *testing.T) {
 	}
 }
 
+// TestPorVerifyNamesTheTagKey: a proof carries leaf.tagKeyId (not in
+// SPEC), the id of the key whose hash keys its tag. The strict decoder
+// takes it; a check under another key is refused naming that id, so a
+// user who rotated keys knows which one to use.
+func TestPorVerifyNamesTheTagKey(t *testing.T) {
+	const ts = 300_000
+	keyNew := sha256.Sum256([]byte("key-new"))
+	salt := por.RootSalt(por.AssetMsat, ts, 9)
+	leaves := []por.Leaf{{Tag: por.AccountTag(keyNew[:], por.AssetMsat, "acc_A", ts), Amount: 7_000}}
+	tr, _ := por.BuildWidth(salt, leaves, por.MinWidth)
+	d, _ := por.NewProofDoc(por.AssetMsat, tr, salt, leaves[0].Tag, 0, ts)
+	d.Leaf.TagKeyID = "key_new_id"
+	proof, _ := json.Marshal(d)
+	if !strings.Contains(string(proof), `"tagKeyId":"key_new_id"`) {
+		t.Fatalf("no tagKeyId in %s", proof)
+	}
+	t.Setenv("PERPD_API_KEY", "key-old")
+	out, err := runPor(t, proof, "verify", "--proof", "-", "--account", "acc_A")
+	if !errors.Is(err, errProofInvalid) || !strings.Contains(out, "key_new_id") {
+		t.Fatalf("the old key: %v\n%s", err, out)
+	}
+	t.Setenv("PERPD_API_KEY", "key-new")
+	if out, err = runPor(t, proof, "verify", "--proof", "-", "--account", "acc_A"); err != nil || !strings.Contains(out, "the leaf is account acc_A's") {
+		t.Fatalf("the new key: %v\n%s", err, out)
+	}
+}
+
 // The root does not bind treeTsMs, only the leaf's tag does: a venue can
 // put A's leaf tagged for an older tree (1_000 msat, A's balance then)
 // into the current tree while A holds 7_000 now. With the current root and

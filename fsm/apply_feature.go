@@ -169,7 +169,10 @@ import (
 //	   USDx withdrawal and a redemption's saga are held two days, so a
 //	   late retry answers the first (usdx.LevelUSDxWithdrawalsHeld,
 //	   usdx.LevelRedemptionsHeld), and a keyed stake or unstake carries
-//	   its key's id (usdx.LevelKeyedStakesOnce).
+//	   its key's id (usdx.LevelKeyedStakesOnce); an account's Proof of
+//	   Reserves tag is keyed by its oldest live key with the read scope,
+//	   so a revoked (leaked) key no longer recognises the account's leaf
+//	   (LevelPoRTagLiveKey).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

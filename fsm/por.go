@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/perpd/perpd/fsm/access"
 	"github.com/perpd/perpd/fsm/growth"
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/por"
@@ -264,10 +265,53 @@ func publicName(k string) string {
 	return k
 }
 
-// tagSecret is the key of an account's tag: the SHA-256 of its oldest API
-// key still on record (the key's holder can recompute it), or, for an
-// account without one, a hash of the genesis seed and the account id.
+// LevelPoRTagLiveKey is the feature level from which an account's tag is
+// keyed by its oldest live key that can read the proof (porTagKey), not
+// by its oldest key still on record. Below it a revoked key kept keying
+// the tag: after the usual rotation (mint a new key, revoke the old one
+// because it leaked) the old key's holder still recognised the account's
+// leaf in every tree and followed its balance minute by minute, while a
+// user who had discarded the old key could no longer compute their own
+// tag; and once the account passed access.MaxKeysPerAccount its oldest
+// revoked record was forgotten and the tag moved, unannounced, to the
+// next oldest. Live keys are never forgotten, so from the level the tag
+// key changes only when its holder's key is revoked.
+const LevelPoRTagLiveKey uint32 = 8
+
+// PoRProofScope is the scope GET /v1/por/proof needs (httpapi names its
+// route's scope from it): only a key holding it can fetch the proof whose
+// tag it would key, so only such a key may key the tag. A delegate
+// minted without it (a trade-only bot key) never does.
+const PoRProofScope = access.ScopeRead
+
+// porTagKey is the key whose SHA-256 keys the account's tag in a tree
+// built from LevelPoRTagLiveKey: the first of keyIDs (the account's keys
+// in creation order, a replicated slice, so the choice is the same on
+// every replica and no map order reaches it) that is live and holds
+// PoRProofScope. Keys have no expiry: revocation is what ends one. nil
+// when there is none (every key revoked, or none recorded).
+func porTagKey(st *State, id string, keyIDs []string) *access.Key {
+	for _, kid := range keyIDs {
+		if k := st.Access.Keys[kid]; k != nil && k.AccountID == id && k.Live() && k.Scopes.Has(PoRProofScope) && len(k.HashHex) == 64 {
+			return k
+		}
+	}
+	return nil
+}
+
+// tagSecret is the key of an account's tag: from LevelPoRTagLiveKey the
+// SHA-256 of porTagKey's key; below it, and when the account has no such
+// key, the SHA-256 of its oldest API key still on record (the key's
+// holder can recompute it), or, for an account without one, a hash of
+// the genesis seed and the account id.
 func tagSecret(st *State, id string, keyIDs []string, seed uint64, buf *[32]byte) []byte {
+	if st.FeatureLevel >= LevelPoRTagLiveKey {
+		if k := porTagKey(st, id, keyIDs); k != nil {
+			if _, err := hex.Decode(buf[:], []byte(k.HashHex)); err == nil {
+				return buf[:]
+			}
+		}
+	}
 	for _, kid := range keyIDs {
 		if k := st.Access.Keys[kid]; k != nil && len(k.HashHex) == 64 {
 			if _, err := hex.Decode(buf[:], []byte(k.HashHex)); err == nil {
@@ -279,6 +323,35 @@ func tagSecret(st *State, id string, keyIDs []string, seed uint64, buf *[32]byte
 	binary.BigEndian.PutUint64(s[:], seed)
 	*buf = sha256.Sum256([]byte("perpd/por/fallback\x00" + string(s[:]) + id))
 	return buf[:]
+}
+
+// PoRTagKeyID names the key of the account's tag in a tree of asset at
+// treeTsMs: the id of the account's key still on record whose SHA-256
+// keys tag, or "" when none does (the tag used the seed fallback, or its
+// key was since forgotten). It recomputes rather than applying the rule
+// of the tree's level, so it names the right key for a tree of any level
+// and whatever happened to the keys since. GET /v1/por/proof serves it
+// (leaf.tagKeyId) so a user knows which key verifies the leaf. At most
+// access.MaxKeysPerAccount HMACs; reads st only.
+func PoRTagKeyID(st *State, accountID, asset string, treeTsMs int64, tag por.Hash) string {
+	a := st.Access.Accounts[accountID]
+	if a == nil {
+		return ""
+	}
+	var secret [32]byte
+	for _, kid := range a.KeyIDs {
+		k := st.Access.Keys[kid]
+		if k == nil || len(k.HashHex) != 64 {
+			continue
+		}
+		if _, err := hex.Decode(secret[:], []byte(k.HashHex)); err != nil {
+			continue
+		}
+		if por.AccountTag(secret[:], asset, accountID, treeTsMs) == tag {
+			return k.ID
+		}
+	}
+	return ""
 }
 
 func buildUsdxTree(st *State, now int64, seed uint64, minWidth int, problem func(string, ...any)) *por.TreeState {

@@ -105,7 +105,7 @@ func (s *Server) porRoutes() []*Route {
 		{Method: http.MethodGet, Path: "/por/dashboard", Summary: "Proof of Reserves dashboard and in-browser proof verifier (HTML)",
 			Budget: "read", Content: "text/html", Responses: map[int]any{200: ""}, Handler: s.porDashboard},
 		{Method: http.MethodGet, Path: "/v1/por/proof", Summary: "The caller's inclusion proof in the latest tree (404 when the account is not in it)",
-			Auth: Keyed, Scope: "read", Budget: "read", Query: PorProofQuery{},
+			Auth: Keyed, Scope: fsm.PoRProofScope.String(), Budget: "read", Query: PorProofQuery{},
 			Responses: map[int]any{200: por.ProofDoc{}, 404: wire.ErrorBody{}}, Handler: s.porProof},
 	}
 }
@@ -257,6 +257,7 @@ func (s *Server) porProof(c *gin.Context) {
 	var (
 		found      bool
 		idx        int
+		tagKeyID   string
 		tag, salt  por.Hash
 		root       por.Hash
 		width      int
@@ -280,6 +281,7 @@ func (s *Server) porProof(c *gin.Context) {
 			return
 		}
 		found, tag, salt, root, tsMs, width = true, tr.Tags[idx], tr.Salt, tr.RootHash, tr.TsMs, tr.Width()
+		tagKeyID = fsm.PoRTagKeyID(st, acct, asset, tsMs, tag)
 		if hit, build, lead = porTreeLookup(asset, salt, root); lead {
 			leaves = tr.Leaves() // a copy: built into levels outside the lock
 		}
@@ -320,5 +322,6 @@ func (s *Server) porProof(c *gin.Context) {
 		unavailable(c, "proof unavailable: "+err.Error())
 		return
 	}
+	d.Leaf.TagKeyID = tagKeyID
 	c.JSON(http.StatusOK, d)
 }

@@ -69,7 +69,11 @@ func TestPorProofsVerifyIndependentlyOverHTTP(t *testing.T) {
 		m := r.json(t)
 		wantKeys(t, m, "asset", "rootHash", "totalMsat", "rootSaltHex", "treeTsMs", "leaf", "path")
 		leaf := m["leaf"].(map[string]any)
-		wantKeys(t, leaf, "accountTag", "balanceMsat", "index")
+		// Plus tagKeyId: the signup key's id, as GET /v1/sessions lists it.
+		wantKeys(t, leaf, "accountTag", "balanceMsat", "index", "tagKeyId")
+		if sess := a.do(req{method: "GET", path: "/v1/sessions", key: k}).json(t)["sessions"].([]any); leaf["tagKeyId"] != sess[0].(map[string]any)["keyId"] {
+			t.Fatalf("tagKeyId %v, the signup key is %v", leaf["tagKeyId"], sess[0])
+		}
 		if jsonKind(m["treeTsMs"]) != "string" || jsonKind(leaf["balanceMsat"]) != "string" || jsonKind(leaf["index"]) != "number" || m["asset"] != "msat" {
 			t.Fatalf("proof types: %s", r.body)
 		}

@@ -30,7 +30,8 @@ type ProofDoc struct {
 
 // LeafDoc is the account's leaf.
 type LeafDoc struct {
-	AccountTag   string `json:"accountTag" doc:"HMAC-SHA256 keyed with SHA-256(api key) of the message \"perpd/por/tag/v1\" 0x00 asset 0x00 accountId 0x00 treeTsMs (8 bytes big-endian), with the account's oldest API key still on record (its signup key): recompute it to check that the leaf is yours; new for every tree"`
+	AccountTag   string `json:"accountTag" doc:"HMAC-SHA256 keyed with SHA-256(api key) of the message \"perpd/por/tag/v1\" 0x00 asset 0x00 accountId 0x00 treeTsMs (8 bytes big-endian), with the API key leaf.tagKeyId names: the account's oldest live key holding the read scope (the oldest API key still on record in trees before feature level 8, or when the account has no live read key): recompute it to check that the leaf is yours; new for every tree"`
+	TagKeyID     string `json:"tagKeyId,omitempty" doc:"not in SPEC: the id (as GET /v1/sessions lists it, never the key) of the account's key whose SHA-256 keys accountTag; absent when no key still on record does. Informational and covered by no hash: the check is recomputing accountTag with that key"`
 	BalanceMsat  string `json:"balanceMsat,omitempty" unit:"msat"`
 	BalanceMicro string `json:"balanceMicro,omitempty" unit:"int"`
 	Index        uint64 `json:"index"`
@@ -200,8 +201,9 @@ func parseAmount(what, s string) (uint64, error) {
 // must be AccountTag(SHA-256(apiKey), asset, accountID, treeTsMs). A path
 // says nothing about whose leaf it is; without this check a venue could
 // hand two accounts of equal balance the same leaf and both proofs would
-// verify. The key is the account's oldest API key still on record (its
-// signup key while that is kept); treeTsMs is bound by the tag.
+// verify. The key is the one leaf.tagKeyId names: the account's oldest
+// live key with the read scope (from feature level 8; before it, the
+// oldest API key still on record); treeTsMs is bound by the tag.
 func (d ProofDoc) CheckTag(apiKey, accountID string) error {
 	tag, err := parseHash("leaf.accountTag", d.Leaf.AccountTag)
 	if err != nil {
@@ -216,7 +218,10 @@ func (d ProofDoc) CheckTag(apiKey, accountID string) error {
 	}
 	secret := sha256.Sum256([]byte(apiKey))
 	if AccountTag(secret[:], d.Asset, accountID, ts) != tag {
-		return fmt.Errorf("the leaf's accountTag is not account %s's under this key (the tag uses the account's oldest API key still on record)", accountID)
+		if d.Leaf.TagKeyID != "" {
+			return fmt.Errorf("the leaf's accountTag is not account %s's under this key (the proof says the tag uses key %s)", accountID, d.Leaf.TagKeyID)
+		}
+		return fmt.Errorf("the leaf's accountTag is not account %s's under this key (the tag uses the account's oldest live key with the read scope)", accountID)
 	}
 	return nil
 }

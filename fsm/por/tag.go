@@ -14,9 +14,10 @@ import (
 //	HMAC-SHA256(secret, "perpd/por/tag/v1" 0x00 asset 0x00 accountID 0x00 tsMs)
 //
 // with tsMs as 8 bytes big-endian. secret is the SHA-256 of the account's
-// oldest API key still on record (its signup master key while that is
-// kept): never published, unknown to anyone without that key, and known to
-// the key's holder, who can recompute their own tag. Knowing rootSalt and
+// oldest live API key that can read the proof (from feature level 8;
+// before it, its oldest key still on record, revoked or not: see
+// fsm.LevelPoRTagLiveKey): never published, unknown to anyone without that
+// key, and known to the key's holder, who can recompute their own tag. Knowing rootSalt and
 // every account id, nobody else can link a tag to an account, and tags of
 // different trees (tsMs, asset) are unlinkable.
 func AccountTag(secret []byte, asset, accountID string, tsMs int64) Hash {
