@@ -2,6 +2,7 @@ package access
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 )
 
@@ -138,5 +139,40 @@ func TestFaucetRollingHour(t *testing.T) {
 	}
 	if ref := s.TakeFaucetGrant("nobody", 1); ref == nil || ref.Code != "not_found" {
 		t.Fatal("unknown account")
+	}
+}
+
+// TestSignupCostDoesNotGrowWithTheWindow: under a raised cap (the bench
+// deployment) an hour can hold a hundred thousand signups; each signup
+// once copied the whole window, so 20,000 of them allocated about 1.6 GB.
+// The window must also still expire and count exactly.
+func TestSignupCostDoesNotGrowWithTheWindow(t *testing.T) {
+	s := NewState()
+	s.SignupsPerHour = 1 << 30
+	const n = 20_000
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		id := fmt.Sprintf("a%d", i)
+		if ref := s.Signup(NewAccount{AccountID: id, KeyID: "k_" + id, KeyHashHex: hash(i)}, int64(1+i/10)); ref != nil {
+			t.Fatal(ref)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 4<<10 {
+		t.Fatalf("a signup allocates %d bytes on average with up to %d in the window, want a few hundred", per, n)
+	}
+	if got := len(s.recentSignups(2_000)); got != n {
+		t.Fatalf("%d signups in the window, want %d", got, n)
+	}
+	// An hour after the 1,000th signup's time, the first 10,000 have left.
+	if got := len(s.recentSignups(1_000 + SignupWindowMs)); got != n-10_000 {
+		t.Fatalf("%d signups in the window an hour on, want %d", got, n-10_000)
+	}
+	if ref := s.Signup(NewAccount{AccountID: "late", KeyID: "k_late", KeyHashHex: hash(n)}, 1_000+SignupWindowMs); ref != nil {
+		t.Fatal(ref)
+	}
+	if len(s.SignupTsMs) != n-10_000+1 || s.SignupTsMs[0] != 1_001 || s.SignupTsMs[len(s.SignupTsMs)-1] != 1_000+SignupWindowMs {
+		t.Fatalf("window after a late signup: %d entries from %d", len(s.SignupTsMs), s.SignupTsMs[0])
 	}
 }
