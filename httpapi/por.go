@@ -153,7 +153,7 @@ func (s *Server) porSnapshot(c *gin.Context) {
 		v = &view
 	})
 	if v == nil {
-		notFound(c, "Proof of Reserves snapshot (the first tree is built within a minute of log time)")
+		fail(c, http.StatusNotFound, wire.CodeNotFound, "no Proof of Reserves snapshot yet: the first tree is built within a minute of log time")
 		return
 	}
 	c.JSON(http.StatusOK, v)
@@ -287,11 +287,11 @@ func (s *Server) porProof(c *gin.Context) {
 		}
 	})
 	if !treeExists {
-		notFound(c, "Proof of Reserves tree (the first is built within a minute of log time)")
+		fail(c, http.StatusNotFound, wire.CodeNotFound, "no Proof of Reserves tree yet: the first is built within a minute of log time")
 		return
 	}
 	if !found {
-		notFound(c, "account in the latest "+asset+" tree (it is in the next tree built after it was created or first held "+asset+")")
+		fail(c, http.StatusNotFound, wire.CodeNotFound, "account not found in the latest "+asset+" tree: an account enters the next tree built after it was created or first held "+asset+" (one a minute of log time)")
 		return
 	}
 	if testHookPorProofRead != nil {
