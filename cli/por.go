@@ -39,8 +39,8 @@ that account's: its accountTag must be HMAC-SHA256(SHA-256(key), "perpd/por/tag/
 account 0 treeTsMs), with the key the proof's leaf.tagKeyId names (GET /v1/sessions lists key ids):
 the account's oldest live key with the read scope (in trees before feature level 8, its oldest API
 key still on record, revoked or not), read from the environment variable --key-env names (never
-from the command line). Without it the path
-proves a balance is in the tree, not whose. Exit status 0 means the proof is valid.`,
+from the command line). Without it the path proves a balance is in the tree, not whose. Exit
+status 0 means the proof is valid.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if proofPath == "" {
