@@ -19,7 +19,7 @@ func init() { routeSets = append(routeSets, (*Server).cancelAfterRoutes) }
 // decoder checks the sign and the maximum; the state machine also refuses
 // a non-zero timeout below trade.CancelAfterMinMs.
 type CancelAllAfterRequest struct {
-	TimeoutMs wire.Int `json:"timeoutMs" req:"true" unit:"ms" min:"0" max:"86400000" doc:"0 disarms; otherwise 1000..86400000 ms from now (log time), after which the engine cancels the account's resting orders and triggers (bracket legs included; positions and withdrawals untouched) unless refreshed. A refresh is judged at the log time of its own entry, after the deadline check: one that reaches the deadline comes too late (the orders are canceled first, then the call arms a new switch and answers armed), so refresh well inside the timeout (log time may also run up to 10% faster than real time while it catches up after an outage)"`
+	TimeoutMs wire.Int `json:"timeoutMs" req:"true" unit:"ms" min:"0" max:"86400000" doc:"0 disarms; otherwise 1000..86400000 ms from now (log time), after which the engine cancels the account's resting orders and triggers (bracket legs included; positions and withdrawals untouched) unless refreshed. A refresh is judged at the log time of its own entry, after the deadline check: one that reaches the deadline comes too late (the orders are canceled first, then the call arms a new switch and answers armed), so refresh well inside the timeout (log time may also run up to 10% faster than real time while it catches up with the leader's wall clock: after an outage, or after a leader change to a node whose clock is ahead)"`
 }
 
 func (s *Server) cancelAfterRoutes() []*Route {
