@@ -622,39 +622,59 @@ func (s *State) Settings(env *Env, accountID string, req SettingsRequest) *wire.
 	return nil
 }
 
-// unrank takes a trader off every board.
+// unrank takes a trader off every board: one walk of the traders moves
+// those ranked below it up one on each board it held a rank on, and finds
+// who now fills each board's last row. Ranks on a board are distinct and
+// boards do not touch each other's ranks, so neither the walk's order nor
+// doing the boards together can matter (the smallest id would win a tie,
+// as in id order). It used to sort every trader's id, then walk them
+// twice per board: 1.6 MB and 60 ms of apply per ranked trader's opt-out
+// with 100,000 traders. A trader on no board (most of them) opts out
+// without a walk, and a toggle repeated until the next recompute finds
+// its ranks already 0.
 func (b *Boards) unrank(accountID string) {
 	t := b.Traders[accountID]
 	if t.Snap == nil {
 		return
 	}
-	// Sorted only for a board the trader is on: a trader on none (most
-	// of them) opts out without a walk of every trader, and a toggle
-	// repeated until the next recompute finds its ranks already 0.
-	var ids []string
+	type board struct {
+		k           int
+		rank, next  int64
+		rows        []string
+		fill        string
+		found, room bool
+	}
+	on := make([]board, 0, len(t.Snap.Ranks))
 	for k, rank := range t.Snap.Ranks {
 		if rank == 0 {
 			continue
 		}
-		if ids == nil {
-			ids = sortedKeys(b.Traders)
-		}
 		t.Snap.Ranks[k] = 0
-		key := boardKey(k/3, k%3)
-		for _, id := range ids {
-			if o := b.Traders[id]; o.Snap != nil && o.Snap.Ranks[k] > rank {
-				o.Snap.Ranks[k]--
+		rows := slices.DeleteFunc(b.Rows[boardKey(k/3, k%3)], func(id string) bool { return id == accountID })
+		on = append(on, board{k: k, rank: rank, next: int64(len(rows) + 1), rows: rows, room: len(rows) < BoardRowsMax})
+	}
+	if len(on) == 0 {
+		return
+	}
+	for id, o := range b.Traders {
+		if o.Snap == nil {
+			continue
+		}
+		for i := range on {
+			x := &on[i]
+			r := &o.Snap.Ranks[x.k]
+			if *r > x.rank {
+				*r--
+			}
+			if *r == x.next && (!x.found || id < x.fill) {
+				x.fill, x.found = id, true
 			}
 		}
-		rows := slices.DeleteFunc(b.Rows[key], func(id string) bool { return id == accountID })
-		if len(rows) < BoardRowsMax {
-			for _, id := range ids {
-				if o := b.Traders[id]; o.Snap != nil && o.Snap.Ranks[k] == int64(len(rows)+1) {
-					rows = append(rows, id)
-					break
-				}
-			}
+	}
+	for _, x := range on {
+		if x.room && x.found {
+			x.rows = append(x.rows, x.fill)
 		}
-		b.Rows[key] = rows
+		b.Rows[boardKey(x.k/3, x.k%3)] = x.rows
 	}
 }
