@@ -440,14 +440,18 @@ func (s *State) OnClockBoards(env *Env) {
 	b.ComputedTsMs = env.NowMs
 	b.NextTsMs = (env.NowMs/cadence + 1) * cadence
 	today := dayOf(env.NowMs)
-	ids := sortedKeys(b.Traders)
+	// The walk's order cannot matter: each trader's snapshot is its own,
+	// and each board's order is total (ties by handle, which is unique),
+	// so no sorted copy of every id is made. A candidate holds only what
+	// the ranking reads (40 bytes, not the window's whole metrics), so the
+	// six sorts move a third of the bytes.
 	type cand struct {
-		id, handle string
-		m          Metrics
+		t        *Trader
+		id       string
+		pnl, roi int64
 	}
 	eligible := make([][]cand, len(WindowNames))
-	for _, id := range ids {
-		t := b.Traders[id]
+	for id, t := range b.Traders {
 		snap := &Snap{Windows: make([]Metrics, len(WindowNames)), Ranks: make([]int64, len(BoardNames)*len(WindowNames)),
 			Curve: t.curve(today)}
 		equity := env.Host.Equity(id)
@@ -455,16 +459,17 @@ func (s *State) OnClockBoards(env *Env) {
 			m := t.windowMetrics(wi, today)
 			snap.Windows[wi] = m
 			if !t.OptedOut && b.passes(m, equity) {
-				eligible[wi] = append(eligible[wi], cand{id, t.Handle, m})
+				eligible[wi] = append(eligible[wi], cand{t, id, m.PnlMsat, m.RoiQ9})
 			}
 		}
 		t.Snap = snap
 	}
+	var cs []cand
 	for bi := range BoardNames {
 		for wi := range WindowNames {
-			cs := slices.Clone(eligible[wi])
+			cs = append(cs[:0], eligible[wi]...)
 			slices.SortFunc(cs, func(x, y cand) int {
-				a1, a2, b1, b2 := x.m.PnlMsat, x.m.RoiQ9, y.m.PnlMsat, y.m.RoiQ9
+				a1, a2, b1, b2 := x.pnl, x.roi, y.pnl, y.roi
 				if bi == 1 {
 					a1, a2, b1, b2 = a2, a1, b2, b1
 				}
@@ -474,11 +479,11 @@ func (s *State) OnClockBoards(env *Env) {
 				case a2 != b2:
 					return cmpDesc(a2, b2)
 				}
-				return strings.Compare(x.handle, y.handle)
+				return strings.Compare(x.t.Handle, y.t.Handle)
 			})
 			rows := make([]string, 0, min(len(cs), BoardRowsMax))
 			for i, c := range cs {
-				b.Traders[c.id].Snap.Ranks[bi*3+wi] = int64(i + 1)
+				c.t.Snap.Ranks[bi*3+wi] = int64(i + 1)
 				if i < BoardRowsMax {
 					rows = append(rows, c.id)
 				}
