@@ -2,6 +2,7 @@ package funds
 
 import (
 	"net/http"
+	"slices"
 	"sort"
 	"unicode/utf8"
 
@@ -407,12 +408,7 @@ func (s *State) close(w *Withdrawal, state, reason string, nowMs int64) {
 		}
 	}
 	w.State, w.Reason, w.ClosedTsMs = state, reason, nowMs
-	for i, q := range s.Open {
-		if q == w.Seq {
-			s.Open = append(s.Open[:i:i], s.Open[i+1:]...)
-			break
-		}
-	}
+	s.dropOpen(w.Seq)
 	if len(s.Open) == 0 {
 		s.Open = nil
 	}
@@ -442,4 +438,28 @@ func CleanReason(r string) string {
 		cut--
 	}
 	return r[:cut]
+}
+
+// dropOpen removes seq from Open in place, found by binary search (Open
+// is ascending). It moves the shorter side: the rail pays roughly oldest
+// first, so a close near the head costs a re-slice, not a copy of every
+// open withdrawal behind it. It used to copy the whole list into a new
+// array on every close: O(open withdrawals) per paid or returned payout,
+// 80 GB of copies to drain 100,000 of them. Open's content (what the
+// state hash and snapshot see) is the same.
+func (s *State) dropOpen(seq uint64) {
+	i, ok := slices.BinarySearch(s.Open, seq)
+	if !ok {
+		// Not where order puts it (a state Open was never sorted in):
+		// look everywhere, as before.
+		if i = slices.Index(s.Open, seq); i < 0 {
+			return
+		}
+	}
+	if i < len(s.Open)/2 {
+		copy(s.Open[1:i+1], s.Open[:i])
+		s.Open = s.Open[1:]
+		return
+	}
+	s.Open = slices.Delete(s.Open, i, i+1)
 }

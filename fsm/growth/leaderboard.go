@@ -440,14 +440,18 @@ func (s *State) OnClockBoards(env *Env) {
 	b.ComputedTsMs = env.NowMs
 	b.NextTsMs = (env.NowMs/cadence + 1) * cadence
 	today := dayOf(env.NowMs)
-	ids := sortedKeys(b.Traders)
+	// The walk's order cannot matter: each trader's snapshot is its own,
+	// and each board's order is total (ties by handle, which is unique),
+	// so no sorted copy of every id is made. A candidate holds only what
+	// the ranking reads (40 bytes, not the window's whole metrics), so the
+	// six sorts move a third of the bytes.
 	type cand struct {
-		id, handle string
-		m          Metrics
+		t        *Trader
+		id       string
+		pnl, roi int64
 	}
 	eligible := make([][]cand, len(WindowNames))
-	for _, id := range ids {
-		t := b.Traders[id]
+	for id, t := range b.Traders {
 		snap := &Snap{Windows: make([]Metrics, len(WindowNames)), Ranks: make([]int64, len(BoardNames)*len(WindowNames)),
 			Curve: t.curve(today)}
 		equity := env.Host.Equity(id)
@@ -455,16 +459,17 @@ func (s *State) OnClockBoards(env *Env) {
 			m := t.windowMetrics(wi, today)
 			snap.Windows[wi] = m
 			if !t.OptedOut && b.passes(m, equity) {
-				eligible[wi] = append(eligible[wi], cand{id, t.Handle, m})
+				eligible[wi] = append(eligible[wi], cand{t, id, m.PnlMsat, m.RoiQ9})
 			}
 		}
 		t.Snap = snap
 	}
+	var cs []cand
 	for bi := range BoardNames {
 		for wi := range WindowNames {
-			cs := slices.Clone(eligible[wi])
+			cs = append(cs[:0], eligible[wi]...)
 			slices.SortFunc(cs, func(x, y cand) int {
-				a1, a2, b1, b2 := x.m.PnlMsat, x.m.RoiQ9, y.m.PnlMsat, y.m.RoiQ9
+				a1, a2, b1, b2 := x.pnl, x.roi, y.pnl, y.roi
 				if bi == 1 {
 					a1, a2, b1, b2 = a2, a1, b2, b1
 				}
@@ -474,11 +479,11 @@ func (s *State) OnClockBoards(env *Env) {
 				case a2 != b2:
 					return cmpDesc(a2, b2)
 				}
-				return strings.Compare(x.handle, y.handle)
+				return strings.Compare(x.t.Handle, y.t.Handle)
 			})
 			rows := make([]string, 0, min(len(cs), BoardRowsMax))
 			for i, c := range cs {
-				b.Traders[c.id].Snap.Ranks[bi*3+wi] = int64(i + 1)
+				c.t.Snap.Ranks[bi*3+wi] = int64(i + 1)
 				if i < BoardRowsMax {
 					rows = append(rows, c.id)
 				}
@@ -622,39 +627,59 @@ func (s *State) Settings(env *Env, accountID string, req SettingsRequest) *wire.
 	return nil
 }
 
-// unrank takes a trader off every board.
+// unrank takes a trader off every board: one walk of the traders moves
+// those ranked below it up one on each board it held a rank on, and finds
+// who now fills each board's last row. Ranks on a board are distinct and
+// boards do not touch each other's ranks, so neither the walk's order nor
+// doing the boards together can matter (the smallest id would win a tie,
+// as in id order). It used to sort every trader's id, then walk them
+// twice per board: 1.6 MB and 60 ms of apply per ranked trader's opt-out
+// with 100,000 traders. A trader on no board (most of them) opts out
+// without a walk, and a toggle repeated until the next recompute finds
+// its ranks already 0.
 func (b *Boards) unrank(accountID string) {
 	t := b.Traders[accountID]
 	if t.Snap == nil {
 		return
 	}
-	// Sorted only for a board the trader is on: a trader on none (most
-	// of them) opts out without a walk of every trader, and a toggle
-	// repeated until the next recompute finds its ranks already 0.
-	var ids []string
+	type board struct {
+		k           int
+		rank, next  int64
+		rows        []string
+		fill        string
+		found, room bool
+	}
+	on := make([]board, 0, len(t.Snap.Ranks))
 	for k, rank := range t.Snap.Ranks {
 		if rank == 0 {
 			continue
 		}
-		if ids == nil {
-			ids = sortedKeys(b.Traders)
-		}
 		t.Snap.Ranks[k] = 0
-		key := boardKey(k/3, k%3)
-		for _, id := range ids {
-			if o := b.Traders[id]; o.Snap != nil && o.Snap.Ranks[k] > rank {
-				o.Snap.Ranks[k]--
+		rows := slices.DeleteFunc(b.Rows[boardKey(k/3, k%3)], func(id string) bool { return id == accountID })
+		on = append(on, board{k: k, rank: rank, next: int64(len(rows) + 1), rows: rows, room: len(rows) < BoardRowsMax})
+	}
+	if len(on) == 0 {
+		return
+	}
+	for id, o := range b.Traders {
+		if o.Snap == nil {
+			continue
+		}
+		for i := range on {
+			x := &on[i]
+			r := &o.Snap.Ranks[x.k]
+			if *r > x.rank {
+				*r--
+			}
+			if *r == x.next && (!x.found || id < x.fill) {
+				x.fill, x.found = id, true
 			}
 		}
-		rows := slices.DeleteFunc(b.Rows[key], func(id string) bool { return id == accountID })
-		if len(rows) < BoardRowsMax {
-			for _, id := range ids {
-				if o := b.Traders[id]; o.Snap != nil && o.Snap.Ranks[k] == int64(len(rows)+1) {
-					rows = append(rows, id)
-					break
-				}
-			}
+	}
+	for _, x := range on {
+		if x.room && x.found {
+			x.rows = append(x.rows, x.fill)
 		}
-		b.Rows[key] = rows
+		b.Rows[boardKey(x.k/3, x.k%3)] = x.rows
 	}
 }

@@ -533,6 +533,7 @@ func (s *State) Redeem(e *Env, accountID, id string, q int64) (SagaView, *wire.R
 		}
 		sg.State, sg.QueuedReason, sg.QueuedSinceMs = SagaQueued, reason, e.now()
 		s.Queue = append(s.Queue, id)
+		s.queuedBy[accountID]++ // built by queuedOf above
 		s.addSaga(e, sg)
 		s.activity(e, accountID, Activity{Event: "redeem", Ref: id, Usdx: q, State: sg.State})
 		return NewSagaView(sg), nil
@@ -571,14 +572,19 @@ func (s *State) payRedemption(e *Env, sg *Saga, pz priced) {
 	s.mustIdentity(e)
 }
 
+// queuedOf counts accountID's redemptions in Queue, from a count per
+// account kept beside it (derived, never encoded: rebuilt from Queue after
+// a restore or a drain). Counting by a walk of Queue cost O(queued
+// redemptions of every account) per redemption while the oracle was
+// stale, quadratic in the queue over the outage.
 func (s *State) queuedOf(accountID string) int {
-	n := 0
-	for _, id := range s.Queue {
-		if s.Sagas[id].AccountID == accountID {
-			n++
+	if s.queuedBy == nil {
+		s.queuedBy = map[string]int{}
+		for _, id := range s.Queue {
+			s.queuedBy[s.Sagas[id].AccountID]++
 		}
 	}
-	return n
+	return s.queuedBy[accountID]
 }
 
 // OnPrint pays the queued redemptions, oldest first, once the hedge
@@ -596,7 +602,7 @@ func (s *State) OnPrint(e *Env, marketID string) {
 		return
 	}
 	queue := s.Queue
-	s.Queue = nil
+	s.Queue, s.queuedBy = nil, nil
 	for _, id := range queue {
 		sg := s.Sagas[id]
 		h := s.holder(sg.AccountID)

@@ -362,6 +362,10 @@ type State struct {
 	// funding boundary (from LevelReserveBoundsAtPeak; 0 before): the
 	// reserve's target and floor are measured on it (ReserveBounds).
 	PeakSupply int64 `cbor:"29,keyasint,omitempty"`
+
+	// queuedBy counts each account's redemptions in Queue (derived, not
+	// encoded; nil until queuedOf builds it).
+	queuedBy map[string]int
 }
 
 // NewState returns USDx with default parameters and nothing minted.
