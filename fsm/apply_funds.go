@@ -179,6 +179,9 @@ func applyWithdrawalResult(c *Ctx) (int, any, *wire.Refusal) {
 		if w.Final() && c.St.FeatureLevel >= funds.LevelReturnedNotHeld {
 			c.St.Funds.TrimReturnedWithdrawals(w.AccountID, c.Now())
 		}
+		if w.Final() && c.St.FeatureLevel >= funds.LevelClosedWithdrawalsCapped {
+			c.St.Funds.CapHeldWithdrawals(w.AccountID, c.Now())
+		}
 		c.emitWithdrawal(w)
 	}
 	return http.StatusOK, funds.NewWithdrawalView(w), nil

@@ -60,3 +60,44 @@ func TestReturnedWithdrawalsAreNotHeld(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldWithdrawalsAreCapped: a paid withdrawal is held two days past
+// the closed-withdrawal bound so a late retry answers it, and at the
+// withdraw budget (20 a minute) that held about 57,600 records of one
+// account, each walked by every withdrawal request the account makes (24
+// ms of apply per request at 50,000, BenchmarkWithdrawWithHeldHistory).
+// From funds.LevelClosedWithdrawalsCapped an account holds at most
+// funds.MaxClosedWithdrawalsHeld; the newest stay, the oldest go first.
+func TestHeldWithdrawalsAreCapped(t *testing.T) {
+	for _, level := range []uint32{funds.LevelClosedWithdrawalsCapped - 1, funds.LevelClosedWithdrawalsCapped} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := newRailWorldAt(t, level)
+			w.m.opts.CheckInvariants = false // thousands of entries: the checks would dominate
+			acct, key := w.account(big)
+			const extra = 20
+			n := funds.MaxClosedWithdrawalsHeld + extra
+			for i := range n {
+				w.withdrawPaid(acct, key, fmt.Sprint("paid-", i)) // all within the two-day hold
+			}
+			var kept int
+			var oldest, newest bool
+			w.m.Read(func(st *State, _ uint64) {
+				kept = len(st.Funds.WithdrawalsByAccount[acct])
+				_, oldest = st.Funds.WithdrawalByRailRef["paid-0"]
+				_, newest = st.Funds.WithdrawalByRailRef[fmt.Sprint("paid-", n-1)]
+			})
+			if !newest {
+				t.Fatal("the newest paid withdrawal was dropped")
+			}
+			if level < funds.LevelClosedWithdrawalsCapped {
+				if kept != n || !oldest {
+					t.Fatalf("%d kept below the level (oldest kept %v), want all %d held", kept, oldest, n)
+				}
+				return
+			}
+			if kept != funds.MaxClosedWithdrawalsHeld || oldest {
+				t.Fatalf("%d kept (oldest kept %v), want the cap %d and the oldest gone", kept, oldest, funds.MaxClosedWithdrawalsHeld)
+			}
+		})
+	}
+}

@@ -115,7 +115,7 @@ var stateCollectionBounds = []collectionBound{
 	{"Funds.InvoicesByAccount", perAccount, "funds.MaxListedInvoicesPerAccount", "| open deposit invoices |"},
 	{"Funds.InvoicesByAccount[]", perAccount, "funds.MaxListedInvoicesPerAccount", "| open deposit invoices |"},
 	{"Funds.InvoiceExpiries", perAccount, "the open invoices, rebuilt past twice them + 64", "| open deposit invoices |"},
-	{"Funds.Withdrawals", perAccount, "funds.MaxOpenWithdrawalsPerAccount (100) open + MaxClosedWithdrawalsPerAccount (500) closed, closed ones held 2 days (money)", "| open withdrawals |"},
+	{"Funds.Withdrawals", perAccount, "funds.MaxOpenWithdrawalsPerAccount (100) open + MaxClosedWithdrawalsPerAccount (500) closed, closed ones held 2 days (money) up to funds.MaxClosedWithdrawalsHeld (2000)", "| open withdrawals |"},
 	{"Funds.WithdrawalsByAccount", perAccount, "as Funds.Withdrawals", "| closed withdrawals + indexes"},
 	{"Funds.WithdrawalsByAccount[]", perAccount, "as Funds.Withdrawals", "| closed withdrawals + indexes"},
 	{"Funds.WithdrawalByRailRef", perAccount, "as Funds.Withdrawals", "| closed withdrawals + indexes"},

@@ -107,21 +107,50 @@ func (s *State) trimDeposits(account string, nowMs int64) {
 // one however recently it closed (LevelReturnedNotHeld): it paid nothing,
 // so a retry under its client key that finds it gone pays at most once.
 func (s *State) TrimReturnedWithdrawals(account string, nowMs int64) {
-	s.trimClosed(account, nowMs, true)
+	s.trimClosed(account, nowMs, true, math.MaxInt)
+}
+
+// LevelClosedWithdrawalsCapped is the feature level (fsm.FeatureLevel)
+// from which the closed withdrawals an account holds are capped at
+// MaxClosedWithdrawalsHeld, held ones included (CapHeldWithdrawals). The
+// two-day hold alone let one account keep a record per request of its
+// withdraw budget (20 a minute: about 57,600 in two days), and every
+// withdrawal request of the account walks that history: 24 ms of apply on
+// every replica per request at 50,000 held, against 0.3 ms at 1,000
+// (BenchmarkWithdrawWithHeldHistory), and the records grew the state
+// without a count bound. Found by a review on 2026-11-28.
+const LevelClosedWithdrawalsCapped uint32 = 8
+
+// MaxClosedWithdrawalsHeld bounds an account's closed withdrawals from
+// LevelClosedWithdrawalsCapped: past it the oldest go before their hold
+// ends. 2,000 is one withdrawal every 86 seconds for the whole two days;
+// a client that withdraws faster loses the late-retry answer (the hold's
+// purpose) only for its oldest ones, which its idempotency store answers
+// for their first day anyway.
+const MaxClosedWithdrawalsHeld = 4 * MaxClosedWithdrawalsPerAccount
+
+// CapHeldWithdrawals drops account's oldest closed withdrawals past
+// MaxClosedWithdrawalsHeld however recently they closed, and any past
+// MaxClosedWithdrawalsPerAccount whose hold ended
+// (LevelClosedWithdrawalsCapped; the caller checks the level).
+func (s *State) CapHeldWithdrawals(account string, nowMs int64) {
+	s.trimClosed(account, nowMs, false, MaxClosedWithdrawalsHeld)
 }
 
 // trimWithdrawals drops account's oldest closed withdrawals past
 // MaxClosedWithdrawalsPerAccount, once they closed WithdrawalRetainMs ago.
 func (s *State) trimWithdrawals(account string, nowMs int64) {
-	s.trimClosed(account, nowMs, false)
+	s.trimClosed(account, nowMs, false, math.MaxInt)
 }
 
 // trimClosed drops account's oldest closed withdrawals past
 // MaxClosedWithdrawalsPerAccount that closed WithdrawalRetainMs ago, or
-// were returned when returnedNow. The index is in order of latest change
-// and a closed record never changes again, so the oldest closed ones are
-// at its front.
-func (s *State) trimClosed(account string, nowMs int64, returnedNow bool) {
+// were returned when returnedNow, or, while more than heldMax are closed,
+// however recently. The index is in order of latest change and a closed
+// record never changes again, so the oldest closed ones are at its front.
+// The index is rewritten only when something goes: a request whose
+// history is all held copies nothing.
+func (s *State) trimClosed(account string, nowMs int64, returnedNow bool, heldMax int) {
 	seqs := s.WithdrawalsByAccount[account]
 	closed := 0
 	for _, q := range seqs {
@@ -133,17 +162,28 @@ func (s *State) trimClosed(account string, nowMs int64, returnedNow bool) {
 	if excess <= 0 {
 		return
 	}
-	kept := seqs[:0:0]
-	for _, q := range seqs {
+	over := closed - heldMax
+	var kept []uint64
+	dropping := false
+	for i, q := range seqs {
 		w := s.WithdrawalAt(q)
-		if excess > 0 && w != nil && w.Final() && (w.ClosedTsMs+WithdrawalRetainMs <= nowMs || returnedNow && w.State == StateReturned) {
+		if excess > 0 && w != nil && w.Final() &&
+			(over > 0 || w.ClosedTsMs+WithdrawalRetainMs <= nowMs || returnedNow && w.State == StateReturned) {
+			if !dropping {
+				kept, dropping = append(make([]uint64, 0, len(seqs)-1), seqs[:i]...), true
+			}
 			s.dropWithdrawal(w)
 			excess--
+			over--
 			continue
 		}
-		kept = append(kept, q)
+		if dropping {
+			kept = append(kept, q)
+		}
 	}
-	s.WithdrawalsByAccount[account] = kept
+	if dropping {
+		s.WithdrawalsByAccount[account] = kept
+	}
 }
 
 func (s *State) dropWithdrawal(w *Withdrawal) {
