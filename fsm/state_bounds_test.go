@@ -173,6 +173,7 @@ var stateCollectionBounds = []collectionBound{
 	{"USDx.Sagas", perAccount, "as Holders[].Sagas", "Sagas: 200 per"},
 	{"USDx.Sagas[].ReqHash", fixed, "unused (empty); a SHA-256 if set", "`Saga.ReqHash` a SHA-256 too"},
 	{"USDx.Queue", perAccount, "usdx.QueuedPerAccountMax (50)", "at most 50 queued per account"},
+	{"USDx.queuedBy", derived, "one per account with a queued redemption (USDx.Queue)", "counted per account in a derived map"},
 	{"USDx.Cooling", perAccount, "usdx.CoolingPerAccountMax (50)", "Unstakes: 50 cooling per"},
 	{"USDx.History", total, "usdx.WaterfallsKept (2000)", "Waterfall history: 2000 entries"},
 	{"USDx.Buckets", total, "61 minute buckets", "Velocity buckets: 61"},
