@@ -479,7 +479,14 @@ func (s *State) OnClockBoards(env *Env) {
 				case a2 != b2:
 					return cmpDesc(a2, b2)
 				}
-				return strings.Compare(x.t.Handle, y.t.Handle)
+				if c := strings.Compare(x.t.Handle, y.t.Handle); c != 0 {
+					return c
+				}
+				// Handles are unique (newHandle, checked by the
+				// invariants); the id keeps the order total even if a
+				// state ever broke that, since candidates come in map
+				// order.
+				return strings.Compare(x.id, y.id)
 			})
 			rows := make([]string, 0, min(len(cs), BoardRowsMax))
 			for i, c := range cs {
