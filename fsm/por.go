@@ -10,6 +10,7 @@ import (
 	"math/bits"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/perpd/perpd/fsm/access"
 	"github.com/perpd/perpd/fsm/growth"
@@ -17,7 +18,12 @@ import (
 	"github.com/perpd/perpd/fsm/por"
 	"github.com/perpd/perpd/fsm/trade"
 	"github.com/perpd/perpd/fsm/usdx"
+	"github.com/perpd/perpd/internal/par"
 )
+
+// porTagGrain is the least number of accounts worth a core of their own
+// when BuildPoR tags them (an HMAC and a few map reads each, about 1 µs).
+const porTagGrain = 2048
 
 // Proof of Reserves (issue 14): a timer builds both liability trees every
 // por.CadenceMs of FSM time. It is registered from this file, whose name
@@ -201,17 +207,39 @@ func BuildPoR(st *State) *por.Snapshot {
 	}
 
 	entries := make([]por.Entry, 0, len(st.Access.Accounts))
-	var leafSum int64
-	var secret [32]byte
+	accounts := make([]*access.Account, 0, len(st.Access.Accounts))
 	for id, a := range st.Access.Accounts {
-		amt := perAccount[id]
-		if amt < 0 {
-			problem("an account nets %d msat", amt)
-			amt = 0
-		}
-		leafSum += amt
-		entries = append(entries, por.Entry{Account: id, Tag: por.AccountTag(tagSecret(st, a.ID, a.KeyIDs, seed, &secret), por.AssetMsat, id, now), Amount: amt})
+		entries = append(entries, por.Entry{Account: id})
+		accounts = append(accounts, a)
 	}
+	// Each account's leaf depends on that account alone: the tags (two
+	// SHA-256 each) are computed on every core, each chunk summing and
+	// reporting its own; the sum is exact and the problems are sorted
+	// below, so neither depends on how the chunks fall.
+	var mu sync.Mutex
+	var leafSum int64
+	par.For(len(entries), porTagGrain, func(lo, hi int) {
+		var sum int64
+		var negative []int64
+		var secret [32]byte
+		for i := lo; i < hi; i++ {
+			e, a := &entries[i], accounts[i]
+			amt := perAccount[e.Account]
+			if amt < 0 {
+				negative = append(negative, amt)
+				amt = 0
+			}
+			sum += amt
+			e.Amount = amt
+			e.Tag = por.AccountTag(tagSecret(st, a.ID, a.KeyIDs, seed, &secret), por.AssetMsat, e.Account, now)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		leafSum += sum
+		for _, amt := range negative {
+			problem("an account nets %d msat", amt)
+		}
+	})
 	msatSalt := por.RootSalt(por.AssetMsat, now, seed)
 	t, err := por.NewTreeState(now, msatSalt, entries, minWidth)
 	if err != nil {
@@ -362,37 +390,71 @@ func buildUsdxTree(st *State, now int64, seed uint64, minWidth int, problem func
 		return t
 	}
 	entries := make([]por.Entry, 0, len(u.Holders))
-	var secret [32]byte
+	holders := make([]*usdx.Holder, 0, len(u.Holders))
+	for id, h := range u.Holders {
+		entries = append(entries, por.Entry{Account: id})
+		holders = append(holders, h)
+	}
 	var wantMax mbig.Int
 	wantMax.SetInt64(u.Supply - u.Outside)
 	wantMax.Mul(&wantMax, mbig.NewInt(por.MicroPerUsdx))
+	// As for the sats tree, each holder's leaf is computed on any core;
+	// the exact sum and the count of overflows do not depend on the
+	// chunks. An overflowing holder is left out of the tree.
+	var mu sync.Mutex
 	var sum mbig.Int
-	for id, h := range u.Holders {
-		v := mbig.NewInt(h.Usdx + h.Pending + h.Withdrawing)
-		v.Mul(v, mbig.NewInt(por.MicroPerUsdx))
-		shares := h.Susdx
-		for _, un := range h.Unstakes {
-			if !un.Released {
-				shares += un.Susdx
+	overflows := 0
+	skip := make([]bool, len(entries))
+	par.For(len(entries), porTagGrain, func(lo, hi int) {
+		var chunkSum mbig.Int
+		var secret [32]byte
+		n := 0
+		for i := lo; i < hi; i++ {
+			e, h := &entries[i], holders[i]
+			v := mbig.NewInt(h.Usdx + h.Pending + h.Withdrawing)
+			v.Mul(v, mbig.NewInt(por.MicroPerUsdx))
+			shares := h.Susdx
+			for _, un := range h.Unstakes {
+				if !un.Released {
+					shares += un.Susdx
+				}
+			}
+			if shares > 0 && u.SusdxSupply > 0 {
+				s := mbig.NewInt(shares)
+				s.Mul(s, mbig.NewInt(u.Staked))
+				s.Mul(s, mbig.NewInt(por.MicroPerUsdx))
+				s.Quo(s, mbig.NewInt(u.SusdxSupply))
+				v.Add(v, s)
+			}
+			if !v.IsInt64() {
+				skip[i] = true
+				n++
+				continue
+			}
+			chunkSum.Add(&chunkSum, v)
+			var keyIDs []string
+			if a := st.Access.Accounts[e.Account]; a != nil {
+				keyIDs = a.KeyIDs
+			}
+			e.Amount = v.Int64()
+			e.Tag = por.AccountTag(tagSecret(st, e.Account, keyIDs, seed, &secret), por.AssetUsdx, e.Account, now)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		sum.Add(&sum, &chunkSum)
+		overflows += n
+	})
+	for range overflows {
+		problem("a USDx holder's balance overflows")
+	}
+	if overflows > 0 {
+		kept := entries[:0]
+		for i, e := range entries {
+			if !skip[i] {
+				kept = append(kept, e)
 			}
 		}
-		if shares > 0 && u.SusdxSupply > 0 {
-			s := mbig.NewInt(shares)
-			s.Mul(s, mbig.NewInt(u.Staked))
-			s.Mul(s, mbig.NewInt(por.MicroPerUsdx))
-			s.Quo(s, mbig.NewInt(u.SusdxSupply))
-			v.Add(v, s)
-		}
-		if !v.IsInt64() {
-			problem("a USDx holder's balance overflows")
-			continue
-		}
-		sum.Add(&sum, v)
-		var keyIDs []string
-		if a := st.Access.Accounts[id]; a != nil {
-			keyIDs = a.KeyIDs
-		}
-		entries = append(entries, por.Entry{Account: id, Tag: por.AccountTag(tagSecret(st, id, keyIDs, seed, &secret), por.AssetUsdx, id, now), Amount: v.Int64()})
+		entries = kept
 	}
 	// Staking shares round down, at most 1 micro per holder.
 	slack := mbig.NewInt(int64(len(u.Holders)))

@@ -2,7 +2,8 @@ package por
 
 import (
 	"bytes"
-	"sort"
+	"slices"
+	"strings"
 )
 
 // Cadence of the trees, in FSM time: a tree is built by the first entry at
@@ -86,11 +87,12 @@ type Entry struct {
 // SHA-256 makes impossible in practice) and computes the root of a tree of
 // at least minWidth leaf slots (1, or MinWidth from feature level 7).
 func NewTreeState(tsMs int64, salt Hash, entries []Entry, minWidth int) (*TreeState, error) {
-	sort.Slice(entries, func(i, j int) bool {
-		if c := bytes.Compare(entries[i].Tag[:], entries[j].Tag[:]); c != 0 {
-			return c < 0
+	// A total order (accounts are unique), so any sort gives these bytes.
+	slices.SortFunc(entries, func(a, b Entry) int {
+		if c := bytes.Compare(a.Tag[:], b.Tag[:]); c != 0 {
+			return c
 		}
-		return entries[i].Account < entries[j].Account
+		return strings.Compare(a.Account, b.Account)
 	})
 	t := &TreeState{TsMs: tsMs, Salt: salt, Accounts: make([]string, len(entries)),
 		Tags: make([]Hash, len(entries)), Amounts: make([]int64, len(entries))}

@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+
+	"github.com/perpd/perpd/internal/par"
 )
 
 // HashSize is the size of every hash in a tree.
@@ -116,13 +118,27 @@ func BuildWidth(salt Hash, leaves []Leaf, minWidth int) (*Tree, error) {
 	t := &Tree{Count: len(leaves), Salt: salt, Levels: [][]Node{level}}
 	for len(level) > 1 {
 		next := make([]Node, len(level)/2)
-		for i := range next {
-			next[i] = Parent(level[2*i], level[2*i+1])
-		}
+		parents(next, level)
 		t.Levels = append(t.Levels, next)
 		level = next
 	}
 	return t, nil
+}
+
+// hashGrain is the least number of hashes worth a core of their own (a
+// SHA-256 block is about 0.1-0.2 µs): levels below 2*hashGrain nodes are
+// hashed on the caller's goroutine alone.
+const hashGrain = 4096
+
+// parents fills next (len(level)/2 nodes) with the parents of level's
+// pairs, on several cores when the level is large. next and level must
+// not overlap: a chunk would overwrite nodes another has yet to read.
+func parents(next, level []Node) {
+	par.For(len(next), hashGrain, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			next[i] = Parent(level[2*i], level[2*i+1])
+		}
+	})
 }
 
 // Root computes the root of leaves without keeping the levels (the state
@@ -136,16 +152,18 @@ func RootWidth(salt Hash, leaves []Leaf, minWidth int) (Node, error) {
 	if err != nil {
 		return Node{}, err
 	}
-	for n := len(level); n > 1; n /= 2 {
-		for i := 0; i < n/2; i++ {
-			level[i] = Parent(level[2*i], level[2*i+1])
-		}
+	// Levels alternate between two buffers: hashing in place is safe on
+	// one core only (a chunk would overwrite nodes another has yet to read).
+	spare := make([]Node, len(level)/2)
+	for len(level) > 1 {
+		next := spare[:len(level)/2]
+		parents(next, level)
+		spare, level = level, next
 	}
 	return level[0], nil
 }
 
 func leafNodes(salt Hash, leaves []Leaf, minWidth int) ([]Node, error) {
-	level := make([]Node, widthAtLeast(len(leaves), minWidth))
 	var total uint64
 	for i, l := range leaves {
 		if l.Amount < 0 {
@@ -155,8 +173,13 @@ func leafNodes(salt Hash, leaves []Leaf, minWidth int) ([]Node, error) {
 			return nil, ErrOverflow
 		}
 		total += uint64(l.Amount)
-		level[i] = Node{Hash: LeafHash(salt, l.Tag), Sum: uint64(l.Amount)}
 	}
+	level := make([]Node, widthAtLeast(len(leaves), minWidth))
+	par.For(len(leaves), hashGrain, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			level[i] = Node{Hash: LeafHash(salt, leaves[i].Tag), Sum: uint64(leaves[i].Amount)}
+		}
+	})
 	return level, nil
 }
 
