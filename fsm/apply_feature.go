@@ -172,8 +172,10 @@ import (
 //	   its key's id (usdx.LevelKeyedStakesOnce); an account's Proof of
 //	   Reserves tag is keyed by its oldest live key with the read scope,
 //	   so a revoked (leaked) key no longer recognises the account's leaf
-//	   (LevelPoRTagLiveKey); an account's held closed withdrawals are
-//	   capped at 2,000 (funds.LevelClosedWithdrawalsCapped).
+//	   (LevelPoRTagLiveKey), and an account without such a key by the
+//	   seed, not by a revoked key (LevelPoRTagNoRevokedKey); an
+//	   account's held closed withdrawals are capped at 2,000
+//	   (funds.LevelClosedWithdrawalsCapped).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

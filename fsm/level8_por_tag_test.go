@@ -161,10 +161,12 @@ func TestPoRTagSurvivesTheKeyCap(t *testing.T) {
 // TestPoRTagKeyIsTheFirstLiveReadKeyInCreationOrder: the tag key is the
 // first live key in the account's creation order (its KeyIDs, not the
 // ids' sort order nor a map walk) that holds the read scope. With no
-// live read key left (only a withdraw-and-trade key) the tag falls back
-// to the old rule: the oldest key on record.
+// live read key left (only a withdraw-and-trade key) the tag falls back,
+// from LevelPoRTagNoRevokedKey, to the seed's tag, which none of the
+// account's keys computes (before it, to the oldest key on record: the
+// revoked signup key's holder recognised the leaf again).
 func TestPoRTagKeyIsTheFirstLiveReadKeyInCreationOrder(t *testing.T) {
-	w := newTradeWorldAt(t, LevelPoRTagLiveKey)
+	w := newTradeWorldAt(t, LevelPoRTagNoRevokedKey)
 	acct, master := w.account(btcBTC)
 	w.account(btcBTC)
 	withdraw := access.ScopeWithdraw | access.ScopeTrade
@@ -180,7 +182,14 @@ func TestPoRTagKeyIsTheFirstLiveReadKeyInCreationOrder(t *testing.T) {
 	w.revokeKey(acct, "k_a_later", "k_y_reader")
 	w.revokeKey(acct, "k_a_later", "k_a_later")
 	tr = w.nextPoRTree()
-	if !bytes.Equal(tagOf(tr, acct), porverify.Tag(master, por.AssetMsat, acct, tr.TsMs)) {
-		t.Fatal("an account without a live read key does not fall back to its oldest key on record")
+	for _, v := range []string{master, "v_nobody", "v_reader", "v_later"} {
+		if bytes.Equal(tagOf(tr, acct), porverify.Tag(v, por.AssetMsat, acct, tr.TsMs)) {
+			t.Fatalf("the key %s computes the tag of an account without a live read key", v)
+		}
+	}
+	var st0 *State
+	w.m.Read(func(st *State, _ uint64) { st0 = st })
+	if id := PoRTagKeyID(st0, acct, por.AssetMsat, tr.TsMs, tr.Tags[tr.Index(acct)]); id != "" {
+		t.Fatalf("PoRTagKeyID names %q for the seed's tag", id)
 	}
 }

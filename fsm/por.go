@@ -306,6 +306,15 @@ func publicName(k string) string {
 // key changes only when its holder's key is revoked.
 const LevelPoRTagLiveKey uint32 = 8
 
+// LevelPoRTagNoRevokedKey is the feature level from which an account
+// with no live key that can read the proof (every read key revoked, or
+// only trade and withdraw keys left) is tagged by the seed fallback, not
+// by its oldest key on record. Below it that fallback handed the tag
+// back to a revoked key, so a leaked key that had been revoked with the
+// rest recognised the account's leaf again; nobody holding a live key of
+// the account could fetch a proof for it anyway (PoRProofScope).
+const LevelPoRTagNoRevokedKey uint32 = 8
+
 // PoRProofScope is the scope GET /v1/por/proof needs (httpapi names its
 // route's scope from it): only a key holding it can fetch the proof whose
 // tag it would key, so only such a key may key the tag. A delegate
@@ -328,10 +337,10 @@ func porTagKey(st *State, id string, keyIDs []string) *access.Key {
 }
 
 // tagSecret is the key of an account's tag: from LevelPoRTagLiveKey the
-// SHA-256 of porTagKey's key; below it, and when the account has no such
-// key, the SHA-256 of its oldest API key still on record (the key's
-// holder can recompute it), or, for an account without one, a hash of
-// the genesis seed and the account id.
+// SHA-256 of porTagKey's key; below it, and (below
+// LevelPoRTagNoRevokedKey) when the account has no such key, the SHA-256
+// of its oldest API key still on record (the key's holder can recompute
+// it); otherwise a hash of the genesis seed and the account id.
 func tagSecret(st *State, id string, keyIDs []string, seed uint64, buf *[32]byte) []byte {
 	if st.FeatureLevel >= LevelPoRTagLiveKey {
 		if k := porTagKey(st, id, keyIDs); k != nil {
@@ -339,6 +348,9 @@ func tagSecret(st *State, id string, keyIDs []string, seed uint64, buf *[32]byte
 				return buf[:]
 			}
 		}
+	}
+	if st.FeatureLevel >= LevelPoRTagNoRevokedKey {
+		keyIDs = nil // no live read key: the seed's tag, which no key computes
 	}
 	for _, kid := range keyIDs {
 		if k := st.Access.Keys[kid]; k != nil && len(k.HashHex) == 64 {
