@@ -132,7 +132,11 @@ func BuildPoR(st *State) *por.Snapshot {
 
 	// Classify every ledger balance: an account's part, the USDx side's
 	// backing, or the venue's own.
-	perAccount := make(map[string]int64, len(st.Access.Accounts))
+	// Keyed by the account's record, not its id: a pointer hashes and
+	// compares without reading the id's bytes, which at 100,000 accounts
+	// made these lookups a fifth of the build. An id with no record maps
+	// to nil, which no leaf reads.
+	perAccount := make(map[*access.Account]int64, len(st.Access.Accounts))
 	var hedgeBacking, venueOwn, ledgerSum, payables int64
 	overflow := false
 	// The exact sum in 128 bits (hi:lo), so whether it fits 64 does not
@@ -160,8 +164,8 @@ func BuildPoR(st *State) *por.Snapshot {
 			}
 			if id == usdx.HedgeAccount {
 				hedgeBacking += v
-			} else if st.Access.Accounts[id] != nil {
-				perAccount[id] += v
+			} else if a := st.Access.Accounts[id]; a != nil {
+				perAccount[a] += v
 			} else {
 				problem("a trader ledger account belongs to no account")
 			}
@@ -181,7 +185,7 @@ func BuildPoR(st *State) *por.Snapshot {
 	var owedSum int64
 	if st.Growth != nil {
 		for id, amt := range st.Growth.OwedByAccount() {
-			perAccount[id] += amt
+			perAccount[st.Access.Accounts[id]] += amt
 			owedSum += amt
 		}
 	}
@@ -195,7 +199,7 @@ func BuildPoR(st *State) *por.Snapshot {
 			problem("open withdrawal %d has no record", seq)
 			continue
 		}
-		perAccount[w.AccountID] += w.AmountMsat + w.FeeMsat
+		perAccount[st.Access.Accounts[w.AccountID]] += w.AmountMsat + w.FeeMsat
 		pendingSum += w.AmountMsat + w.FeeMsat
 	}
 	if b := st.Ledger.Balance(ledger.PendingWithdrawals); b != pendingSum {
@@ -224,7 +228,7 @@ func BuildPoR(st *State) *por.Snapshot {
 		var secret [32]byte
 		for i := lo; i < hi; i++ {
 			e, a := &entries[i], accounts[i]
-			amt := perAccount[e.Account]
+			amt := perAccount[a]
 			if amt < 0 {
 				negative = append(negative, amt)
 				amt = 0
