@@ -446,16 +446,32 @@ func (t *Trader) windowMetrics(wi int, today int64) Metrics {
 // curve is the equity index at the end of each kept day of the last
 // CurveDays, starting from 1.0.
 func (t *Trader) curve(today int64) []CurvePoint {
-	var out []CurvePoint
+	// Sized once (a recompute makes every trader's curve): still nil
+	// when no day is in range, as the appends alone left it.
+	n := 0
+	for _, d := range t.Days {
+		if inCurve(d.Day, today) {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]CurvePoint, 0, n)
 	index := int64(Q9)
 	for _, d := range t.Days {
-		if d.Day <= today-CurveDays*DayMs || d.Day > today {
+		if !inCurve(d.Day, today) {
 			continue
 		}
 		index = indexStep(index, d)
 		out = append(out, CurvePoint{Day: d.Day, IndexQ9: index})
 	}
 	return out
+}
+
+// inCurve says whether day is one of the curve's CurveDays ending today.
+func inCurve(day, today int64) bool {
+	return day > today-CurveDays*DayMs && day <= today
 }
 
 // passes says whether window metrics m at equity pass the three gates.
