@@ -147,6 +147,9 @@ func timedTick(b *testing.B, w *benchWorld, tsMs int64) []Event {
 //     not on the hour;
 //   - por: the Proof of Reserves tree alone, due every minute (measured
 //     for the record; fsm/por.go is not this file's to change);
+//   - referralday: the first entry of a UTC day, which recounts every
+//     referrer's active referees (every tenth account holds a code, the
+//     other nine of its ten are bound to it and have traded since);
 //   - cancelafter: the entry at which 1% of the accounts' dead-man switches
 //     fire (each cancels its resting order).
 func BenchmarkTimers(b *testing.B) {
@@ -232,6 +235,50 @@ func BenchmarkTimers(b *testing.B) {
 				}
 				w.walkBefore(minute)
 				timedTick(b, w, minute)
+			}
+		})
+		b.Run(fmt.Sprintf("accounts=%d/referralday", n), func(b *testing.B) {
+			w := timerWorld(b, n)
+			entries := make([][]byte, 0, n+n/10*9)
+			for i := 0; i < n; i += 10 {
+				c := mustCommand(b, CmdReferralCode, 0, ReferralCodePayload{Code: fmt.Sprintf("R%06d", i)})
+				c.Account, c.KeyID = benchAcct(i)
+				entries = append(entries, w.encode(c))
+			}
+			for i := range n {
+				if i%10 == 0 {
+					continue
+				}
+				c := mustCommand(b, CmdReferralBind, 0, ReferralBindPayload{Code: fmt.Sprintf("R%06d", i/10*10)})
+				c.Account, c.KeyID = benchAcct(i)
+				entries = append(entries, w.encode(c))
+			}
+			w.runEntries(entries, 256)
+			// Each referee trades once after binding (its last fill
+			// counts it active).
+			entries = entries[:0]
+			for i := range n {
+				if i%10 != 0 {
+					entries = append(entries, w.orderCmd(i, mktOrder(fmt.Sprintf("rf%d", i), "BTC-PERP", "buy", 100)))
+				}
+			}
+			w.runEntries(entries, 256)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.StopTimer()
+			for i := 0; i < b.N; i++ {
+				if (w.ts+1)%60_000 == 0 {
+					w.applyRaw(w.tickAt(w.ts + 1))
+				}
+				// The recount runs when the day moves past ActiveDay:
+				// set it a day back (untimed) rather than walk a day.
+				w.m.Read(func(st *State, _ uint64) { st.Growth.ActiveDay-- })
+				timedTick(b, w, w.ts+1)
+				var active int64
+				w.m.Read(func(st *State, _ uint64) { active = st.Growth.Referrers["acc_000000"].Active })
+				if active != 9 {
+					b.Fatalf("acc_000000 counts %d active referees, want 9", active)
+				}
 			}
 		})
 		b.Run(fmt.Sprintf("accounts=%d/cancelafter", n), func(b *testing.B) {

@@ -82,9 +82,9 @@ func TestFoldMathIsTheBigIntArithmetic(t *testing.T) {
 
 // A recompute of traders with a month of days each makes the snapshots'
 // few allocations per trader, not three math/big values per day folded:
-// about 195 allocations a trader before (10,000 traders: 0.45 s per
-// recompute), at most 4 now (the snapshot, its windows, ranks and curve). Counted in mallocs, which do not depend on
-// the machine.
+// about 178 allocations a trader before (10,000 traders: 0.45 s per
+// recompute), at most 4 now (the snapshot, its windows, ranks and
+// curve). Counted in mallocs, which do not depend on the machine.
 func TestRecomputeOfAMonthAllocatesPerTraderNotPerDay(t *testing.T) {
 	const traders = 2_000
 	w := rankedWorld(t, traders)
