@@ -5,7 +5,9 @@ import (
 	"maps"
 	"math/rand/v2"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/perpd/perpd/fsm/growth"
 	"github.com/perpd/perpd/fsm/market"
@@ -126,14 +128,30 @@ func (w *benchWorld) holdBack(tsMs int64, boards, por bool) (restore func()) {
 	}
 }
 
-// timedTick applies the tick entry stamped tsMs under the timer.
+// timedTick applies the tick entry stamped tsMs under the timer, and
+// reports the process CPU time it took as cpu-ms/op (steadier than the
+// wall time on a VM shared with other work; it includes the GC's).
 func timedTick(b *testing.B, w *benchWorld, tsMs int64) []Event {
 	entry := w.tickAt(tsMs)
+	before := processCPU()
 	b.StartTimer()
 	r, evs := w.applyRaw(entry)
 	b.StopTimer()
+	cpu := processCPU() - before
 	w.mustOK(r)
+	timerCPU[b] += cpu
+	b.ReportMetric(float64(timerCPU[b].Microseconds())/1e3/float64(b.N), "cpu-ms/op")
 	return evs
+}
+
+var timerCPU = map[*testing.B]time.Duration{}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkTimers measures, per size:
