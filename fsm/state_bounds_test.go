@@ -160,6 +160,8 @@ var stateCollectionBounds = []collectionBound{
 	{"Trade.Books[].Liq.rising", derived, "Liq.Entries", "the liquidation index one entry per position"},
 	{"Trade.Books[].Liq.falling", derived, "Liq.Entries", "the liquidation index one entry per position"},
 	{"Trade.deadlines", derived, "one per armed account", "the cancel-all-after tree one"},
+	{"Trade.holders", derived, "one per market with positions (market.MarketsMax)", "the holder sets (derived, never encoded) one entry per position"},
+	{"Trade.holders[]", derived, "one per position", "the holder sets (derived, never encoded) one entry per position"},
 
 	// USDx.
 	{"USDx.Params.DynFeeCurve", operator, "the operator's curve", "`Params.DynFeeCurve` is the operator's"},

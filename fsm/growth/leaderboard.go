@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/big"
+	"math/bits"
 	"net/http"
 	"regexp"
 	"slices"
@@ -343,6 +344,26 @@ func indexStep(index int64, d Day) int64 {
 	if end <= 0 || index == 0 {
 		return 0
 	}
+	if index > 0 {
+		// Every operand positive: the exact 128-bit product and its
+		// floor quotient, the value math/big gives (it cost a leaderboard
+		// recompute three allocations per day folded, about 70 a trader).
+		hi, lo := bits.Mul64(uint64(index), uint64(end))
+		if hi >= uint64(open) {
+			return IndexMaxQ9 // the quotient needs more than 64 bits
+		}
+		q, _ := bits.Div64(hi, lo, uint64(open))
+		if q > IndexMaxQ9 {
+			return IndexMaxQ9
+		}
+		return int64(q)
+	}
+	return indexStepBig(index, end, open)
+}
+
+// indexStepBig is indexStep's arithmetic in math/big, for an index below
+// zero (which no fold makes).
+func indexStepBig(index, end, open int64) int64 {
 	var x big.Int
 	x.Mul(big.NewInt(index), big.NewInt(end))
 	x.Quo(&x, big.NewInt(open))
@@ -357,6 +378,22 @@ func drawdownQ9(peak, index int64) int64 {
 	if peak <= 0 || index >= peak {
 		return 0
 	}
+	if index >= 0 {
+		// 0 < peak-index <= peak: the exact 128-bit (peak-index) x Q9
+		// over peak, rounded up, at most Q9 (what math/big gives).
+		hi, lo := bits.Mul64(uint64(peak-index), Q9)
+		q, r := bits.Div64(hi, lo, uint64(peak))
+		if r != 0 {
+			q++
+		}
+		return int64(q)
+	}
+	return drawdownQ9Big(peak, index)
+}
+
+// drawdownQ9Big is drawdownQ9's arithmetic in math/big, for an index
+// below zero (which no fold makes).
+func drawdownQ9Big(peak, index int64) int64 {
 	var x, m big.Int
 	x.Mul(big.NewInt(peak-index), big.NewInt(Q9))
 	x.QuoRem(&x, big.NewInt(peak), &m)
@@ -409,16 +446,32 @@ func (t *Trader) windowMetrics(wi int, today int64) Metrics {
 // curve is the equity index at the end of each kept day of the last
 // CurveDays, starting from 1.0.
 func (t *Trader) curve(today int64) []CurvePoint {
-	var out []CurvePoint
+	// Sized once (a recompute makes every trader's curve): still nil
+	// when no day is in range, as the appends alone left it.
+	n := 0
+	for _, d := range t.Days {
+		if inCurve(d.Day, today) {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]CurvePoint, 0, n)
 	index := int64(Q9)
 	for _, d := range t.Days {
-		if d.Day <= today-CurveDays*DayMs || d.Day > today {
+		if !inCurve(d.Day, today) {
 			continue
 		}
 		index = indexStep(index, d)
 		out = append(out, CurvePoint{Day: d.Day, IndexQ9: index})
 	}
 	return out
+}
+
+// inCurve says whether day is one of the curve's CurveDays ending today.
+func inCurve(day, today int64) bool {
+	return day > today-CurveDays*DayMs && day <= today
 }
 
 // passes says whether window metrics m at equity pass the three gates.

@@ -27,6 +27,7 @@ func (s *State) fill(env *Env, a *Account, o *Order, pl Plan, reservedMsat int64
 
 	if pl.After.Contracts == 0 {
 		delete(a.Positions, mkt)
+		s.noteHolder(acct, mkt, false)
 	} else {
 		if pl.Before.Contracts == 0 || pl.Before.Side != pl.After.Side {
 			s.NextPositionNo++
@@ -44,6 +45,7 @@ func (s *State) fill(env *Env, a *Account, o *Order, pl Plan, reservedMsat int64
 			p = new(Position)
 			*p = pl.After
 			a.Positions[mkt] = p
+			s.noteHolder(acct, mkt, true)
 		}
 	}
 	s.indexPositionAt(env, acct, mkt, pl.After)

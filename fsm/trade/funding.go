@@ -1,8 +1,6 @@
 package trade
 
 import (
-	"sort"
-
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/market"
 )
@@ -99,14 +97,9 @@ func (s *State) OnFunding(env *Env, ev market.FundingEvent) {
 		return
 	}
 	p := &m.Params
-	var ids []string
-	for id, a := range s.Accounts {
-		if _, ok := a.Positions[ev.MarketID]; ok {
-			ids = append(ids, id)
-		}
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	// The market's holders in account id order (holders.go), not a walk
+	// of every account.
+	for _, id := range s.marketHolders(ev.MarketID) {
 		a := s.Accounts[id]
 		pos := a.Positions[ev.MarketID]
 		pos.FundingClockTsMs = ev.BoundaryTsMs

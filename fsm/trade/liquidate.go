@@ -110,14 +110,7 @@ func (s *State) sweep(env *Env, marketID string) {
 // maintenance rate may have changed), in account id order, and whatever is
 // now due is liquidated (a market back from halted, a raised mmRate).
 func (s *State) OnParams(env *Env, marketID string) {
-	var ids []string
-	for id, a := range s.Accounts {
-		if _, ok := a.Positions[marketID]; ok {
-			ids = append(ids, id)
-		}
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range s.marketHolders(marketID) {
 		s.indexPosition(env, id, marketID)
 	}
 	s.sweep(env, marketID)
@@ -221,6 +214,7 @@ func (s *State) liquidate(env *Env, m *market.MarketState, pr market.Print, acco
 	} else {
 		a.Positions[mkt] = &after
 	}
+	s.noteHolder(accountID, mkt, after.Contracts != 0)
 	env.adl.touch(accountID)
 	mustOI(env.Market.AddOpenInterest(mkt, market.Side(pos.Side), -lq.Closed))
 	_ = env.Market.RecordFill(mkt, lq.Closed, env.NowMs) // volume; see fill
@@ -527,7 +521,9 @@ func (s *State) adlCandidates(env *Env, p *market.Params, side Side, midQ8 int64
 	}
 	if !sd.built {
 		sd.in = map[string]bool{}
-		for id := range s.Accounts {
+		// Only the market's holders can rank; the sort below orders
+		// them totally (ties by id), whatever order they come in.
+		for _, id := range s.marketHolders(mkt) {
 			if c, ok := rank(id); ok {
 				sd.ranked = append(sd.ranked, c)
 				sd.in[id] = true
@@ -582,6 +578,7 @@ func (s *State) adlClose(env *Env, m *market.MarketState, pr market.Print, accou
 	} else {
 		a.Positions[mkt] = &after
 	}
+	s.noteHolder(accountID, mkt, after.Contracts != 0)
 	env.adl.touch(accountID)
 	mustOI(env.Market.AddOpenInterest(mkt, market.Side(pos.Side), -q))
 	_ = env.Market.RecordFill(mkt, q, env.NowMs)

@@ -69,6 +69,9 @@ type State struct {
 	// deadlines orders the armed cancel-all-after switches (cancelafter.go);
 	// derived from Accounts, never serialised.
 	deadlines *btree.BTreeG[deadline]
+	// holders lists each market's position holders (holders.go);
+	// derived from Accounts, never serialised.
+	holders map[string]*btree.BTreeG[string]
 }
 
 // Account is one trader's orders, positions and fills.
@@ -425,6 +428,9 @@ func (s *State) CheckInvariants(l *ledger.Ledger, m *market.State, withOI bool, 
 				return fmt.Errorf("market %s: open interest %d/%d, positions %d/%d", mid, ms.LongOIContracts, ms.ShortOIContracts, v[0], v[1])
 			}
 		}
+	}
+	if err := s.checkHolders(); err != nil {
+		return err
 	}
 	if err := s.checkDeadlines(); err != nil {
 		return err
