@@ -34,11 +34,12 @@ devnet: build
 # restore tests); its concurrent readers are exercised from node, httpapi,
 # wsapi and cli, where load tests were written for the detector
 # (TestEveryReadRouteWhileEntriesApply, TestHubUnderConnectionChurn...).
-# About 16 minutes on the shared 2-core VM of 2026-11-28 (load average
-# 3-6 from other work), by package: httpapi 381 s, cli 209 s, fsm/... 96 s,
+# About 16 minutes on the shared 2-core VM of 2026-11-28 with a load
+# average of 3-6 from other work (httpapi 381 s, cli 209 s, fsm/... 96 s,
 # node 95 s, cluster 49 s, wsapi 28 s, the other 22 packages 93 s, the fsm
-# subset about 30 s. Too slow for make test; run it when changing code
-# that runs on more than one goroutine.
+# subset about 30 s), about 11 at a load of 2 (httpapi 185 s, cli 120 s,
+# node 91 s, wsapi 12 s, cluster 12 s test time). Too slow for make test;
+# run it when changing code that runs on more than one goroutine.
 RACE_PKGS = $(shell $(GO) list ./... | grep -v -e '/jepsen/harness$$' -e '/perpd/fsm$$')
 race:
 	$(GO) test -race -count=1 -p 1 -timeout 30m $(RACE_PKGS)
