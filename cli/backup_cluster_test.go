@@ -30,7 +30,7 @@ func TestRestoreDrillFromScheduledBackups(t *testing.T) {
 	}
 	opts := []clustertest.Option{clustertest.Assemble(cli.Assemble), clustertest.TickInterval(50 * time.Millisecond)}
 	c := clustertest.Start(t, 3, opts...)
-	railMinIndex = 0
+	railMinIndex.Store(0)
 	if !clustertest.Poll(15*time.Second, func() bool {
 		return everyLiveMember(c, func(id string) bool { _, ok := feedLast(c, id, "ETHUSD"); return ok })
 	}) {
@@ -151,7 +151,7 @@ func TestRestoreDrillFromScheduledBackups(t *testing.T) {
 	// A new cluster on empty disks, restored from the newest backup through
 	// a follower (relayed to the leader).
 	c2 := clustertest.Start(t, 3, opts...)
-	railMinIndex = 0
+	railMinIndex.Store(0)
 	view, err := c2.Admin(c2.Followers()[0].ID).Restore(context.Background(), data)
 	if err != nil {
 		t.Fatal(err)

@@ -36,7 +36,7 @@ func TestCancelAllAfterFiresAcrossALeaderChange(t *testing.T) {
 		t.Skip("three-node cluster; skipped with -short")
 	}
 	c := clustertest.Start(t, 3, clustertest.Assemble(cli.Assemble), clustertest.TickInterval(50*time.Millisecond))
-	railMinIndex = 0 // a fresh cluster: indexes another test's cluster reported mean nothing here
+	railMinIndex.Store(0) // a fresh cluster: indexes another test's cluster reported mean nothing here
 	if !clustertest.Poll(15*time.Second, func() bool {
 		return everyLiveMember(c, func(id string) bool { _, ok := feedLast(c, id, "ETHUSD"); return ok })
 	}) {

@@ -31,7 +31,7 @@ func TestFundingBoundaryPaysOnEveryNode(t *testing.T) {
 	clk := &shiftedClock{start: time.Now()}
 	c := clustertest.Start(t, 3, clustertest.Assemble(cli.Assemble), clustertest.TickInterval(50*time.Millisecond),
 		clustertest.Clock(clk), clustertest.Deployment("bench")) // bench: the polls below stay within the read budget
-	railMinIndex = 0 // a fresh cluster: indexes another test's cluster reported mean nothing here
+	railMinIndex.Store(0) // a fresh cluster: indexes another test's cluster reported mean nothing here
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	fs := c.Followers()
@@ -139,7 +139,7 @@ func positionsOf(t *testing.T, base, key string) []map[string]any {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, base+"/v1/positions", nil)
 	req.Header.Set("x-api-key", key)
-	req.Header.Set("X-Min-Index", strconv.FormatUint(railMinIndex, 10))
+	req.Header.Set("X-Min-Index", strconv.FormatUint(railMinIndex.Load(), 10))
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

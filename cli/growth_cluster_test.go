@@ -32,7 +32,7 @@ func TestGrowthAcrossACluster(t *testing.T) {
 	clk := &shiftedClock{start: time.Now()}
 	c := clustertest.Start(t, 3, clustertest.Assemble(cli.Assemble), clustertest.TickInterval(2*time.Millisecond),
 		clustertest.Clock(clk), clustertest.CheckInvariants(true))
-	railMinIndex = 0 // a fresh cluster: indexes another test's cluster reported mean nothing here
+	railMinIndex.Store(0) // a fresh cluster: indexes another test's cluster reported mean nothing here
 	fs := c.Followers()
 	a, b := c.HTTP(fs[0].ID), c.HTTP(fs[1].ID)
 	call := func(base, method, path, key, idem string, body any, want int) map[string]any {

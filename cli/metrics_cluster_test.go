@@ -87,7 +87,7 @@ func TestMetricsOnTheAdminListener(t *testing.T) {
 	const metricsToken = "metrics-read-only-token-0123456789"
 	c := clustertest.Start(t, 3, clustertest.Assemble(cli.Assemble), clustertest.MetricsToken(metricsToken),
 		clustertest.TickInterval(50*time.Millisecond), clustertest.ReplicaCheckInterval(300*time.Millisecond))
-	railMinIndex = 0
+	railMinIndex.Store(0)
 	leader := c.Leader()
 	f := c.Followers()[0]
 	if !clustertest.Poll(15*time.Second, func() bool { _, ok := feedLast(c, f.ID, "ETHUSD"); return ok }) {

@@ -29,7 +29,7 @@ func TestPorAcrossACluster(t *testing.T) {
 	clk := &shiftedClock{start: time.Now()}
 	c := clustertest.Start(t, 3, clustertest.Assemble(cli.Assemble), clustertest.TickInterval(50*time.Millisecond),
 		clustertest.Clock(clk))
-	railMinIndex = 0 // a fresh cluster: indexes another test's cluster reported mean nothing here
+	railMinIndex.Store(0) // a fresh cluster: indexes another test's cluster reported mean nothing here
 	fs := c.Followers()
 	a, b := c.HTTP(fs[0].ID), c.HTTP(fs[1].ID)
 	key := fundedAccount(t, a, "por")

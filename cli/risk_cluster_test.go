@@ -24,7 +24,7 @@ func TestCrashLiquidatesOnEveryNode(t *testing.T) {
 		t.Skip("three-node cluster; skipped with -short")
 	}
 	c := clustertest.Start(t, 3, clustertest.Assemble(cli.Assemble), clustertest.TickInterval(50*time.Millisecond))
-	railMinIndex = 0 // a fresh cluster: indexes another test's cluster reported mean nothing here
+	railMinIndex.Store(0) // a fresh cluster: indexes another test's cluster reported mean nothing here
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	fs := c.Followers()

@@ -18,7 +18,7 @@ func TestUSDxAcrossACluster(t *testing.T) {
 		t.Skip("three-node cluster; skipped with -short")
 	}
 	c := clustertest.Start(t, 3, clustertest.Assemble(cli.Assemble), clustertest.TickInterval(50*time.Millisecond))
-	railMinIndex = 0 // a fresh cluster: indexes another test's cluster reported mean nothing here
+	railMinIndex.Store(0) // a fresh cluster: indexes another test's cluster reported mean nothing here
 	fs := c.Followers()
 	a, b := c.HTTP(fs[0].ID), c.HTTP(fs[1].ID)
 	key := fundedAccount(t, a, "usdx")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,8 +21,19 @@ import (
 
 // railMinIndex is the highest log index a response reported: every call
 // asks its node to have applied it (X-Min-Index), so a write made through
-// one node is seen on the next, whichever node serves it.
-var railMinIndex uint64
+// one node is seen on the next, whichever node serves it. Atomic: tests
+// call railCall from several goroutines at once.
+var railMinIndex atomic.Uint64
+
+// seeRailIndex raises railMinIndex to idx.
+func seeRailIndex(idx uint64) {
+	for {
+		cur := railMinIndex.Load()
+		if idx <= cur || railMinIndex.CompareAndSwap(cur, idx) {
+			return
+		}
+	}
+}
 
 // railCall sends one public API request and decodes a JSON object answer.
 func railCall(t *testing.T, base, method, path, key, idem string, body any) (int, map[string]any) {
@@ -41,14 +53,14 @@ func railCall(t *testing.T, base, method, path, key, idem string, body any) (int
 	if idem != "" {
 		req.Header.Set("idempotency-key", idem)
 	}
-	req.Header.Set("X-Min-Index", strconv.FormatUint(railMinIndex, 10))
+	req.Header.Set("X-Min-Index", strconv.FormatUint(railMinIndex.Load(), 10))
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer res.Body.Close()
 	if idx, err := strconv.ParseUint(res.Header.Get("X-Raft-Index"), 10, 64); err == nil && res.StatusCode < 500 {
-		railMinIndex = max(railMinIndex, idx)
+		seeRailIndex(idx)
 	}
 	raw, _ := io.ReadAll(res.Body)
 	var m map[string]any
@@ -65,7 +77,7 @@ func TestRailAcrossLeaderChange(t *testing.T) {
 		t.Skip("three-node cluster; skipped with -short")
 	}
 	c := clustertest.Start(t, 3, clustertest.Assemble(cli.Assemble), clustertest.TickInterval(50*time.Millisecond))
-	railMinIndex = 0 // a fresh cluster: indexes another test's cluster reported mean nothing here
+	railMinIndex.Store(0) // a fresh cluster: indexes another test's cluster reported mean nothing here
 	fs := c.Followers()
 	a, b := fs[0], fs[1]
 	st, m := railCall(t, c.HTTP(a.ID), "POST", "/v1/signup", "", "signup-1", map[string]any{})

@@ -108,7 +108,7 @@ func TestWithdrawalFramesReachADeduplicatingClient(t *testing.T) {
 		t.Skip("three-node cluster; skipped with -short")
 	}
 	c := clustertest.Start(t, 3, clustertest.Assemble(cli.Assemble), clustertest.TickInterval(50*time.Millisecond))
-	railMinIndex = 0 // a fresh cluster: indexes another test's cluster reported mean nothing here
+	railMinIndex.Store(0) // a fresh cluster: indexes another test's cluster reported mean nothing here
 	f := c.Followers()[0]
 	base := c.HTTP(f.ID)
 	key := fundedAccount(t, base, "recipe")
@@ -158,7 +158,7 @@ func TestFillsReachAFollowersAccountChannel(t *testing.T) {
 		t.Skip("three-node cluster; skipped with -short")
 	}
 	c := clustertest.Start(t, 3, clustertest.Assemble(cli.Assemble), clustertest.TickInterval(50*time.Millisecond))
-	railMinIndex = 0 // a fresh cluster: indexes another test's cluster reported mean nothing here
+	railMinIndex.Store(0) // a fresh cluster: indexes another test's cluster reported mean nothing here
 	fs := c.Followers()
 	watch, trade := c.HTTP(fs[0].ID), c.HTTP(fs[1].ID)
 	if !clustertest.Poll(15*time.Second, func() bool {

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,8 +27,10 @@ type testAPI struct {
 	node *node.Node
 	srv  *Server
 	http *httptest.Server
-	// seen records every exchange for the OpenAPI response validation.
-	seen []exchange
+	// seen records every exchange for the OpenAPI response validation;
+	// tests call do from several goroutines at once, so seenMu guards it.
+	seenMu sync.Mutex
+	seen   []exchange
 }
 
 type exchange struct {
@@ -164,15 +168,17 @@ func (a *testAPI) do(r req) resp {
 	b, _ := io.ReadAll(res.Body)
 	out := resp{status: res.StatusCode, header: res.Header, body: b}
 	p, q, _ := strings.Cut(r.path, "?")
+	a.seenMu.Lock()
 	a.seen = append(a.seen, exchange{method: r.method, path: p, query: q, status: out.status, header: out.header, body: b})
+	a.seenMu.Unlock()
 	return out
 }
 
-var idemCounter int
+// idemCounter is atomic: tests draw keys from several goroutines at once.
+var idemCounter atomic.Int64
 
 func nextIdem() string {
-	idemCounter++
-	return fmt.Sprintf("idem-%d-%d", time.Now().UnixNano(), idemCounter)
+	return fmt.Sprintf("idem-%d-%d", time.Now().UnixNano(), idemCounter.Add(1))
 }
 
 // signup creates an account and returns its master key and account id.

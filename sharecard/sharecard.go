@@ -58,70 +58,77 @@ type Card struct {
 }
 
 var (
-	bg0     = color.RGBA{0x0b, 0x10, 0x20, 0xff}
-	bg1     = color.RGBA{0x15, 0x1e, 0x38, 0xff}
-	panel   = color.RGBA{0x10, 0x18, 0x30, 0xff}
-	border  = color.RGBA{0x25, 0x32, 0x55, 0xff}
-	white   = color.RGBA{0xf4, 0xf6, 0xfb, 0xff}
-	muted   = color.RGBA{0x8a, 0x97, 0xb4, 0xff}
-	dim     = color.RGBA{0x5b, 0x67, 0x85, 0xff}
-	green   = color.RGBA{0x34, 0xd3, 0x99, 0xff}
-	red     = color.RGBA{0xf8, 0x71, 0x71, 0xff}
-	teal    = color.RGBA{0x2d, 0xd4, 0xbf, 0xff}
-	violet  = color.RGBA{0x8b, 0x5c, 0xf6, 0xff}
-	amber   = color.RGBA{0xf5, 0xb9, 0x42, 0xff}
-	chipBg  = color.RGBA{0x1e, 0x2a, 0x47, 0xff}
-	gold    = color.RGBA{0xfb, 0xd3, 0x4d, 0xff}
-	fontsMu sync.Mutex
-	faces   = map[[2]int]font.Face{}
-	parsed  [2]*opentype.Font
+	bg0    = color.RGBA{0x0b, 0x10, 0x20, 0xff}
+	bg1    = color.RGBA{0x15, 0x1e, 0x38, 0xff}
+	panel  = color.RGBA{0x10, 0x18, 0x30, 0xff}
+	border = color.RGBA{0x25, 0x32, 0x55, 0xff}
+	white  = color.RGBA{0xf4, 0xf6, 0xfb, 0xff}
+	muted  = color.RGBA{0x8a, 0x97, 0xb4, 0xff}
+	dim    = color.RGBA{0x5b, 0x67, 0x85, 0xff}
+	green  = color.RGBA{0x34, 0xd3, 0x99, 0xff}
+	red    = color.RGBA{0xf8, 0x71, 0x71, 0xff}
+	teal   = color.RGBA{0x2d, 0xd4, 0xbf, 0xff}
+	violet = color.RGBA{0x8b, 0x5c, 0xf6, 0xff}
+	amber  = color.RGBA{0xf5, 0xb9, 0x42, 0xff}
+	chipBg = color.RGBA{0x1e, 0x2a, 0x47, 0xff}
+	gold   = color.RGBA{0xfb, 0xd3, 0x4d, 0xff}
 )
 
-// face returns the Go font (bold or regular) at size px, cached.
-func face(bold bool, size int) font.Face {
-	fontsMu.Lock()
-	defer fontsMu.Unlock()
+// parsedFonts are the Go fonts, regular and bold, parsed once. A parsed
+// font is safe for concurrent use (each caller passes its own buffer); a
+// face made from it is not (its glyph buffer, rasterizer and mask are
+// reused from glyph to glyph), so faces belong to one render (faces).
+var parsedFonts = sync.OnceValue(func() (f [2]*opentype.Font) {
+	for b, src := range [2][]byte{goregular.TTF, gobold.TTF} {
+		var err error
+		if f[b], err = opentype.Parse(src); err != nil {
+			panic(err) // an embedded font that does not parse is a build error
+		}
+	}
+	return f
+})
+
+// faces are one render's font faces, by weight and size, made on first
+// use: Render may run on several goroutines at once, and a face shared
+// between them raced on its glyph buffers (two cards' text could be drawn
+// with each other's glyph masks).
+type faces map[[2]int]font.Face
+
+// face returns the Go font (bold or regular) at size px.
+func (fs faces) face(bold bool, size int) font.Face {
 	b := 0
 	if bold {
 		b = 1
 	}
-	if f, ok := faces[[2]int{b, size}]; ok {
+	if f, ok := fs[[2]int{b, size}]; ok {
 		return f
 	}
-	if parsed[b] == nil {
-		src := goregular.TTF
-		if bold {
-			src = gobold.TTF
-		}
-		f, err := opentype.Parse(src)
-		if err != nil {
-			panic(err) // an embedded font that does not parse is a build error
-		}
-		parsed[b] = f
-	}
-	f, err := opentype.NewFace(parsed[b], &opentype.FaceOptions{Size: float64(size), DPI: 72, Hinting: font.HintingFull})
+	f, err := opentype.NewFace(parsedFonts()[b], &opentype.FaceOptions{Size: float64(size), DPI: 72, Hinting: font.HintingFull})
 	if err != nil {
 		panic(err)
 	}
-	faces[[2]int{b, size}] = f
+	fs[[2]int{b, size}] = f
 	return f
 }
 
-type canvas struct{ img *image.RGBA }
+type canvas struct {
+	img   *image.RGBA
+	faces faces
+}
 
 func (c canvas) text(s string, bold bool, size, x, y int, col color.Color) int {
-	d := &font.Drawer{Dst: c.img, Src: image.NewUniform(col), Face: face(bold, size), Dot: fixed.P(x, y)}
+	d := &font.Drawer{Dst: c.img, Src: image.NewUniform(col), Face: c.faces.face(bold, size), Dot: fixed.P(x, y)}
 	d.DrawString(s)
 	return d.Dot.X.Round()
 }
 
-func measure(s string, bold bool, size int) int {
-	return font.MeasureString(face(bold, size), s).Round()
+func (c canvas) measure(s string, bold bool, size int) int {
+	return font.MeasureString(c.faces.face(bold, size), s).Round()
 }
 
 // drawable reports whether the font has a glyph for every rune of s.
-func drawable(s string, bold bool, size int) bool {
-	f := face(bold, size)
+func (c canvas) drawable(s string, bold bool, size int) bool {
+	f := c.faces.face(bold, size)
 	for _, r := range s {
 		if _, ok := f.GlyphAdvance(r); !ok {
 			return false
@@ -131,14 +138,14 @@ func drawable(s string, bold bool, size int) bool {
 }
 
 // fit shortens s with an ellipsis until it fits width at size.
-func fit(s string, bold bool, size, width int) string {
-	if measure(s, bold, size) <= width {
+func (c canvas) fit(s string, bold bool, size, width int) string {
+	if c.measure(s, bold, size) <= width {
 		return s
 	}
 	r := []rune(s)
 	for len(r) > 1 {
 		r = r[:len(r)-1]
-		if t := strings.TrimSpace(string(r)) + "…"; measure(t, bold, size) <= width {
+		if t := strings.TrimSpace(string(r)) + "…"; c.measure(t, bold, size) <= width {
 			return t
 		}
 	}
@@ -295,7 +302,7 @@ func mix(a, b color.RGBA, num, den int) color.RGBA {
 // Render draws the card and encodes it as PNG.
 func Render(card Card) ([]byte, error) {
 	img := image.NewRGBA(image.Rect(0, 0, Width, Height))
-	c := canvas{img}
+	c := canvas{img: img, faces: faces{}}
 	for y := 0; y < Height; y++ {
 		draw.Draw(img, image.Rect(0, y, Width, y+1), image.NewUniform(mix(bg0, bg1, y, Height)), image.Point{}, draw.Src)
 	}
@@ -308,7 +315,7 @@ func Render(card Card) ([]byte, error) {
 	c.text("leaderboard", false, 34, x+12, 76, muted)
 	if card.Testnet {
 		const label = "TESTNET"
-		w := measure(label, true, 22)
+		w := c.measure(label, true, 22)
 		x0 := float32(Width - 60 - w - 36)
 		c.fill(amber, func(z pather) { roundRect(z, x0, 44, float32(Width-60), 86, 21) })
 		c.text(label, true, 22, int(x0)+18, 73, bg0)
@@ -319,14 +326,14 @@ func Render(card Card) ([]byte, error) {
 	// Go fonts draw Latin, Greek and Cyrillic) would show empty boxes: the
 	// handle stands in for it.
 	name := card.DisplayName
-	if !drawable(name, true, 64) {
+	if !c.drawable(name, true, 64) {
 		name = ""
 	}
 	title := name
 	if title == "" {
 		title = card.Handle
 	}
-	c.text(fit(title, true, 64, Width-120), true, 64, 60, 172, white)
+	c.text(c.fit(title, true, 64, Width-120), true, 64, 60, 172, white)
 	var parts []string
 	if name != "" {
 		parts = append(parts, "@"+card.Handle)
@@ -335,7 +342,7 @@ func Render(card Card) ([]byte, error) {
 		parts = append(parts, "trading since "+card.TradingSince)
 	}
 	sub := strings.Join(parts, "  ·  ")
-	c.text(fit(sub, false, 26, Width-120), false, 26, 60, 218, muted)
+	c.text(c.fit(sub, false, 26, Width-120), false, 26, 60, 218, muted)
 
 	// Left column: PnL, ROI, placements.
 	window := card.Window
@@ -347,7 +354,7 @@ func Render(card Card) ([]byte, error) {
 	if card.PnlMsat < 0 {
 		pnlCol = red
 	}
-	c.text(fit(FormatPnl(card.PnlMsat), true, 50, 470), true, 50, 60, 352, pnlCol)
+	c.text(c.fit(FormatPnl(card.PnlMsat), true, 50, 470), true, 50, 60, 352, pnlCol)
 	c.text(window+" ROI", true, 20, 60, 404, dim)
 	roiCol := green
 	if card.RoiQ9 < 0 {
@@ -392,7 +399,7 @@ func (c canvas) placements(ps []Placement, x, y int) {
 	for _, p := range best[:min(3, len(best))] {
 		rank := "#" + strconv.FormatInt(p.Rank, 10)
 		label := strings.ToUpper(p.Board) + " · " + p.Window
-		w := measure(rank, true, 24) + 10 + measure(label, false, 20) + 32
+		w := c.measure(rank, true, 24) + 10 + c.measure(label, false, 20) + 32
 		c.fill(chipBg, func(z pather) { roundRect(z, float32(x), float32(y), float32(x+w), float32(y+48), 12) })
 		col := white
 		if p.Rank <= 3 {
@@ -420,14 +427,14 @@ func (c canvas) chart(curve []int64, x0, y0, x1, y1 int) {
 			col = red
 		}
 		s := FormatIndex(last)
-		c.text(s, true, 22, x1-24-measure(s, true, 22), y0+40, col)
+		c.text(s, true, 22, x1-24-c.measure(s, true, 22), y0+40, col)
 	}
 	px0, py0, px1, py1 := float32(x0+28), float32(y0+64), float32(x1-28), float32(y1-28)
 	if len(curve) == 0 {
 		mid := (py0 + py1) / 2
 		c.stroke([][2]float32{{px0, mid}, {px1, mid}}, 2, border)
 		msg := "The curve grows with each trading day"
-		c.text(msg, false, 20, int((px0+px1)/2)-measure(msg, false, 20)/2, int(mid)-16, muted)
+		c.text(msg, false, 20, int((px0+px1)/2)-c.measure(msg, false, 20)/2, int(mid)-16, muted)
 		return
 	}
 	pts := append([]int64{1_000_000_000}, curve...)

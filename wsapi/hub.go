@@ -362,8 +362,11 @@ func (h *Hub) closeSubscribed() {
 		c.mu.Lock()
 		n := len(c.subjects)
 		c.mu.Unlock()
-		if n > 0 && h.closeResync(s, c, ReasonEventsLost) {
+		// Counted before the close frame is queued, so that whoever reads
+		// the frame also finds it counted.
+		if n > 0 && c.closing.CompareAndSwap(false, true) {
 			h.lossCloses.Add(1)
+			h.finishClose(s, ReasonEventsLost)
 		}
 	})
 }
@@ -389,9 +392,10 @@ func (h *Hub) write(s *melody.Session, msg []byte) {
 	if c == nil {
 		return
 	}
-	if !h.queue(s, c, msg) && h.closeResync(s, c, ReasonSlowConsumer) {
-		h.slowCloses.Add(1)
+	if !h.queue(s, c, msg) && c.closing.CompareAndSwap(false, true) {
+		h.slowCloses.Add(1) // before the close frame, as in closeSubscribed
 		h.log.Debug("websocket client too slow; closed for resync", "remote", s.RemoteAddr())
+		h.finishClose(s, ReasonSlowConsumer)
 	}
 }
 
