@@ -64,6 +64,9 @@ type snapshotGuard struct {
 	// node (an append's last entry or commit index, a snapshot's index):
 	// what a follower knows the cluster's log to hold.
 	seen atomic.Uint64
+	// inflight holds a snapshot back until raft has answered the requests
+	// before it.
+	inflight inflight
 }
 
 // heldState is what the guard asks about the follower. Its methods run on
@@ -129,6 +132,14 @@ func (g *snapshotGuard) pump() {
 		switch req := rpc.Command.(type) {
 		case *raft.InstallSnapshotRequest:
 			g.see(req.LastLogIndex)
+			// Judge against what raft has made of every request before
+			// this one: an append raft took but has not finished may
+			// commit past the snapshot, and judged before that, the
+			// snapshot went to raft, which installed it over the newer
+			// state (the stress test saw 10 -> 8).
+			if !g.inflight.wait(g.stop) {
+				return
+			}
 			switch {
 			case g.held.holds(req):
 				g.answerHeld(rpc, req)
@@ -148,11 +159,62 @@ func (g *snapshotGuard) pump() {
 				rpc.Command = bounded
 			}
 		}
+		g.inflight.track(&rpc)
 		select {
 		case g.out <- rpc:
 		case <-g.stop:
 			return
 		}
+	}
+}
+
+// inflight counts the requests handed to raft that it has not answered
+// yet. Each answer passes through a goroutine on its way back (one per
+// request: a follower takes a few hundred appends a second, each carrying a
+// group of writes).
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0
+}
+
+// track makes rpc's answer count down when raft gives it.
+func (f *inflight) track(rpc *raft.RPC) {
+	reply := rpc.RespChan
+	answered := make(chan raft.RPCResponse, 1)
+	rpc.RespChan = answered
+	f.mu.Lock()
+	if f.n == 0 {
+		f.idle = make(chan struct{})
+	}
+	f.n++
+	f.mu.Unlock()
+	go func() {
+		resp := <-answered
+		f.mu.Lock()
+		if f.n--; f.n == 0 {
+			close(f.idle)
+		}
+		f.mu.Unlock()
+		reply <- resp
+	}()
+}
+
+// wait returns true once raft has answered every request tracked, false if
+// stop closes first.
+func (f *inflight) wait(stop <-chan struct{}) bool {
+	f.mu.Lock()
+	if f.n == 0 {
+		f.mu.Unlock()
+		return true
+	}
+	idle := f.idle
+	f.mu.Unlock()
+	select {
+	case <-idle:
+		return true
+	case <-stop:
+		return false
 	}
 }
 

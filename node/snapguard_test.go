@@ -799,3 +799,78 @@ func TestSnapshotGuardAnswersAnOlderSnapshotItStillLists(t *testing.T) {
 		t.Fatalf("the follower applied %d entries, the leader %d", got, want)
 	}
 }
+
+// recordingHeld holds every snapshot, and records whether raft (the test)
+// still had an append unanswered when the guard judged one.
+type recordingHeld struct {
+	fakeHeld
+	appendOpen atomic.Bool
+	judged     chan bool // appendOpen at each judgement
+}
+
+func (f *recordingHeld) holds(*raft.InstallSnapshotRequest) bool {
+	f.judged <- f.appendOpen.Load()
+	return true
+}
+
+// The guard judges a snapshot only once raft has answered every request
+// handed to it before: an append raft has taken may commit past the
+// snapshot, and judged before that (with raft's applied index still below
+// the snapshot's) the snapshot went on to raft, which installed it over
+// the newer state (TestSnapshotPointStress, seed 370744160: a follower's
+// state went back from entry 10 to entry 8).
+func TestSnapshotGuardJudgesASnapshotAfterTheAppendBeforeIt(t *testing.T) {
+	addr, raw := raft.NewInmemTransportWithTimeout("", 10*time.Second)
+	peerAddr, peer := raft.NewInmemTransportWithTimeout("", 10*time.Second)
+	peer.Connect(addr, raw)
+	held := &recordingHeld{judged: make(chan bool, 4)}
+	held.now.Store(5)
+	g := newSnapshotGuard(raw, hclog.NewNullLogger())
+	g.start(held)
+	t.Cleanup(func() { _ = g.Close() })
+
+	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(peerAddr)}
+	appendDone := make(chan error, 1)
+	go func() {
+		var resp raft.AppendEntriesResponse
+		appendDone <- peer.AppendEntries("f", addr, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 5, LeaderCommitIndex: 10}, &resp)
+	}()
+	// Raft (here, the test) takes the append and works on it a while.
+	var taken raft.RPC
+	select {
+	case taken = <-g.Consumer():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the append did not reach raft")
+	}
+	held.appendOpen.Store(true)
+	snapDone := make(chan error, 1)
+	go func() {
+		req := &raft.InstallSnapshotRequest{RPCHeader: hdr, SnapshotVersion: raft.SnapshotVersionMax, Term: 5, LastLogIndex: 8, LastLogTerm: 5, Size: 8}
+		var resp raft.InstallSnapshotResponse
+		snapDone <- peer.InstallSnapshot("f", addr, req, &resp, bytes.NewReader([]byte("snapshot")))
+	}()
+	select {
+	case open := <-held.judged:
+		if open {
+			t.Fatal("the snapshot was judged while raft was still working on the append before it")
+		}
+		t.Fatal("the snapshot was judged before raft answered the append")
+	case <-time.After(200 * time.Millisecond):
+	}
+	held.appendOpen.Store(false)
+	taken.Respond(&raft.AppendEntriesResponse{Term: 5, Success: true}, nil)
+	if err := <-appendDone; err != nil {
+		t.Fatalf("the append's answer did not reach the leader: %v", err)
+	}
+	select {
+	case open := <-held.judged:
+		if open {
+			t.Fatal("judged with the append open")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the snapshot was never judged after the append was answered")
+	}
+	if err := <-snapDone; err != nil {
+		t.Fatal(err)
+	}
+}
