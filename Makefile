@@ -6,7 +6,7 @@ TIME      ?= 5m
 NEMESIS   ?= all
 NODES     ?= 5
 
-.PHONY: build run test test-short devnet lint fmt jepsen bench bench-load bench-compare bench-ws clean testnet testnet-short upgrade-rehearsal race
+.PHONY: build run test test-short devnet lint fmt jepsen bench fuzz-api bench-load bench-compare bench-ws clean testnet testnet-short upgrade-rehearsal race
 
 build:
 	$(GO) build -o $(BIN) .
@@ -56,6 +56,12 @@ fmt:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./fsm/... ./node/...
+
+# The hostile-input fuzz of every HTTP route (httpapi/route_fuzz_test.go),
+# past the seeds the normal suite runs. One worker: each runs its own node.
+FUZZTIME ?= 5m
+fuzz-api:
+	$(GO) test -run '^$$' -fuzz '^FuzzEveryRoute$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s -parallel 1 ./httpapi/
 
 # A load run: a fresh 3-node devnet of the bench profile in the background
 # (ports BENCH_HTTP_BASE.. so a `make devnet` on 8080 is left alone),

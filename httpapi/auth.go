@@ -173,6 +173,12 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 	}
 	need := scopeBits(r.Scope)
 	return func(c *gin.Context) {
+		if len(c.Request.Header[keyHeaderKey]) > 1 {
+			// One reader takes the first, another the last: the account
+			// charged would not be the one a proxy or an audit log saw.
+			fail(c, http.StatusUnauthorized, wire.CodeUnauthorized, "header x-api-key is given more than once")
+			return
+		}
 		key := c.GetHeader(keyHeaderKey)
 		if key == "" {
 			fail(c, http.StatusUnauthorized, wire.CodeUnauthorized, "missing x-api-key header")

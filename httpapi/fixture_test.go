@@ -23,7 +23,7 @@ import (
 
 // testAPI is a one-node cluster with its public API on an httptest server.
 type testAPI struct {
-	t    *testing.T
+	t    testing.TB
 	node *node.Node
 	srv  *Server
 	http *httptest.Server
@@ -55,14 +55,14 @@ func newTestAPI(t *testing.T, mut ...func(*node.Config)) *testAPI {
 }
 
 // newTestAPIWith is newTestAPI with server options.
-func newTestAPIWith(t *testing.T, opts []Option, mut ...func(*node.Config)) *testAPI {
+func newTestAPIWith(t testing.TB, opts []Option, mut ...func(*node.Config)) *testAPI {
 	t.Helper()
 	return newDrivenTestAPI(t, opts, nil, mut...)
 }
 
 // newDrivenTestAPI is newTestAPIWith with leader drivers (a rail's),
 // registered before the node starts, as `perpd serve` does.
-func newDrivenTestAPI(t *testing.T, opts []Option, drivers []func(*node.Node), mut ...func(*node.Config)) *testAPI {
+func newDrivenTestAPI(t testing.TB, opts []Option, drivers []func(*node.Node), mut ...func(*node.Config)) *testAPI {
 	t.Helper()
 	cfg := node.Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: freeAddr(t), HTTPAddr: "127.0.0.1:1",
 		AdminAddr: "127.0.0.1:2", Bootstrap: true, AdminToken: "test-token", CheckInvariants: true,

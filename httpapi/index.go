@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -51,7 +52,7 @@ func indexGuard(s *Server, r *Route) gin.HandlerFunc {
 				// err may carry the leader's id, admin address or
 				// error text: logged, not relayed.
 				s.log.Debug("linearizable read refused", "err", err)
-				unavailable(c, "cannot confirm a linearizable read right now; retry or ask another node")
+				s.indexUnavailable(c, r, "cannot confirm a linearizable read right now; retry or ask another node")
 				return
 			}
 		}
@@ -60,12 +61,12 @@ func indexGuard(s *Server, r *Route) gin.HandlerFunc {
 				// Far past the log this node knows of: no wait reaches
 				// it, so the request is not held for the whole wait.
 				stamp()
-				unavailable(c, "index "+minIndex+" is ahead of the log; send an index from X-Raft-Index")
+				s.indexUnavailable(c, r, "index "+minIndex+" is ahead of the log; send an index from X-Raft-Index")
 				return
 			}
 			if err := s.Node.WaitApplied(c.Request.Context(), want); err != nil {
 				stamp()
-				unavailable(c, "this node has not applied index "+minIndex+" yet; retry or ask another node")
+				s.indexUnavailable(c, r, "this node has not applied index "+minIndex+" yet; retry or ask another node")
 				return
 			}
 		}
@@ -78,4 +79,15 @@ func indexGuard(s *Server, r *Route) gin.HandlerFunc {
 		}
 		stamp()
 	}
+}
+
+// indexUnavailable answers a read barrier's 503: the error body, but on
+// /healthz the health object (SPEC section 4: its 200 and 503 both carry
+// it), not ok, with the barrier's message as the reason.
+func (s *Server) indexUnavailable(c *gin.Context, r *Route, msg string) {
+	if r.Path != healthzPath {
+		unavailable(c, msg)
+		return
+	}
+	c.AbortWithStatusJSON(http.StatusServiceUnavailable, Health{DB: s.Node.StoreProblem() == "", TsMs: wire.Int(time.Now().UnixMilli()), Reason: msg})
 }

@@ -73,7 +73,7 @@ func TestOpenAPIDocument(t *testing.T) {
 
 // validateExchanges checks every response a test saw against the
 // description: status declared, body matching its schema.
-func validateExchanges(t *testing.T, a *testAPI) {
+func validateExchanges(t testing.TB, a *testAPI) {
 	if len(a.seen) == 0 || t.Failed() {
 		return
 	}
@@ -123,7 +123,8 @@ func findPath(doc *openapi3.T, path string) (*openapi3.PathItem, string) {
 		}
 		ok := true
 		for i := range ts {
-			if ts[i] != segs[i] && !strings.HasPrefix(ts[i], "{") {
+			// A parameter is never empty: /v1/orders/ is no order's path.
+			if ts[i] != segs[i] && (!strings.HasPrefix(ts[i], "{") || segs[i] == "") {
 				ok = false
 				break
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -36,7 +37,13 @@ func (s *Server) decode(c *gin.Context, req any) bool {
 // fields, with the same rules and tags as bodies: a parameter's value is
 // taken as the JSON string it would be in a body.
 func decodeQuery(c *gin.Context, dst any) error {
-	q := c.Request.URL.Query()
+	// URL.Query drops each pair it cannot parse (a bad %-escape, a ';'
+	// separator): the handler would answer without a parameter the
+	// client sent, or past the repeated-parameter rule below.
+	q, err := url.ParseQuery(c.Request.URL.RawQuery)
+	if err != nil {
+		return &decodeError{msg: "query is not well formed: parameters are name=value pairs joined by &, with % only in %XX escapes"}
+	}
 	obj := map[string]json.RawMessage{}
 	for name, vals := range q {
 		if len(vals) == 0 {
@@ -51,7 +58,7 @@ func decodeQuery(c *gin.Context, dst any) error {
 		obj[name] = b
 	}
 	raw, _ := json.Marshal(obj)
-	err := decodeJSON(raw, dst)
+	err = decodeJSON(raw, dst)
 	var de *decodeError
 	if errors.As(err, &de) {
 		return &decodeError{msg: "query " + de.msg[len("field "):]}

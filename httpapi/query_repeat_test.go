@@ -27,3 +27,33 @@ func TestRepeatedQueryParameterIsRefused(t *testing.T) {
 		t.Fatalf("repeated status: %d %s", r.status, r.body)
 	}
 }
+
+// TestMalformedQueryIsRefused: the query was read with URL.Query, which
+// drops every pair it cannot parse (a bad %-escape, a ';' separator) and
+// says so only in an error nobody looked at: limit=%zz answered with the
+// default page, state=resting;x with every order, and
+// limit=1;limit=500 slipped past the repeated-parameter rule. A query
+// that does not parse is now 400 validation, on every route that reads one.
+func TestMalformedQueryIsRefused(t *testing.T) {
+	a := newTestAPI(t)
+	a.listMarkets()
+	key, _ := a.tradingAccount()
+	for _, path := range []string{
+		"/v1/orders?limit=%zz",
+		"/v1/orders?state=resting;x",
+		"/v1/orders?status=filled%",
+		"/v1/fills?limit=1;limit=500",
+		"/v1/fills?beforeSeq=%G1",
+		"/v1/leaderboard?board=roi&window=%zz",
+		"/v1/markets/BTC-PERP/candles?interval=3600;",
+		"/v1/usdx/history?limit=%",
+		"/v1/por/proof?asset=usdx%",
+		"/v1/promoter/stats?days=1;x",
+	} {
+		wantCode(t, a.do(req{method: "GET", path: path, key: key}), 400, "validation")
+	}
+	// A well-formed query still reads, escapes included.
+	if r := a.do(req{method: "GET", path: "/v1/orders?status=accepted&status=%63anceled&limit=%35", key: key}); r.status != 200 {
+		t.Fatalf("well-formed query: %d %s", r.status, r.body)
+	}
+}

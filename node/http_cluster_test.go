@@ -79,7 +79,9 @@ func TestMinIndexNeverReachedAnswers503AfterBoundedWait(t *testing.T) {
 	// Within reach as far as the node can tell (a busy cluster might
 	// append this much), but never reached here: the whole wait.
 	want := c.Leader().Node.Raft.LastIndex() + 50_000
-	a := get(t, c.HTTP(f.ID)+"/healthz", map[string]string{"X-Min-Index": strconv.FormatUint(want, 10)})
+	// Not /healthz: its 503 is the health object (SPEC section 4), the
+	// barrier's message as its reason (httpapi TestHealthz503IsTheHealthObject).
+	a := get(t, c.HTTP(f.ID)+"/deployment", map[string]string{"X-Min-Index": strconv.FormatUint(want, 10)})
 	if a.status != http.StatusServiceUnavailable {
 		t.Fatalf("answered %d %s, want 503", a.status, a.body)
 	}
