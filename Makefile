@@ -44,7 +44,7 @@ RACE_PKGS = $(shell $(GO) list ./... | grep -v -e '/jepsen/harness$$' -e '/perpd
 race:
 	$(GO) test -race -count=1 -p 1 -timeout 30m $(RACE_PKGS)
 	$(GO) test -race -count=1 -timeout 10m ./fsm \
-		-run 'SnapshotFastRestoreMatchesReferenceOnRandomStates|SnapshotRoundTripKeepsStateHash|RestoreLetsTheOldStateGo|SnapshotOfEmptyMachineRestores'
+		-run 'SnapshotFastRestoreMatchesReferenceOnRandomStates|SnapshotRoundTripKeepsStateHash|RestoreLetsTheOldStateGo|SnapshotOfEmptyMachineRestores|BuildPoRIsTheSameOnAnyNumberOfCores'
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
