@@ -163,6 +163,9 @@ func (g *snapshotGuard) pump() {
 		select {
 		case g.out <- rpc:
 		case <-g.stop:
+			// Tracked but never handed to raft: answer it, or the
+			// goroutine waiting on its answer waits forever.
+			rpc.Respond(nil, raft.ErrTransportShutdown)
 			return
 		}
 	}

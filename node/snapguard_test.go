@@ -874,3 +874,50 @@ func TestSnapshotGuardJudgesASnapshotAfterTheAppendBeforeIt(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A request the pump tracked but never handed to raft, because the guard
+// closed while raft was not reading (its main loop already gone on
+// shutdown), is answered with the transport's shutdown error: the
+// goroutine waiting on its answer ends, and the count of requests raft
+// owes goes back to 0. Before, that goroutine waited forever.
+func TestSnapshotGuardAnswersWhatItTrackedWhenClosed(t *testing.T) {
+	addr, raw := raft.NewInmemTransportWithTimeout("", 10*time.Second)
+	peerAddr, peer := raft.NewInmemTransportWithTimeout("", 10*time.Second)
+	peer.Connect(addr, raw)
+	g := newSnapshotGuard(raw, hclog.NewNullLogger())
+	g.start(&fakeHeld{})
+	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(peerAddr)}
+	done := make(chan error, 1)
+	go func() {
+		var resp raft.AppendEntriesResponse
+		done <- peer.AppendEntries("f", addr, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 5}, &resp)
+	}()
+	// Nobody reads g.Consumer(): wait until the pump has tracked the append.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		g.inflight.mu.Lock()
+		n := g.inflight.n
+		g.inflight.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the append was not tracked (%d in flight)", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("an append raft never saw was answered without an error")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("an append the guard tracked and never handed to raft was not answered after Close")
+	}
+	if !g.inflight.wait(make(chan struct{})) {
+		t.Fatal("unreachable")
+	}
+}
