@@ -57,3 +57,26 @@ func TestMalformedQueryIsRefused(t *testing.T) {
 		t.Fatalf("well-formed query: %d %s", r.status, r.body)
 	}
 }
+
+// TestLooseButWellFormedQueryIsRead pins what the malformed-query refusal
+// must not catch: an empty query, a trailing or doubled '&' and escapes
+// all parse (url.ParseQuery skips empty pairs), so a client building its
+// query string loosely still gets 200, not 400.
+func TestLooseButWellFormedQueryIsRead(t *testing.T) {
+	a := newTestAPI(t)
+	a.listMarkets()
+	key, _ := a.tradingAccount()
+	for _, path := range []string{
+		"/v1/fills?",
+		"/v1/fills?&",
+		"/v1/fills?limit=5&",
+		"/v1/fills?&&limit=5&&",
+		"/v1/orders?status=accepted&&status=%63anceled&",
+		"/v1/leaderboard?board=pnl&window=7d&",
+		"/v1/markets/BTC-PERP/candles?interval=60&limit=%35&",
+	} {
+		if r := a.do(req{method: "GET", path: path, key: key}); r.status != 200 {
+			t.Errorf("%s: %d %s, want 200", path, r.status, r.body)
+		}
+	}
+}
