@@ -165,10 +165,29 @@ func (g *snapshotGuard) pump() {
 		case <-g.stop:
 			// Tracked but never handed to raft: answer it, or the
 			// goroutine waiting on its answer waits forever.
-			rpc.Respond(nil, raft.ErrTransportShutdown)
+			rpc.Respond(emptyResponse(rpc.Command), raft.ErrTransportShutdown)
 			return
 		}
 	}
+}
+
+// emptyResponse is a zero response of the kind cmd expects. An answer
+// carrying an error still needs one: raft's in-memory pipeline copies the
+// response of an append before it looks at the error (and panics on nil).
+func emptyResponse(cmd any) any {
+	switch cmd.(type) {
+	case *raft.AppendEntriesRequest:
+		return &raft.AppendEntriesResponse{}
+	case *raft.RequestVoteRequest:
+		return &raft.RequestVoteResponse{}
+	case *raft.RequestPreVoteRequest:
+		return &raft.RequestPreVoteResponse{}
+	case *raft.InstallSnapshotRequest:
+		return &raft.InstallSnapshotResponse{}
+	case *raft.TimeoutNowRequest:
+		return &raft.TimeoutNowResponse{}
+	}
+	return nil
 }
 
 // inflight counts the requests handed to raft that it has not answered

@@ -921,3 +921,49 @@ func TestSnapshotGuardAnswersWhatItTrackedWhenClosed(t *testing.T) {
 		t.Fatal("unreachable")
 	}
 }
+
+// The same for an append sent on a pipeline: the answer carries a typed
+// (empty) response with the error, since raft's in-memory pipeline copies
+// the response before it looks at the error. An answer of nil panicked
+// the leader's pipeline goroutine (make test, node package, after the
+// change above).
+func TestSnapshotGuardAnswersAPipelinedAppendItTrackedWhenClosed(t *testing.T) {
+	addr, raw := raft.NewInmemTransportWithTimeout("", 10*time.Second)
+	_, peer := raft.NewInmemTransportWithTimeout("", 10*time.Second)
+	peer.Connect(addr, raw)
+	g := newSnapshotGuard(raw, hclog.NewNullLogger())
+	g.start(&fakeHeld{})
+	pipe, err := peer.AppendEntriesPipeline("f", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pipe.Close()
+	var resp raft.AppendEntriesResponse
+	if _, err := pipe.AppendEntries(&raft.AppendEntriesRequest{Term: 5}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		g.inflight.mu.Lock()
+		n := g.inflight.n
+		g.inflight.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the append was not tracked (%d in flight)", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case f := <-pipe.Consumer():
+		if f.Error() == nil {
+			t.Fatal("an append raft never saw was answered without an error")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the pipelined append was not answered after Close")
+	}
+}
