@@ -892,20 +892,7 @@ func TestSnapshotGuardAnswersWhatItTrackedWhenClosed(t *testing.T) {
 		var resp raft.AppendEntriesResponse
 		done <- peer.AppendEntries("f", addr, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 5}, &resp)
 	}()
-	// Nobody reads g.Consumer(): wait until the pump has tracked the append.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		g.inflight.mu.Lock()
-		n := g.inflight.n
-		g.inflight.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the append was not tracked (%d in flight)", n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitTracked(t, g) // nobody reads g.Consumer()
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -942,19 +929,7 @@ func TestSnapshotGuardAnswersAPipelinedAppendItTrackedWhenClosed(t *testing.T) {
 	if _, err := pipe.AppendEntries(&raft.AppendEntriesRequest{Term: 5}, &resp); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		g.inflight.mu.Lock()
-		n := g.inflight.n
-		g.inflight.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the append was not tracked (%d in flight)", n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitTracked(t, g)
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -965,5 +940,24 @@ func TestSnapshotGuardAnswersAPipelinedAppendItTrackedWhenClosed(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the pipelined append was not answered after Close")
+	}
+}
+
+// awaitTracked waits until the pump has tracked one request (handed on to
+// a raft that does not read it).
+func awaitTracked(t *testing.T, g *snapshotGuard) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		g.inflight.mu.Lock()
+		n := g.inflight.n
+		g.inflight.mu.Unlock()
+		if n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the append was not tracked (%d in flight)", n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
