@@ -59,6 +59,7 @@ const stallCheckEvery = 10
 type Advisor struct {
 	lo, hi    uintptr
 	stalls    func() (uint64, error) // the machine's direct compactions and reclaims
+	advise    func(start, end uintptr) bool
 	mu        sync.Mutex
 	advised   map[Span]bool // the mappings advised as of the last scan
 	count     int           // mappings advised since start
@@ -82,32 +83,48 @@ func NewAdvisor() *Advisor {
 	if p > heapWindowBelow {
 		lo = p - heapWindowBelow
 	}
-	return &Advisor{lo: lo, hi: p + heapWindowAbove, stalls: machineStalls, advised: map[Span]bool{}}
+	return &Advisor{lo: lo, hi: p + heapWindowAbove, stalls: machineStalls,
+		advise: madviseHuge, advised: map[Span]bool{}}
 }
 
 // Scan advises every heap mapping not advised as of the previous scan and
-// returns how many it advised. A mapping the kernel merged with an advised
-// neighbour shows up with new bounds and is advised again, which is
-// harmless.
+// returns how many it advised. Once advised, a mapping next to an advised
+// neighbour is merged with it by the kernel (their flags now match) and
+// shows up with new bounds; such a mapping lies wholly within what was
+// advised, so it is not advised or counted again (counting it made Run
+// reserve fresh heap again, which grew the heap, which made a new mapping
+// to advise and merge: a reservation every other scan).
 func (a *Advisor) Scan() (int, error) {
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		return 0, err
 	}
+	return a.scanListing(maps), nil
+}
+
+// scanListing is Scan over one /proc/self/maps listing.
+func (a *Advisor) scanListing(maps []byte) int {
 	spans := HeapSpans(maps, a.lo, a.hi)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.withdrawn {
-		return 0, nil
+		return 0
 	}
 	seen := make(map[Span]bool, len(spans))
+	var known []Span // coalesced, once a span is not in advised
 	n := 0
 	for _, s := range spans {
 		seen[s] = true
 		if a.advised[s] {
 			continue
 		}
-		if !madviseHuge(s.Start, s.End) {
+		if known == nil {
+			known = Coalesce(a.advised)
+		}
+		if Covered(known, s) {
+			continue
+		}
+		if !a.advise(s.Start, s.End) {
 			a.refused++
 			continue
 		}
@@ -115,7 +132,7 @@ func (a *Advisor) Scan() (int, error) {
 	}
 	a.advised = seen
 	a.count += n
-	return n, nil
+	return n
 }
 
 // Reserve has the runtime map n bytes of fresh heap, advises them and lets

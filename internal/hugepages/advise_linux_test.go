@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -79,11 +80,58 @@ func TestScanAdvisesANewHeapMapping(t *testing.T) {
 	if n == 0 || !hasFlag(vmFlags(t, addr), "hg") {
 		t.Fatalf("after a scan (%d advised) the mapping's flags are %q, want hg", n, vmFlags(t, addr))
 	}
-	if n2, _ := a.Scan(); n2 != 0 {
-		t.Errorf("a second scan with nothing new advised %d mappings", n2)
+	// The heap may have grown between the scans; what was advised is not
+	// advised again.
+	var again []Span
+	a.advise = func(start, end uintptr) bool {
+		if start <= addr && addr < end {
+			again = append(again, Span{start, end})
+		}
+		return madviseHuge(start, end)
+	}
+	if _, err := a.Scan(); err != nil || len(again) != 0 {
+		t.Errorf("a second scan advised the mapping again: %v (%v)", again, err)
 	}
 	if advised, refused := a.Advised(); advised < n || refused != 0 {
 		t.Errorf("Advised() = %d, %d", advised, refused)
+	}
+}
+
+// Each new heap mapping is advised once: after the advice the kernel
+// merges it with an advised neighbour (their flags now match), and the
+// merged mapping is not advised, or counted, again. It was, every time the
+// heap grew next to advised heap, and each count made Run reserve fresh
+// heap, which grew the heap again.
+func TestMergedMappingIsNotAdvisedAgain(t *testing.T) {
+	var calls []Span
+	a := &Advisor{hi: ^uintptr(0), advised: map[Span]bool{},
+		advise: func(start, end uintptr) bool { calls = append(calls, Span{start, end}); return true }}
+	line := func(start, end uintptr) string {
+		return fmt.Sprintf("%x-%x rw-p 00000000 00:00 0 \n", start, end)
+	}
+	const mb = 1 << 20
+	steps := []struct {
+		listing string
+		want    []Span
+	}{
+		{line(64*mb, 68*mb), []Span{{64 * mb, 68 * mb}}},
+		{line(64*mb, 68*mb) + line(68*mb, 72*mb), []Span{{68 * mb, 72 * mb}}}, // grown, not yet merged
+		{line(64*mb, 72*mb), nil},                                             // merged after the advice
+		{line(64*mb, 72*mb) + line(72*mb, 80*mb) + line(96*mb, 100*mb), []Span{{72 * mb, 80 * mb}, {96 * mb, 100 * mb}}},
+		{line(64*mb, 80*mb) + line(96*mb, 100*mb), nil},
+		{line(64*mb, 80*mb) + line(80*mb, 84*mb) + line(96*mb, 100*mb), []Span{{80 * mb, 84 * mb}}},
+	}
+	total := 0
+	for i, st := range steps {
+		calls = nil
+		n := a.scanListing([]byte(st.listing))
+		if n != len(st.want) || !slices.Equal(calls, st.want) {
+			t.Fatalf("step %d: advised %d, calls %v, want %v", i, n, calls, st.want)
+		}
+		total += n
+	}
+	if got, _ := a.Advised(); got != total {
+		t.Fatalf("Advised() = %d, want %d", got, total)
 	}
 }
 

@@ -19,6 +19,7 @@ package hugepages
 import (
 	"bufio"
 	"bytes"
+	"slices"
 	"strconv"
 )
 
@@ -102,4 +103,46 @@ func Stalls(vmstat []byte) uint64 {
 		}
 	}
 	return n
+}
+
+// Coalesce sorts spans and joins those that touch or overlap: the ranges
+// the kernel may show as one mapping once their flags match.
+func Coalesce(spans map[Span]bool) []Span {
+	out := make([]Span, 0, len(spans))
+	for s := range spans {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(x, y Span) int {
+		switch {
+		case x.Start < y.Start:
+			return -1
+		case x.Start > y.Start:
+			return 1
+		}
+		return 0
+	})
+	j := 0
+	for _, s := range out {
+		if j > 0 && s.Start <= out[j-1].End {
+			out[j-1].End = max(out[j-1].End, s.End)
+			continue
+		}
+		out[j] = s
+		j++
+	}
+	return out[:j]
+}
+
+// Covered reports whether s lies wholly within one of the coalesced spans.
+func Covered(coalesced []Span, s Span) bool {
+	i, _ := slices.BinarySearchFunc(coalesced, s.Start, func(c Span, at uintptr) int {
+		switch {
+		case c.End <= at:
+			return -1
+		case c.Start > at:
+			return 1
+		}
+		return 0
+	})
+	return i < len(coalesced) && coalesced[i].Start <= s.Start && s.End <= coalesced[i].End
 }

@@ -2,6 +2,7 @@ package hugepages
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -72,5 +73,27 @@ allocstall_device x
 	}
 	if Stalls(nil) != 0 {
 		t.Fatal("an empty listing has stalls")
+	}
+}
+
+func TestCoalesceJoinsTouchingSpans(t *testing.T) {
+	got := Coalesce(map[Span]bool{{40, 50}: true, {0, 10}: true, {10, 20}: true, {30, 40}: true, {60, 70}: true})
+	want := []Span{{0, 20}, {30, 50}, {60, 70}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Coalesce = %v, want %v", got, want)
+	}
+	for _, c := range []struct {
+		s  Span
+		in bool
+	}{
+		{Span{0, 20}, true}, {Span{5, 15}, true}, {Span{30, 50}, true}, {Span{60, 70}, true},
+		{Span{0, 21}, false}, {Span{20, 30}, false}, {Span{15, 35}, false}, {Span{70, 80}, false}, {Span{50, 60}, false},
+	} {
+		if Covered(got, c.s) != c.in {
+			t.Errorf("Covered(%v) = %v, want %v", c.s, !c.in, c.in)
+		}
+	}
+	if Covered(nil, Span{0, 1}) {
+		t.Error("nothing covers a span of an empty set")
 	}
 }
