@@ -187,9 +187,18 @@ func idemDoc(r *Route) string {
 		return "Idempotency key, one namespace for every caller of this route. " + replay + " " + idemRefused
 	case r.IdemOptional:
 		return "Optional idempotency key, scoped to the calling account; without it every call is a new request. " +
-			replay + " " + idemReused + " " + idemRefused
+			replay + " " + idemReused + " " + idemRefused + reservedDoc(r)
 	}
-	return "Idempotency key, scoped to the calling account. " + replay + " " + idemReused + " " + idemRefused
+	return "Idempotency key, scoped to the calling account. " + replay + " " + idemReused + " " + idemRefused + reservedDoc(r)
+}
+
+// reservedDoc says which key prefixes a route refuses (idemGuard).
+func reservedDoc(r *Route) string {
+	if r.Auth != Keyed || r.IdemOwnNamespace {
+		return ""
+	}
+	return " A key that begins with " + strings.Join(reservedIdemPrefixes, " or ") +
+		" is refused (400 validation): the prefix is reserved for the keys of USDx redemptions."
 }
 
 // refusalCodes are the error codes a route's refusals may carry, by

@@ -28,6 +28,12 @@ type Route struct {
 	// the route idem), but when sent it is checked as on Idem routes and a
 	// retry with it replays the first answer.
 	IdemOptional bool
+	// IdemOwnNamespace: the route keeps a client's idempotency keys apart
+	// from the account's general namespace ("acct:<account>:<key>",
+	// Server.command): a cancel under "cancel:", a keyed redemption under
+	// usdxRedeemIdemNS. On the other keyed routes a key that begins with
+	// a reserved prefix (reservedIdemPrefixes) is refused by idemGuard.
+	IdemOwnNamespace bool
 	// Request is a zero value of the JSON body type (nil: no body).
 	Request any
 	// Query is a zero value of a struct describing query parameters.

@@ -658,8 +658,16 @@ func (ft *fuzzTarget) probesFor(k routeKey) []probe {
 		// fixture's resting order): 409 idempotency_key_reused, except
 		// where a route keeps keys of its own (a cancel, a redemption).
 		// A public write (signup) scopes keys by route, not account.
-		own := k.method == http.MethodDelete || k.path == "/v1/usdx/redemptions" || r.Auth != Keyed
+		own := r.IdemOwnNamespace || r.Auth != Keyed
 		add("idempotency-key of another request", !own, func(p *probe) { p.idem = ft.restingID })
+		// A key in the redemptions' namespace would be stored under a
+		// redemption's key: refused wherever it could be.
+		add("idempotency-key in a reserved namespace", !own, func(p *probe) {
+			p.idem = usdxRedeemIdemNS + nextIdem()
+			if !own {
+				p.wantStatus = 400
+			}
+		})
 	}
 	for _, v := range []string{"abc", "-1", "1.5", "18446744073709551616", "0x10", "1 1", "+1"} {
 		add("X-Min-Index "+v, true, hdr("X-Min-Index", v))
