@@ -673,7 +673,18 @@ func (ft *fuzzTarget) probesFor(k routeKey) []probe {
 		add("X-Min-Index "+v, true, hdr("X-Min-Index", v))
 	}
 	add("X-Min-Index far ahead", true, hdr("X-Min-Index", "18446744073709551615"))
-	add("X-Min-Index twice", false, func(p *probe) { p.header = [][2]string{{"X-Min-Index", "1"}, {"X-Min-Index", "abc"}} })
+	add("X-Min-Index twice", true, func(p *probe) {
+		p.header = [][2]string{{"X-Min-Index", "1"}, {"X-Min-Index", "abc"}}
+		p.wantStatus = 400
+	})
+	add("X-Min-Index twice, agreeing", true, func(p *probe) {
+		p.header = [][2]string{{"X-Min-Index", "1"}, {"X-Min-Index", "1"}}
+		p.wantStatus = 400
+	})
+	add("X-Consistency twice", true, func(p *probe) {
+		p.header = [][2]string{{"X-Consistency", "default"}, {"X-Consistency", "linearizable"}}
+		p.wantStatus = 400
+	})
 	add("X-Consistency bogus", true, hdr("X-Consistency", "strong"))
 	for _, ct := range []string{"text/plain", "multipart/form-data; boundary=x", "application/json; charset=utf-16"} {
 		add("content-type "+ct, false, hdr("Content-Type", ct))
