@@ -18,11 +18,7 @@ func TestIdemKeyCannotEnterTheRedemptionNamespace(t *testing.T) {
 	a.listMarkets()
 	a.freshPrices()
 	key, _ := a.tradingAccount()
-	q := a.do(req{method: "POST", path: "/v1/usdx/quotes", key: key, body: map[string]any{"side": "mint", "usdx": "10"}}).json(t)
-	qid := q["quoteId"].(string)
-	if r := a.do(req{method: "POST", path: "/v1/usdx/mints", key: key, idem: qid, body: map[string]any{"quoteId": qid}}); r.status != 201 {
-		t.Fatalf("mint %d %s", r.status, r.body)
-	}
+	a.mintUSDx(key, "10")
 	holdings := func() (free, usdx, susdx any) {
 		m := a.do(req{method: "GET", path: "/v1/account", key: key}).json(t)
 		return m["freeMsat"], m["usdx"], m["susdx"]
