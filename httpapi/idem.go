@@ -20,9 +20,9 @@ const MaxIdemKeyLen = 255
 
 // usdxRedeemIdemNS is the namespace of a keyed redemption's stored answers
 // within its account's keys: "acct:<account>:usdx-redeem:<key>"
-// (usdxRedeem). It stays as it was, so a retry across an upgrade still finds
-// its answer; so a client key that begins with it, sent where keys live in
-// the general namespace, would be that same stored key.
+// (usdxRedeem). It stays as it was, so that a retry across an upgrade still
+// finds its answer; a client key that begins with it, sent where keys live
+// in the general namespace, would be that same stored key.
 const usdxRedeemIdemNS = "usdx-redeem:"
 
 // reservedIdemPrefixes are the client-key prefixes that name a namespace

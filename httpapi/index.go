@@ -36,7 +36,7 @@ func indexGuard(s *Server, r *Route) gin.HandlerFunc {
 			}
 		}
 		linearizable := false
-		switch c.GetHeader("X-Consistency") {
+		switch c.GetHeader(hdrConsistency) {
 		case "", "default":
 		case "linearizable":
 			linearizable = true
@@ -45,7 +45,7 @@ func indexGuard(s *Server, r *Route) gin.HandlerFunc {
 			return
 		}
 		var want uint64
-		minIndex := c.GetHeader("X-Min-Index")
+		minIndex := c.GetHeader(hdrMinIndex)
 		if minIndex != "" {
 			var err error
 			if want, err = strconv.ParseUint(minIndex, 10, 64); err != nil {
