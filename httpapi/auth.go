@@ -195,7 +195,7 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 			arrived = s.Node.Raft.CommitIndex()
 			behind := s.behindOf(arrived)
 			want, asked := s.minIndexAhead(c)
-			linear := c.GetHeader("X-Consistency") == "linearizable"
+			linear := len(c.Request.Header[hdrConsistency]) == 1 && c.GetHeader(hdrConsistency) == "linearizable"
 			if behind || asked || linear {
 				// Waiting for the log comes before any key's budget can
 				// apply, so the wait is drawn from the client address's
@@ -258,10 +258,10 @@ func authGuard(s *Server, r *Route) gin.HandlerFunc {
 
 // minIndexAhead is the request's X-Min-Index when it lies past what this
 // node has applied and within the reach of a wait (indexGuard refuses a
-// malformed or far-off one, once the caller is known).
+// malformed, doubled or far-off one, once the caller is known).
 func (s *Server) minIndexAhead(c *gin.Context) (uint64, bool) {
-	v := c.GetHeader("X-Min-Index")
-	if v == "" {
+	v := c.GetHeader(hdrMinIndex)
+	if v == "" || len(c.Request.Header[hdrMinIndex]) > 1 {
 		return 0, false
 	}
 	want, err := strconv.ParseUint(v, 10, 64)

@@ -106,6 +106,9 @@ type req struct {
 	key, idem    string
 	body         any // string = raw body; otherwise JSON-encoded
 	header       map[string]string
+	// lines are header lines added after header, in order: a name may
+	// repeat, which header cannot say.
+	lines [][2]string
 }
 
 type resp struct {
@@ -159,6 +162,9 @@ func (a *testAPI) do(r req) resp {
 	}
 	for k, v := range r.header {
 		hr.Header.Set(k, v)
+	}
+	for _, l := range r.lines {
+		hr.Header.Add(l[0], l[1])
 	}
 	res, err := a.http.Client().Do(hr)
 	if err != nil {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -16,6 +17,30 @@ const idemHeaderKey = "Idempotency-Key"
 
 // MaxIdemKeyLen bounds an idempotency key.
 const MaxIdemKeyLen = 255
+
+// usdxRedeemIdemNS is the namespace of a keyed redemption's stored answers
+// within its account's keys: "acct:<account>:usdx-redeem:<key>"
+// (usdxRedeem). It stays as it was, so that a retry across an upgrade still
+// finds its answer; a client key that begins with it, sent where keys live
+// in the general namespace, would be that same stored key.
+const usdxRedeemIdemNS = "usdx-redeem:"
+
+// reservedIdemPrefixes are the client-key prefixes that name a namespace
+// of their own within an account's keys (Route.IdemOwnNamespace). Only the
+// redemptions' is one: a cancel's "cancel:" and the rails' and operator's
+// "rail:" and "admin:" prefix the whole stored key, which on every other
+// route begins "acct:", "route:" or "auto:", so no client key reaches them.
+var reservedIdemPrefixes = []string{usdxRedeemIdemNS}
+
+// reservedIdemPrefix is the reserved prefix k begins with, if any.
+func reservedIdemPrefix(k string) (string, bool) {
+	for _, p := range reservedIdemPrefixes {
+		if strings.HasPrefix(k, p) {
+			return p, true
+		}
+	}
+	return "", false
+}
 
 // idemGuard requires a well-formed idempotency-key on idem routes, and
 // checks one sent to a route where it is optional.
@@ -54,6 +79,14 @@ func idemGuard(s *Server, r *Route) gin.HandlerFunc {
 			// a withdrawal's idempotencyKey): an API key must not.
 			fail(c, http.StatusBadRequest, wire.CodeValidation,
 				"header idempotency-key holds an API key: send the key only in x-api-key, and a fresh random idempotency-key")
+			return
+		}
+		if p, reserved := reservedIdemPrefix(k); reserved && r.Auth == Keyed && !r.IdemOwnNamespace {
+			// It would be stored under another route's key (a refusal
+			// rather than a new namespace for these keys: the stored key
+			// of every request already answered stays as it is).
+			fail(c, http.StatusBadRequest, wire.CodeValidation,
+				"header idempotency-key must not begin with "+p+" on this route: that prefix is reserved for POST /v1/usdx/redemptions")
 			return
 		}
 		st := stateOf(c)

@@ -10,6 +10,13 @@ import (
 	"github.com/perpd/perpd/fsm/wire"
 )
 
+// hdrMinIndex and hdrConsistency are the read-barrier headers in canonical
+// form (Header map keys).
+const (
+	hdrMinIndex    = "X-Min-Index"
+	hdrConsistency = "X-Consistency"
+)
+
 // indexGuard honours X-Min-Index (read-your-writes on any node) and
 // X-Consistency: linearizable (the node confirms the leader's commit index
 // and waits to apply it before reading). It runs after authentication and
@@ -19,8 +26,17 @@ import (
 // (per key, or per client address when public) before it waits.
 func indexGuard(s *Server, r *Route) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		for _, h := range [...]string{hdrMinIndex, hdrConsistency} {
+			if len(c.Request.Header[h]) > 1 {
+				// One reader takes the first, another the last: the
+				// barrier kept would not be the one a proxy added or a
+				// client meant, as with a doubled idempotency-key.
+				invalid(c, "header "+h+" is given more than once")
+				return
+			}
+		}
 		linearizable := false
-		switch c.GetHeader("X-Consistency") {
+		switch c.GetHeader(hdrConsistency) {
 		case "", "default":
 		case "linearizable":
 			linearizable = true
@@ -29,7 +45,7 @@ func indexGuard(s *Server, r *Route) gin.HandlerFunc {
 			return
 		}
 		var want uint64
-		minIndex := c.GetHeader("X-Min-Index")
+		minIndex := c.GetHeader(hdrMinIndex)
 		if minIndex != "" {
 			var err error
 			if want, err = strconv.ParseUint(minIndex, 10, 64); err != nil {

@@ -27,8 +27,11 @@ func (s *Server) LLMSText(full bool) string {
 	b.WriteString("Routes marked idem need an idempotency-key header (scoped to the account): a retry with the same key and body within 24 hours " +
 		"replays the first success (Idempotent-Replayed: true) and applies nothing twice, except that a key value is shown once only " +
 		"(signup: the retry is 409 conflict; POST /v1/sessions: the replay has no apiKey); another body under the key is 409 idempotency_key_reused. " +
+		"A key that begins with " + strings.Join(reservedIdemPrefixes, " or ") + " is refused (400 validation) on keyed routes " +
+		"but POST /v1/usdx/redemptions (whose keys the prefix names) and DELETE /v1/orders/{id}. " +
 		"A refused request does not bind its key: a retry is judged afresh and may succeed. ")
-	b.WriteString("Reads accept X-Min-Index: N (wait until this node applied log index N, as returned in X-Raft-Index) and X-Consistency: linearizable.\n\n")
+	b.WriteString(headDoc + " ")
+	b.WriteString("Reads accept X-Min-Index: N (wait until this node applied log index N, as returned in X-Raft-Index) and X-Consistency: linearizable, each at most once (given twice: 400 validation).\n\n")
 	b.WriteString("Typical loop: POST /v1/signup, POST /v1/faucet, GET /v1/markets, subscribe to prices on /v1/ws, POST /v1/orders, POST /v1/sessions for a read+trade delegate key, POST /v1/cancel-all-after, POST /v1/withdrawals/quote then POST /v1/withdrawals.\n\n")
 	b.WriteString("## Endpoints\n\n")
 	routes := append([]*Route(nil), s.Routes...)

@@ -54,10 +54,11 @@ func (s *Server) OpenAPI() map[string]any {
 		"openapi":           "3.1.0",
 		"jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
 		"info": map[string]any{
-			"title":       "perpd: sats-denominated perpetual futures",
-			"license":     map[string]any{"name": "All rights reserved"},
-			"version":     ContractVersion,
-			"description": "Every money, price, rate, timestamp, duration, contract count and sequence value is a JSON string of a decimal integer (x-svc-unit names its unit). Errors are {error, code}.",
+			"title":   "perpd: sats-denominated perpetual futures",
+			"license": map[string]any{"name": "All rights reserved"},
+			"version": ContractVersion,
+			"description": "Every money, price, rate, timestamp, duration, contract count and sequence value is a JSON string of a decimal integer (x-svc-unit names its unit). Errors are {error, code}. " +
+				headDoc,
 		},
 		"servers": servers,
 		"paths":   paths,
@@ -69,6 +70,10 @@ func (s *Server) OpenAPI() map[string]any {
 		},
 	}
 }
+
+// headDoc says which paths answer HEAD (answersHead), once for all of them.
+const headDoc = "Every GET operation but the WebSocket upgrade (/v1/ws) also answers HEAD: the status and headers the GET would " +
+	"get, without the body, after the same authentication and drawing the same rate budget."
 
 // openapiPath turns gin's /v1/markets/:id into /v1/markets/{id}.
 func openapiPath(p string) string {
@@ -187,9 +192,18 @@ func idemDoc(r *Route) string {
 		return "Idempotency key, one namespace for every caller of this route. " + replay + " " + idemRefused
 	case r.IdemOptional:
 		return "Optional idempotency key, scoped to the calling account; without it every call is a new request. " +
-			replay + " " + idemReused + " " + idemRefused
+			replay + " " + idemReused + " " + idemRefused + reservedDoc(r)
 	}
-	return "Idempotency key, scoped to the calling account. " + replay + " " + idemReused + " " + idemRefused
+	return "Idempotency key, scoped to the calling account. " + replay + " " + idemReused + " " + idemRefused + reservedDoc(r)
+}
+
+// reservedDoc says which key prefixes a route refuses (idemGuard).
+func reservedDoc(r *Route) string {
+	if r.Auth != Keyed || r.IdemOwnNamespace {
+		return ""
+	}
+	return " A key that begins with " + strings.Join(reservedIdemPrefixes, " or ") +
+		" is refused (400 validation): the prefix is reserved for the keys of USDx redemptions."
 }
 
 // refusalCodes are the error codes a route's refusals may carry, by

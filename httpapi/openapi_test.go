@@ -88,6 +88,11 @@ func validateExchanges(t testing.TB, a *testAPI) {
 			continue
 		}
 		op := item.GetOperation(ex.method)
+		head := ex.method == "HEAD"
+		if head && op == nil {
+			// HEAD is the GET without its body (info.description).
+			op = item.GetOperation("GET")
+		}
 		if op == nil {
 			if ex.status != 405 {
 				t.Errorf("%s %s: undescribed method answered %d", ex.method, tmpl, ex.status)
@@ -100,7 +105,7 @@ func validateExchanges(t testing.TB, a *testAPI) {
 			continue
 		}
 		mt := rr.Value.Content.Get("application/json")
-		if mt == nil || !strings.HasPrefix(ex.header.Get("Content-Type"), "application/json") {
+		if head || mt == nil || !strings.HasPrefix(ex.header.Get("Content-Type"), "application/json") {
 			continue
 		}
 		var body any

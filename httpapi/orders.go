@@ -81,7 +81,7 @@ func (s *Server) orderRoutes() []*Route {
 			Auth: Keyed, Scope: "read", Budget: "read",
 			Responses: map[int]any{200: trade.OrderView{}, 404: wire.ErrorBody{}}, Handler: s.order},
 		{Method: http.MethodDelete, Path: "/v1/orders/:id", Summary: "Cancel an order, a trigger or a whole bracket (by its id)",
-			Auth: Keyed, Scope: "trade", Budget: "order", Idem: true, Routine: true,
+			Auth: Keyed, Scope: "trade", Budget: "order", Idem: true, IdemOwnNamespace: true, Routine: true,
 			Responses: map[int]any{200: fsm.CancelResult{}, 404: wire.ErrorBody{}}, Handler: s.cancelOrder},
 		{Method: http.MethodGet, Path: "/v1/positions", Summary: "Open positions, with their liquidation price",
 			Auth: Keyed, Scope: "read", Budget: "read",

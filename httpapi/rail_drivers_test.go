@@ -93,11 +93,7 @@ func TestTokenRailDriverPassesAFailingTransfer(t *testing.T) {
 	a.listMarkets()
 	a.freshPrices()
 	key, _ := a.tradingAccount()
-	q := a.do(req{method: "POST", path: "/v1/usdx/quotes", key: key, body: map[string]any{"side": "mint", "usdx": "10"}}).json(t)
-	qid := q["quoteId"].(string)
-	if r := a.do(req{method: "POST", path: "/v1/usdx/mints", key: key, idem: qid, body: map[string]any{"quoteId": qid}}); r.status != 201 {
-		t.Fatalf("mint %d %s", r.status, r.body)
-	}
+	a.mintUSDx(key, "10")
 	withdraw := func(addr, amount string) string {
 		r := a.do(req{method: "POST", path: "/v1/usdx/withdrawals", key: key, idem: nextIdem(),
 			body: map[string]any{"usdx": amount, "sparkAddress": addr}})

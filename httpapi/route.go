@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"net/http"
+
 	"github.com/gin-gonic/gin"
 )
 
@@ -28,6 +30,12 @@ type Route struct {
 	// the route idem), but when sent it is checked as on Idem routes and a
 	// retry with it replays the first answer.
 	IdemOptional bool
+	// IdemOwnNamespace: the route keeps a client's idempotency keys apart
+	// from the account's general namespace ("acct:<account>:<key>",
+	// Server.command): a cancel under "cancel:", a keyed redemption under
+	// usdxRedeemIdemNS. On the other keyed routes a key that begins with
+	// a reserved prefix (reservedIdemPrefixes) is refused by idemGuard.
+	IdemOwnNamespace bool
 	// Request is a zero value of the JSON body type (nil: no body).
 	Request any
 	// Query is a zero value of a struct describing query parameters.
@@ -68,6 +76,20 @@ func (s *Server) add(r *Route) {
 	}
 	chain := append(s.guards(r), r.Handler)
 	s.Engine.Handle(r.Method, r.Path, chain...)
+	if answersHead(r) {
+		s.Engine.Handle(http.MethodHead, r.Path, chain...)
+	}
+}
+
+// answersHead reports whether HEAD is served on r's path: on every GET
+// route but the WebSocket upgrade (RFC 6455 takes GET only). HEAD runs
+// the GET's own chain (same guards: key, scope, budget, read barrier;
+// same handler), and net/http sends its status and headers without the
+// body (RFC 9110 9.3.2). gin adds no HEAD route of its own, so without
+// this it answered 405. The description says so once rather than
+// describing a second operation per path (OpenAPI's info.description).
+func answersHead(r *Route) bool {
+	return r.Method == http.MethodGet && r.Path != wsPath
 }
 
 // guards returns the middleware a route's table row asks for. The access

@@ -123,6 +123,10 @@ func newFuzzTarget(t testing.TB) *fuzzTarget {
 	}
 	for _, ri := range a.srv.Engine.Routes() {
 		k := routeKey{ri.Method, ri.Path}
+		if get := ft.byKey[routeKey{http.MethodGet, ri.Path}]; ri.Method == http.MethodHead && get != nil && answersHead(get) {
+			// The GET's row, probed with HEAD beside its GET (probesFor).
+			continue
+		}
 		if ft.byKey[k] == nil {
 			t.Errorf("%s %s is served but has no row in the route table", ri.Method, ri.Path)
 			continue
@@ -186,6 +190,7 @@ type probe struct {
 	mustRefuse     bool   // the input is malformed: a success is a defect
 	wantStatus     int    // when non-zero, the only acceptable status
 	skipStatusRule bool   // the method is not the route's (405 or another route)
+	likeGet        bool   // a HEAD that must get the status the same GET gets
 }
 
 // send issues p and records the exchange for the description check.
@@ -292,6 +297,13 @@ func (ft *fuzzTarget) check(p probe) string {
 		// No body on a HEAD answer (RFC 9110 9.3.2): status and state only.
 		if after != before {
 			return fmt.Sprintf("%s: a HEAD answered %d and changed the state", what, got.status)
+		}
+		if p.likeGet {
+			g := p
+			g.method, g.likeGet = http.MethodGet, false
+			if gr := ft.send(g); gr.status != got.status || gr.header.Get("Content-Type") != got.header.Get("Content-Type") {
+				return fmt.Sprintf("%s: HEAD answered %d %s, GET %d %s", what, got.status, got.header.Get("Content-Type"), gr.status, gr.header.Get("Content-Type"))
+			}
 		}
 		return ""
 	}
@@ -658,20 +670,48 @@ func (ft *fuzzTarget) probesFor(k routeKey) []probe {
 		// fixture's resting order): 409 idempotency_key_reused, except
 		// where a route keeps keys of its own (a cancel, a redemption).
 		// A public write (signup) scopes keys by route, not account.
-		own := k.method == http.MethodDelete || k.path == "/v1/usdx/redemptions" || r.Auth != Keyed
+		own := r.IdemOwnNamespace || r.Auth != Keyed
 		add("idempotency-key of another request", !own, func(p *probe) { p.idem = ft.restingID })
+		// A key in the redemptions' namespace would be stored under a
+		// redemption's key: refused wherever it could be.
+		add("idempotency-key in a reserved namespace", !own, func(p *probe) {
+			p.idem = usdxRedeemIdemNS + nextIdem()
+			if !own {
+				p.wantStatus = 400
+			}
+		})
 	}
 	for _, v := range []string{"abc", "-1", "1.5", "18446744073709551616", "0x10", "1 1", "+1"} {
 		add("X-Min-Index "+v, true, hdr("X-Min-Index", v))
 	}
 	add("X-Min-Index far ahead", true, hdr("X-Min-Index", "18446744073709551615"))
-	add("X-Min-Index twice", false, func(p *probe) { p.header = [][2]string{{"X-Min-Index", "1"}, {"X-Min-Index", "abc"}} })
+	add("X-Min-Index twice", true, func(p *probe) {
+		p.header = [][2]string{{"X-Min-Index", "1"}, {"X-Min-Index", "abc"}}
+		p.wantStatus = 400
+	})
+	add("X-Min-Index twice, agreeing", true, func(p *probe) {
+		p.header = [][2]string{{"X-Min-Index", "1"}, {"X-Min-Index", "1"}}
+		p.wantStatus = 400
+	})
+	add("X-Consistency twice", true, func(p *probe) {
+		p.header = [][2]string{{"X-Consistency", "default"}, {"X-Consistency", "linearizable"}}
+		p.wantStatus = 400
+	})
 	add("X-Consistency bogus", true, hdr("X-Consistency", "strong"))
 	for _, ct := range []string{"text/plain", "multipart/form-data; boundary=x", "application/json; charset=utf-16"} {
 		add("content-type "+ct, false, hdr("Content-Type", ct))
 	}
 	add("x-forwarded-for garbage", false, hdr("X-Forwarded-For", "not-an-ip, 999.1.1.1"))
 	add("api key in query", true, func(p *probe) { p.query = "apiKey=" + url.QueryEscape(ft.master) })
+
+	if k.method == http.MethodGet && answersHead(r) {
+		// HEAD is the GET without its body: the status the GET gets
+		// (check sends both), the key's 401 without one.
+		add("HEAD", false, func(p *probe) { p.method, p.likeGet = http.MethodHead, true })
+		if r.Auth == Keyed {
+			add("HEAD, no key", true, func(p *probe) { p.method, p.noKey, p.wantStatus = http.MethodHead, true, 401 })
+		}
+	}
 
 	// Another account's ids: as unknown as made-up ones.
 	switch k.method + " " + k.path {
@@ -774,6 +814,9 @@ func (ft *fuzzTarget) probesFor(k routeKey) []probe {
 	for _, m := range []string{"PUT", "PATCH", "DELETE", "POST", "GET", "HEAD", "OPTIONS", "TRACE", "PURGE"} {
 		if ft.byKey[routeKey{m, k.path}] != nil {
 			continue
+		}
+		if get := ft.byKey[routeKey{http.MethodGet, k.path}]; m == http.MethodHead && get != nil && answersHead(get) {
+			continue // served: the GET route's HEAD probes
 		}
 		p := withBody(mk("method "+m), base)
 		p.method = m

@@ -125,7 +125,7 @@ func (s *Server) routes() []*Route {
 	if s.ws != nil {
 		// An upgrade draws the client address's read budget like a
 		// public read: reconnecting is not a way around the meter.
-		all = append(all, &Route{Method: http.MethodGet, Path: "/v1/ws",
+		all = append(all, &Route{Method: http.MethodGet, Path: wsPath,
 			Summary: "WebSocket: prices, stats and account channels (protocol v1; see llms-full.txt)",
 			Budget:  "read", Content: "none", Responses: map[int]any{101: nil, 429: wire.ErrorBody{}},
 			Handler: func(c *gin.Context) { s.ws.ServeClient(c.Writer, c.Request, c.ClientIP()) }})
@@ -135,6 +135,9 @@ func (s *Server) routes() []*Route {
 	}
 	return all
 }
+
+// wsPath is the WebSocket upgrade's path.
+const wsPath = "/v1/ws"
 
 // routeSets are added by each domain's routes file.
 var routeSets []func(s *Server) []*Route

@@ -103,7 +103,7 @@ func (s *Server) usdxRoutes() []*Route {
 				409: {wire.CodeUSDxCapacity, wire.CodeUSDxDust, wire.CodeUSDxMintsHalted, wire.CodeUSDxOracleStale,
 					wire.CodeUSDxQuoteExpired, wire.CodeUSDxRequote}}},
 		{Method: http.MethodPost, Path: "/v1/usdx/redemptions", Summary: "Redeem USDx for sats at the oracle price less fees; queued while the oracle is stale; never refused for a halt. An optional idempotency-key makes a retry safe",
-			Auth: Keyed, Scope: "trade", Budget: "order", IdemOptional: true, Request: USDxAmountRequest{},
+			Auth: Keyed, Scope: "trade", Budget: "order", IdemOptional: true, IdemOwnNamespace: true, Request: USDxAmountRequest{},
 			Responses: with(201, usdx.SagaView{}), Handler: s.usdxRedeem,
 			Refuses: map[int][]string{400: {wire.CodeInsufficientBalance, wire.CodeUSDxWholeUnits}, 403: {wire.CodeFeatureUnavailable},
 				409: {wire.CodeUSDxCapacity, wire.CodeUSDxDust, wire.CodeUSDxOracleStale}}},
@@ -224,7 +224,7 @@ func (s *Server) usdxRedeem(c *gin.Context) {
 	if keyed {
 		// Its own namespace, as before optional keys were checked in
 		// general: a retry across an upgrade still finds its answer.
-		cmd.IdemKey = "acct:" + acct + ":usdx-redeem:" + key
+		cmd.IdemKey = "acct:" + acct + ":" + usdxRedeemIdemNS + key
 	}
 	res, ok := s.propose(c, cmd)
 	if ok {

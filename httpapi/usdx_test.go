@@ -18,6 +18,16 @@ func (a *testAPI) usdxOp(t fsm.CmdType, payload any) {
 
 func i64p(v int64) *int64 { return &v }
 
+// mintUSDx quotes and mints n USDx on key's account.
+func (a *testAPI) mintUSDx(key, n string) {
+	a.t.Helper()
+	q := a.do(req{method: "POST", path: "/v1/usdx/quotes", key: key, body: map[string]any{"side": "mint", "usdx": n}}).json(a.t)
+	qid := q["quoteId"].(string)
+	if r := a.do(req{method: "POST", path: "/v1/usdx/mints", key: key, idem: qid, body: map[string]any{"quoteId": qid}}); r.status != 201 {
+		a.t.Fatalf("mint %d %s", r.status, r.body)
+	}
+}
+
 // TestUsdxOverHTTP is the new user's path: read the public state, quote
 // and mint, see supply and hedge grow together, stake, unstake, redeem;
 // and every refusal of the routes with its status and code (SPEC 7).
@@ -221,11 +231,7 @@ func TestUsdxKeysAreTheAccountsOwn(t *testing.T) {
 	a.freshPrices()
 	holder := func() string {
 		key, _ := a.tradingAccount()
-		q := a.do(req{method: "POST", path: "/v1/usdx/quotes", key: key, body: map[string]any{"side": "mint", "usdx": "20"}}).json(t)
-		qid := q["quoteId"].(string)
-		if r := a.do(req{method: "POST", path: "/v1/usdx/mints", key: key, idem: qid, body: map[string]any{"quoteId": qid}}); r.status != 201 {
-			t.Fatalf("mint %d %s", r.status, r.body)
-		}
+		a.mintUSDx(key, "20")
 		return key
 	}
 	k1, k2 := holder(), holder()
