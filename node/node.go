@@ -137,6 +137,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.dialRaft = dial
 	trans := newSnapshotGuard(netTrans, cfg.Logger.Named("transport"))
+	trans.store = store
 	n.trans = trans
 
 	rc := raftConfig(cfg)

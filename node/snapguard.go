@@ -67,6 +67,9 @@ type snapshotGuard struct {
 	// inflight holds a snapshot back until raft has answered the requests
 	// before it.
 	inflight inflight
+	// store, when set, keeps a node that cannot append from campaigning
+	// (campaign.go). Set before raft starts.
+	store *watchedStore
 }
 
 // heldState is what the guard asks about the follower. Its methods run on
@@ -149,6 +152,12 @@ func (g *snapshotGuard) pump() {
 				g.installThenWait(rpc)
 			}
 			continue
+		case *raft.TimeoutNowRequest:
+			if g.refusesTransfer() {
+				g.log.Warn("leadership transfer refused: this node's raft log store cannot append")
+				rpc.Respond(emptyResponse(req), errStoreCannotAppend)
+				continue
+			}
 		case *raft.AppendEntriesRequest:
 			g.see(max(req.LeaderCommitIndex, req.PrevLogEntry+uint64(len(req.Entries))))
 			if moved := g.held.pastSnapshotPoint(req); moved != nil {

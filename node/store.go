@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -43,13 +44,23 @@ func openLogStore(path string) (*raftboltdb.BoltStore, error) {
 const logStoreLockWait = 3 * time.Second
 
 // watchedStore is the raft log and stable store with its last failed
-// write remembered until a write succeeds again. raft only logs such a
-// failure (a leader steps down, a follower refuses the append and is sent
-// it again), so without it a node whose disk filled looks merely slow:
-// /healthz and /metrics name the cause (StoreProblem).
+// write remembered until a write succeeds again, and its last failed log
+// append until an append (or a probe as large) succeeds: raft's term and
+// vote are small writes that succeed on a disk too full to append to.
+// raft only logs such a failure (a leader steps down, a follower refuses
+// the append and is sent it again), so without it a node whose disk
+// filled looks merely slow: /healthz and /metrics name the cause
+// (StoreProblem), and the node does not campaign (campaign.go).
 type watchedStore struct {
 	*raftboltdb.BoltStore
 	failed atomic.Pointer[error]
+	// appendFailed is the last log append when it failed, nil once an
+	// append or a probe of its size succeeded (campaign.go).
+	appendFailed atomic.Pointer[appendFailure]
+	probeMu      sync.Mutex
+	probedFor    *appendFailure // the failure the last failed probe was for
+	probedAt     time.Time
+	probeErr     error
 }
 
 func (w *watchedStore) note(err error) error {
@@ -61,9 +72,13 @@ func (w *watchedStore) note(err error) error {
 	return err
 }
 
-func (w *watchedStore) StoreLog(l *raft.Log) error { return w.note(w.BoltStore.StoreLog(l)) }
+func (w *watchedStore) StoreLog(l *raft.Log) error {
+	return w.noteAppend([]*raft.Log{l}, w.BoltStore.StoreLog(l))
+}
 
-func (w *watchedStore) StoreLogs(logs []*raft.Log) error { return w.note(w.BoltStore.StoreLogs(logs)) }
+func (w *watchedStore) StoreLogs(logs []*raft.Log) error {
+	return w.noteAppend(logs, w.BoltStore.StoreLogs(logs))
+}
 
 func (w *watchedStore) DeleteRange(min, max uint64) error {
 	return w.note(w.BoltStore.DeleteRange(min, max))
@@ -75,24 +90,29 @@ func (w *watchedStore) SetUint64(k []byte, v uint64) error {
 	return w.note(w.BoltStore.SetUint64(k, v))
 }
 
-// writeFailure is the last write's error, nil once a write succeeded.
+// writeFailure is the last write's error, nil once a write succeeded, or
+// else the last append's, nil once an append succeeded.
 func (w *watchedStore) writeFailure() error {
 	if p := w.failed.Load(); p != nil {
 		return *p
+	}
+	if f := w.appendFailed.Load(); f != nil {
+		return f.err
 	}
 	return nil
 }
 
 // StoreWriteFailing reports, without touching the disk, whether the raft
-// log store's last write failed and none has succeeded since: such a node
-// cannot append, so it cannot apply what the leader commits either.
-func (n *Node) StoreWriteFailing() bool { return n.store.failed.Load() != nil }
+// log store's last write failed and none has succeeded since, or its last
+// log append failed and none has succeeded since: such a node cannot
+// append, so it cannot apply what the leader commits either.
+func (n *Node) StoreWriteFailing() bool { return n.store.writeFailure() != nil }
 
 // StoreProblem names what is wrong with the raft log store, or "" when
-// nothing is: it does not answer a read, or its last write failed and
-// none has succeeded since. The text is public (/healthz): it names the
-// kind of fault, never the path or the error's own words, which the
-// node's log has.
+// nothing is: it does not answer a read, or its last write (or log
+// append) failed and none has succeeded since. The text is public
+// (/healthz): it names the kind of fault, never the path or the error's
+// own words, which the node's log has.
 func (n *Node) StoreProblem() string {
 	if _, err := n.store.LastIndex(); err != nil {
 		return "the log store does not answer"
