@@ -182,14 +182,22 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	} else {
 		r.logf("WARNING: perpd has no --faucet-grants-per-hour; the faucet will refuse most grants")
 	}
+	clockFlag := strings.Contains(flags, "--clock-offset")
+	var baseOffset time.Duration
 	switch {
 	case o.NoFundingBoundary:
-	case strings.Contains(flags, "--clock-offset"):
-		off := fundingOffset(time.Now(), o.Duration)
-		extra = append(extra, "--clock-offset", off.String())
-		r.logf("clocks shifted %v: a funding boundary falls about %v into the faults", off, o.Duration/2)
+	case clockFlag:
+		baseOffset = fundingOffset(time.Now(), o.Duration)
+		extra = append(extra, "--clock-offset", baseOffset.String())
+		r.logf("clocks shifted %v: a funding boundary falls about %v into the faults", baseOffset, o.Duration/2)
 	default:
 		r.logf("WARNING: perpd has no --clock-offset; the run crosses no funding boundary unless the hour turns")
+	}
+	if contains(names, "clock") && !clockFlag {
+		r.logf("WARNING: CLOCK NEMESIS DISABLED: perpd has no serve --clock-offset")
+		r.degraded("clock nemesis disabled: perpd has no serve --clock-offset")
+		names = without(names, "clock")
+		r.sum.Nemeses = names
 	}
 	if strings.Contains(flags, "--apply-archive") {
 		r.archives = filepath.Join(work, "archives")
@@ -238,7 +246,8 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 		return nil, err
 	}
 
-	nemeses, err := nemesis.New(names, &nemesis.Env{DB: r.cluster, FW: r.fw, Bin: r.bin, Rand: mrand.New(mrand.NewSource(o.Seed + 1))})
+	nemeses, err := nemesis.New(names, &nemesis.Env{DB: r.cluster, FW: r.fw, Bin: r.bin, Rand: mrand.New(mrand.NewSource(o.Seed + 1)),
+		ClockFlag: clockFlag, ClockOffset: baseOffset})
 	if err != nil {
 		return nil, err
 	}
