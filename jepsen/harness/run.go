@@ -290,6 +290,7 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	final := r.readFinal(ctx)
 	r.readTraders(ctx, final)
 	r.readWithdrawers(ctx, final)
+	final.MarketFunding = r.readMarketFunding(ctx)
 	r.checkFrozen(ctx, final, clocks)
 	final.Samples = r.sampleStates(ctx)
 	final.Ledgers = r.sampleLedgers(ctx)
@@ -547,7 +548,7 @@ func (r *run) readFinal(ctx context.Context) *checker.Final {
 				continue
 			}
 			for _, s := range list.Sessions {
-				af.Sessions = append(af.Sessions, checker.Session{KeyID: s.KeyID, Label: s.Label})
+				af.Sessions = append(af.Sessions, checker.Session{KeyID: s.KeyID, Label: s.Label, CreatedTsMs: int64Of(s.CreatedTsMs)})
 			}
 			af.SessionsComplete = true
 		}
@@ -568,7 +569,7 @@ func (r *run) listDeposits(ctx context.Context, node, apiKey string, minIndex ui
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, checker.Deposit{Seq: d.Seq, RailRef: d.RailRef, CreditedMsat: c})
+			out = append(out, checker.Deposit{Seq: d.Seq, RailRef: d.RailRef, CreditedMsat: c, TsMs: int64Of(d.TsMs)})
 		}
 		if p.NextBeforeSeq == nil || *p.NextBeforeSeq == "" || len(p.Deposits) == 0 {
 			return out, nil
@@ -619,9 +620,10 @@ func (r *run) check(final *checker.Final, start, end int64, probeTook time.Durat
 	money, mrep := checker.Money(ops, final)
 	trading, trep := checker.Trading(ops, final)
 	wd, wrep := checker.Withdrawals(ops, final)
+	lt, _ := checker.LogTime(ops, final)
 	live, lrep := checker.Liveness(ops, start, end, r.opts.LivenessBound)
 	probe := checker.Probe(probeTook, probeOK, r.opts.LivenessBound)
-	r.sum.Results = append(r.sum.Results, lin, lost, money, trading, wd, live, probe)
+	r.sum.Results = append(r.sum.Results, lin, lost, money, trading, wd, lt, live, probe)
 	r.sum.Withdrawals, r.sum.WithdrawalsPaid, r.sum.WithdrawalsReturned = wrep.Acknowledged, wrep.Paid, wrep.Returned
 	r.sum.WithdrawalReport = &wrep
 	r.sum.Ledger = checker.Skipped
