@@ -62,6 +62,10 @@ type Final struct {
 	// rail's shared payout book (withdrawals.go).
 	Withdrawers map[string]*WithdrawerFinal `json:"withdrawers,omitempty"`
 	SimBook     *SimBook                    `json:"simBook,omitempty"`
+	// MarketFunding is each market's funding history (GET
+	// /v1/markets/{id}/funding, oldest first) by node id, then market id
+	// (logtime.go).
+	MarketFunding map[string]map[string][]FundingEntry `json:"marketFunding,omitempty"`
 }
 
 // AccountFinal is one account's end state.
@@ -80,12 +84,16 @@ type Deposit struct {
 	Seq          string `json:"seq"`
 	RailRef      string `json:"railRef"`
 	CreditedMsat int64  `json:"creditedMsat"`
+	// TsMs is the log time it was credited at (0: not read).
+	TsMs int64 `json:"tsMs,omitempty"`
 }
 
 // Session is one listed key.
 type Session struct {
 	KeyID string `json:"keyId"`
 	Label string `json:"label"`
+	// CreatedTsMs is the log time it was minted at (0: not read).
+	CreatedTsMs int64 `json:"createdTsMs,omitempty"`
 }
 
 // StateSample is one /admin/state reading.

@@ -95,6 +95,8 @@ type LiquidationFinal struct {
 	RemainingContracts   int64  `json:"remainingContracts"`
 	RemainingMarginMsat  int64  `json:"remainingMarginMsat"`
 	Seq                  string `json:"seq"`
+	// TsMs is the liquidation's log time (0: not read).
+	TsMs int64 `json:"tsMs,omitempty"`
 }
 
 // NetMsat is what the liquidation moved into the trader's equity.

@@ -63,6 +63,8 @@ type FillFinal struct {
 	AfterContracts  int64  `json:"afterContracts"`
 	AfterMarginMsat int64  `json:"afterMarginMsat"`
 	Seq             string `json:"seq"`
+	// TsMs is the fill's log time (0: not read).
+	TsMs int64 `json:"tsMs,omitempty"`
 }
 
 // NetMsat is what the fill moved into the trader's equity (free +

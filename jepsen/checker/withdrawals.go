@@ -145,6 +145,8 @@ type WithdrawalFinal struct {
 	// the rail refused it once returned.
 	Reason string `json:"reason,omitempty"`
 	Seq    string `json:"seq"`
+	// RequestedTsMs is the log time it was requested at (0: not read).
+	RequestedTsMs int64 `json:"requestedTsMs,omitempty"`
 }
 
 // SimBook is the simulated rail's payout book as read from its directory

@@ -194,6 +194,7 @@ type Session struct {
 	AccountID   string   `json:"accountId"`
 	Label       string   `json:"label"`
 	Scopes      []string `json:"scopes"`
+	CreatedTsMs string   `json:"createdTsMs"`
 	RevokedTsMs *string  `json:"revokedTsMs"`
 }
 

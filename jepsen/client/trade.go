@@ -177,6 +177,7 @@ type Fill struct {
 	// PositionAfter is the position the fill left (null: flat).
 	PositionAfter *PositionAfter `json:"positionAfter"`
 	Seq           string         `json:"seq"`
+	TsMs          string         `json:"tsMs"`
 }
 
 // PositionAfter is a fill's positionAfter.
@@ -218,6 +219,7 @@ type Liquidation struct {
 	RemainingContracts   string  `json:"remainingContracts"`
 	RemainingMarginMsat  string  `json:"remainingMarginMsat"`
 	Seq                  string  `json:"seq"`
+	TsMs                 string  `json:"tsMs"`
 }
 
 // LiquidationsPage is the body of GET /v1/liquidations.
@@ -381,4 +383,29 @@ func (c *Client) CancelAllAfter(ctx context.Context, addr, apiKey, idemKey strin
 		a.DeadlineTsMs = &d
 	}
 	return res, a
+}
+
+// FundingBoundary is one record of GET /v1/markets/{id}/funding.
+type FundingBoundary struct {
+	TsMs   string `json:"tsMs"`
+	RateQ9 string `json:"rateQ9"`
+}
+
+// MarketFunding reads a market's funding history (its last 100
+// boundaries, oldest first), not before minIndex.
+func (c *Client) MarketFunding(ctx context.Context, addr, marketID string, minIndex uint64) (Result, []FundingBoundary) {
+	h := map[string]string{}
+	if minIndex > 0 {
+		h[HeaderMinIndex] = strconv.FormatUint(minIndex, 10)
+	}
+	res := c.Do(ctx, Request{Method: http.MethodGet, Addr: addr, Path: "/v1/markets/" + url.PathEscape(marketID) + "/funding", Header: h})
+	if res.Type != "ok" {
+		return res, nil
+	}
+	var bs []FundingBoundary
+	if err := res.Decode(&bs); err != nil {
+		res.Type, res.Error = "fail", err.Error()
+		return res, nil
+	}
+	return res, bs
 }

@@ -83,6 +83,7 @@ type Withdrawal struct {
 	QueuedReason   *string `json:"queuedReason"`
 	RailRef        *string `json:"railRef"`
 	Seq            string  `json:"seq"`
+	RequestedTsMs  string  `json:"requestedTsMs"`
 }
 
 // Amounts parses the record's amount and fee (a null fee is 0).

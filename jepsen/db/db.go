@@ -84,6 +84,63 @@ type Node struct {
 	exited  chan struct{}
 	paused  bool
 	started bool // started at least once (never bootstrap again)
+	// flags replace the values of Config.ExtraArgs flags (or add them) for
+	// this node's next starts (SetFlag).
+	flags map[string]string
+}
+
+// SetFlag makes n's next starts pass `flag value` instead of the
+// cluster's value of flag (ExtraArgs), or in addition when the cluster
+// passes none; an empty value goes back to the cluster's. The clock
+// nemesis restarts a node with another --clock-offset this way.
+func (n *Node) SetFlag(flag, value string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if value == "" {
+		delete(n.flags, flag)
+		return
+	}
+	if n.flags == nil {
+		n.flags = map[string]string{}
+	}
+	n.flags[flag] = value
+}
+
+// Flag is the value of flag n's next start passes ("" when none).
+func (c *Cluster) Flag(n *Node, flag string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	args := withFlags(c.cfg.ExtraArgs, n.flags)
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == flag {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// withFlags is args (flag value pairs and lone flags) with the values of
+// the flags in over replaced, and those args lacks appended in name order.
+func withFlags(args []string, over map[string]string) []string {
+	out := append([]string(nil), args...)
+	done := map[string]bool{}
+	for i := 0; i+1 < len(out); i++ {
+		if v, ok := over[out[i]]; ok {
+			out[i+1] = v
+			done[out[i]] = true
+		}
+	}
+	var rest []string
+	for f := range over {
+		if !done[f] {
+			rest = append(rest, f)
+		}
+	}
+	sort.Strings(rest)
+	for _, f := range rest {
+		out = append(out, f, over[f])
+	}
+	return out
 }
 
 // Cluster is the set of nodes. Raft and the admin listeners run over
@@ -255,7 +312,7 @@ func (c *Cluster) Start(n *Node, joinVia string) error {
 	if p := c.ArchivePath(n); p != "" {
 		args = append(args, "--apply-archive", p)
 	}
-	args = append(args, c.cfg.ExtraArgs...)
+	args = append(args, withFlags(c.cfg.ExtraArgs, n.flags)...)
 	logf, err := os.OpenFile(n.Log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err

@@ -182,14 +182,22 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	} else {
 		r.logf("WARNING: perpd has no --faucet-grants-per-hour; the faucet will refuse most grants")
 	}
+	clockFlag := strings.Contains(flags, "--clock-offset")
+	var baseOffset time.Duration
 	switch {
 	case o.NoFundingBoundary:
-	case strings.Contains(flags, "--clock-offset"):
-		off := fundingOffset(time.Now(), o.Duration)
-		extra = append(extra, "--clock-offset", off.String())
-		r.logf("clocks shifted %v: a funding boundary falls about %v into the faults", off, o.Duration/2)
+	case clockFlag:
+		baseOffset = fundingOffset(time.Now(), o.Duration)
+		extra = append(extra, "--clock-offset", baseOffset.String())
+		r.logf("clocks shifted %v: a funding boundary falls about %v into the faults", baseOffset, o.Duration/2)
 	default:
 		r.logf("WARNING: perpd has no --clock-offset; the run crosses no funding boundary unless the hour turns")
+	}
+	if contains(names, "clock") && !clockFlag {
+		r.logf("WARNING: CLOCK NEMESIS DISABLED: perpd has no serve --clock-offset")
+		r.degraded("clock nemesis disabled: perpd has no serve --clock-offset")
+		names = without(names, "clock")
+		r.sum.Nemeses = names
 	}
 	if strings.Contains(flags, "--apply-archive") {
 		r.archives = filepath.Join(work, "archives")
@@ -238,7 +246,8 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 		return nil, err
 	}
 
-	nemeses, err := nemesis.New(names, &nemesis.Env{DB: r.cluster, FW: r.fw, Bin: r.bin, Rand: mrand.New(mrand.NewSource(o.Seed + 1))})
+	nemeses, err := nemesis.New(names, &nemesis.Env{DB: r.cluster, FW: r.fw, Bin: r.bin, Rand: mrand.New(mrand.NewSource(o.Seed + 1)),
+		ClockFlag: clockFlag, ClockOffset: baseOffset})
 	if err != nil {
 		return nil, err
 	}
@@ -281,6 +290,7 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	final := r.readFinal(ctx)
 	r.readTraders(ctx, final)
 	r.readWithdrawers(ctx, final)
+	final.MarketFunding = r.readMarketFunding(ctx)
 	r.checkFrozen(ctx, final, clocks)
 	final.Samples = r.sampleStates(ctx)
 	final.Ledgers = r.sampleLedgers(ctx)
@@ -538,7 +548,7 @@ func (r *run) readFinal(ctx context.Context) *checker.Final {
 				continue
 			}
 			for _, s := range list.Sessions {
-				af.Sessions = append(af.Sessions, checker.Session{KeyID: s.KeyID, Label: s.Label})
+				af.Sessions = append(af.Sessions, checker.Session{KeyID: s.KeyID, Label: s.Label, CreatedTsMs: int64Of(s.CreatedTsMs)})
 			}
 			af.SessionsComplete = true
 		}
@@ -559,7 +569,7 @@ func (r *run) listDeposits(ctx context.Context, node, apiKey string, minIndex ui
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, checker.Deposit{Seq: d.Seq, RailRef: d.RailRef, CreditedMsat: c})
+			out = append(out, checker.Deposit{Seq: d.Seq, RailRef: d.RailRef, CreditedMsat: c, TsMs: int64Of(d.TsMs)})
 		}
 		if p.NextBeforeSeq == nil || *p.NextBeforeSeq == "" || len(p.Deposits) == 0 {
 			return out, nil
@@ -610,9 +620,10 @@ func (r *run) check(final *checker.Final, start, end int64, probeTook time.Durat
 	money, mrep := checker.Money(ops, final)
 	trading, trep := checker.Trading(ops, final)
 	wd, wrep := checker.Withdrawals(ops, final)
+	lt, _ := checker.LogTime(ops, final)
 	live, lrep := checker.Liveness(ops, start, end, r.opts.LivenessBound)
 	probe := checker.Probe(probeTook, probeOK, r.opts.LivenessBound)
-	r.sum.Results = append(r.sum.Results, lin, lost, money, trading, wd, live, probe)
+	r.sum.Results = append(r.sum.Results, lin, lost, money, trading, wd, lt, live, probe)
 	r.sum.Withdrawals, r.sum.WithdrawalsPaid, r.sum.WithdrawalsReturned = wrep.Acknowledged, wrep.Paid, wrep.Returned
 	r.sum.WithdrawalReport = &wrep
 	r.sum.Ledger = checker.Skipped

@@ -364,7 +364,7 @@ func liquidationFinal(l client.Liquidation) (checker.LiquidationFinal, error) {
 	lf := checker.LiquidationFinal{PositionID: l.PositionID, MarketID: l.MarketID, Long: l.Side == "long", Closed: v[0],
 		Partial: l.Partial, ExecQ8: v[1], RealizedPnlMsat: v[2], FundingSettledMsat: v[3], PenaltyMsat: v[4],
 		DeficitMsat: v[5], InsuranceCoveredMsat: v[6], ADLTriggered: l.ADLTriggered, RemainingContracts: v[7],
-		RemainingMarginMsat: v[8], Seq: l.Seq}
+		RemainingMarginMsat: v[8], Seq: l.Seq, TsMs: int64Of(l.TsMs)}
 	if l.RemainderMsat != nil {
 		rm, err := ints("liquidation "+l.Seq, *l.RemainderMsat)
 		if err != nil {
@@ -419,7 +419,7 @@ func fillFinal(f client.Fill) (checker.FillFinal, error) {
 		return checker.FillFinal{}, err
 	}
 	ff := checker.FillFinal{OrderID: f.OrderID, MarketID: f.MarketID, Buy: f.Side == "buy", Seq: f.Seq,
-		Closed: v[0], Opened: v[1], FeeMsat: v[2], RealizedPnlMsat: v[3], DeficitMsat: v[4], FundingSettledMsat: v[5]}
+		Closed: v[0], Opened: v[1], FeeMsat: v[2], RealizedPnlMsat: v[3], DeficitMsat: v[4], FundingSettledMsat: v[5], TsMs: int64Of(f.TsMs)}
 	if a := f.PositionAfter; a != nil {
 		after, err := ints(what+" positionAfter", a.Contracts, a.MarginMsat)
 		if err != nil {
@@ -431,4 +431,46 @@ func fillFinal(f client.Fill) (checker.FillFinal, error) {
 		}
 	}
 	return ff, nil
+}
+
+// int64Of parses a record's timestamp or rate; 0 (not checked) when the build under
+// test does not list it.
+func int64Of(s string) int64 {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// readMarketFunding reads every market's funding history on every node,
+// not before the final reads' index (the log-time checker compares them
+// with the funding flows). A node that does not answer is left out.
+func (r *run) readMarketFunding(ctx context.Context) map[string]map[string][]checker.FundingEntry {
+	out := map[string]map[string][]checker.FundingEntry{}
+	for _, node := range r.env.Nodes {
+		got := map[string][]checker.FundingEntry{}
+		for _, m := range r.env.Markets {
+			for try := 0; try < finalReadAttempts; try++ {
+				res, bs := r.cl.MarketFunding(ctx, node, m.ID, r.env.MinIndex)
+				if bs == nil {
+					if res.Status == 404 && try == 0 && len(got) == 0 {
+						break // a build without the route
+					}
+					time.Sleep(300 * time.Millisecond)
+					continue
+				}
+				h := make([]checker.FundingEntry, 0, len(bs))
+				for _, b := range bs {
+					h = append(h, checker.FundingEntry{TsMs: int64Of(b.TsMs), RateQ9: int64Of(b.RateQ9)})
+				}
+				got[m.ID] = h
+				break
+			}
+		}
+		if len(got) > 0 {
+			out[node] = got
+		}
+	}
+	return out
 }

@@ -198,7 +198,8 @@ func withdrawalFinal(w client.Withdrawal) (checker.WithdrawalFinal, error) {
 	if err != nil {
 		return checker.WithdrawalFinal{}, err
 	}
-	f := checker.WithdrawalFinal{IdemKey: w.IdempotencyKey, State: w.State, Path: w.Path, AmountMsat: amount, FeeMsat: fee, Seq: w.Seq}
+	f := checker.WithdrawalFinal{IdemKey: w.IdempotencyKey, State: w.State, Path: w.Path, AmountMsat: amount, FeeMsat: fee, Seq: w.Seq,
+		RequestedTsMs: int64Of(w.RequestedTsMs)}
 	if w.RailRef != nil {
 		f.RailRef = *w.RailRef
 	}

@@ -22,6 +22,11 @@ type Env struct {
 	Bin string             // perpd, for `perpd admin ...`
 	// Rand must only be used by one goroutine (the schedule).
 	Rand *rand.Rand
+	// ClockFlag says perpd takes `serve --clock-offset`, and ClockOffset
+	// is the one every node runs with (the run's base; 0 when none is
+	// passed): the clock nemesis steps a node away from it.
+	ClockFlag   bool
+	ClockOffset time.Duration
 }
 
 // New builds the nemeses named (see Parse).
@@ -42,6 +47,11 @@ func New(names []string, env *Env) ([]Nemesis, error) {
 			out = append(out, &membership{env: env})
 		case "transfer":
 			out = append(out, &transfer{env: env})
+		case "clock":
+			if !env.ClockFlag {
+				return nil, fmt.Errorf("clock nemesis selected but perpd has no serve --clock-offset")
+			}
+			out = append(out, &clock{env: env})
 		default:
 			return nil, fmt.Errorf("unknown nemesis %q", name)
 		}

@@ -23,7 +23,7 @@ type Nemesis interface {
 }
 
 // Names lists every nemesis in the order `all` selects them.
-var Names = []string{"kill", "pause", "partition", "membership", "transfer"}
+var Names = []string{"kill", "pause", "partition", "membership", "transfer", "clock"}
 
 // Parse turns "kill,pause" or "all" (or "none") into names, rejecting
 // unknown ones.

@@ -99,3 +99,17 @@ func TestScheduleFiresEveryNemesisAndLeavesNoFaultBehind(t *testing.T) {
 		t.Fatalf("faults %d, events %d", s.Faults, len(rec.got))
 	}
 }
+
+func TestClockNeedsTheClockOffsetFlag(t *testing.T) {
+	if _, err := New([]string{"clock"}, &Env{}); err == nil {
+		t.Fatal("the clock nemesis was built for a perpd without --clock-offset")
+	}
+	ns, err := New([]string{"clock"}, &Env{ClockFlag: true})
+	if err != nil || len(ns) != 1 || ns[0].Name() != "clock" {
+		t.Fatalf("New(clock) = %v, %v", ns, err)
+	}
+	// Nothing stepped: healing does nothing.
+	if d, err := ns[0].Heal(context.Background()); d != "" || err != nil {
+		t.Fatalf("Heal with nothing stepped = %q, %v", d, err)
+	}
+}

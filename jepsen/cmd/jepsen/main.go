@@ -20,7 +20,7 @@ func run() int {
 	var o harness.Options
 	var cleanup bool
 	flag.DurationVar(&o.Duration, "time", envDuration("TIME", 5*time.Minute), "how long clients run under faults (env TIME)")
-	flag.StringVar(&o.Nemesis, "nemesis", envString("NEMESIS", "all"), "faults: all, none or a list of kill,pause,partition,membership,transfer (env NEMESIS)")
+	flag.StringVar(&o.Nemesis, "nemesis", envString("NEMESIS", "all"), "faults: all, none or a list of kill,pause,partition,membership,transfer,clock (env NEMESIS)")
 	flag.IntVar(&o.Nodes, "nodes", envInt("NODES", 5), "cluster size, 3 to 5 (env NODES)")
 	flag.IntVar(&o.Workers, "workers", 0, "concurrent client processes (default 4 per node)")
 	flag.Float64Var(&o.Rate, "rate", 0, "target client operations per second (default 60)")
