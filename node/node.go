@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/perpd/perpd/fsm"
@@ -226,22 +227,40 @@ func campaignNow(r *raft.Raft) {
 // cluster in the TLS handshake (newTLSStream).
 func newTransport(cfg Config, fingerprint string) (*raft.NetworkTransport, func(raft.ServerAddress, time.Duration) (net.Conn, error), error) {
 	log := cfg.Logger.Named("transport")
+	tc := transportConfig(log)
 	if cfg.TLS != nil {
 		stream, err := newTLSStream(cfg.RaftAddr, cfg.TLS, fingerprint, log)
 		if err != nil {
 			return nil, nil, err
 		}
-		return raft.NewNetworkTransportWithLogger(stream, 3, 10*time.Second, log), stream.Dial, nil
+		tc.Stream = stream
+		return raft.NewNetworkTransportWithConfig(tc), stream.Dial, nil
 	}
 	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
 		return nil, nil, err
 	}
-	t, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, addr, 3, 10*time.Second, log)
+	t, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, addr, tc)
 	dial := func(a raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 		return net.DialTimeout("tcp", string(a), timeout)
 	}
 	return t, dial, err
+}
+
+// transportConfig is the raft transport's settings but its stream: a pool
+// of 3 connections a peer, a 10 s I/O deadline, and no pipelining
+// (MaxRPCsInFlight 1). A pipelined follower that answers one append
+// Success=false (its log store failed the append, say a full disk) can
+// park the leader's replication to it for good: the decoder stops at the
+// refusal while the sender races one more append into the pipeline, and
+// each then waits on the other's unbuffered channel (hashicorp/raft#612;
+// reproduced here with a full disk, 1 run in about 14). The follower still
+// gets heartbeats, so nothing times out; it just never gets another entry
+// until the leader restarts. Without pipelining each append waits for its
+// answer, which with one group commit in flight (group.go) is what
+// happened anyway (docs/decisions.md, "No pipelined replication").
+func transportConfig(log hclog.Logger) *raft.NetworkTransportConfig {
+	return &raft.NetworkTransportConfig{MaxPool: 3, Timeout: 10 * time.Second, Logger: log, MaxRPCsInFlight: 1}
 }
 
 // Start runs the background drivers. Register leader drivers before it.
