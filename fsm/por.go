@@ -5,18 +5,14 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"math"
 	mbig "math/big"
-	"math/bits"
 	"sort"
 	"strings"
 	"sync"
 
 	"github.com/perpd/perpd/fsm/access"
-	"github.com/perpd/perpd/fsm/growth"
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/por"
-	"github.com/perpd/perpd/fsm/trade"
 	"github.com/perpd/perpd/fsm/usdx"
 	"github.com/perpd/perpd/internal/par"
 )
@@ -63,46 +59,6 @@ const LevelPoRSumExact uint32 = 7
 // after a close that moved no money in or out).
 const LevelPoRDriftAtMark uint32 = 8
 
-// tradersPnLAtMark is Σ over every trader's position (the USDx hedge's
-// left out: its backing is counted on its own) of max(PnL at the market's
-// last mid, -margin): what closing them all at the mid would add to what
-// the venue owes, a loss counting only down to the position's margin (the
-// rest is a deficit the insurance fund meets, not money the venue
-// holds). A market without a print counts nothing. The sum is exact, so
-// the map walk's order cannot matter; ok is false when it does not fit
-// int64 or a PnL overflows.
-func tradersPnLAtMark(st *State) (total int64, ok bool) {
-	var hi int64
-	var lo uint64
-	for id, a := range st.Trade.Accounts {
-		if id == usdx.HedgeAccount {
-			continue
-		}
-		for mid, pos := range a.Positions {
-			if pos.Contracts == 0 {
-				continue
-			}
-			m := st.Market.MarketsByID[mid]
-			pr, printed := st.Market.LastPrint(mid)
-			if m == nil || !printed {
-				continue
-			}
-			pnl, err := trade.PnLMsat(&m.Params, pos.Side, pos.Contracts, pos.EntryQ8, pr.MidQ8)
-			if err != nil {
-				return 0, false
-			}
-			pnl = max(pnl, -pos.MarginMsat)
-			var carry uint64
-			lo, carry = bits.Add64(lo, uint64(pnl), 0)
-			hi += int64(carry) + pnl>>63
-		}
-	}
-	if hi != int64(lo)>>63 {
-		return 0, false
-	}
-	return int64(lo), true
-}
-
 // BuildPoR builds the Proof of Reserves snapshot of st at st.NowMs. It
 // reads st only. What a leaf holds (docs/decisions.md, Proof of Reserves):
 //
@@ -131,57 +87,12 @@ func BuildPoR(st *State) *por.Snapshot {
 	}
 
 	// Classify every ledger balance: an account's part, the USDx side's
-	// backing, or the venue's own.
-	// Keyed by the account's record, not its id: a pointer hashes and
-	// compares without reading the id's bytes, which at 100,000 accounts
-	// made these lookups a fifth of the build. An id with no record maps
-	// to nil, which no leaf reads.
-	perAccount := make(map[*access.Account]int64, len(st.Access.Accounts))
-	var hedgeBacking, venueOwn, ledgerSum, payables int64
-	overflow := false
-	// The exact sum in 128 bits (hi:lo), so whether it fits 64 does not
-	// depend on the order of the map walk (from LevelPoRSumExact).
+	// backing, or the venue's own (on every core: por_scan.go).
 	exact := st.FeatureLevel >= LevelPoRSumExact
-	var sumHi int64
-	var sumLo uint64
-	for k, v := range st.Ledger.Balances {
-		if v < 0 && k != ledger.House {
-			problem("ledger account %s is negative (%d)", publicName(k), v)
-		}
-		if exact {
-			var carry uint64
-			sumLo, carry = bits.Add64(sumLo, uint64(v), 0)
-			sumHi += int64(carry) + v>>63
-		} else if (v > 0 && ledgerSum > math.MaxInt64-v) || (v < 0 && ledgerSum < math.MinInt64-v) {
-			overflow = true
-		}
-		ledgerSum += v
-		switch {
-		case strings.HasPrefix(k, "acct:"):
-			id := k[len("acct:"):]
-			if i := strings.IndexByte(id, ':'); i >= 0 {
-				id = id[:i]
-			}
-			if id == usdx.HedgeAccount {
-				hedgeBacking += v
-			} else if a := st.Access.Accounts[id]; a != nil {
-				perAccount[a] += v
-			} else {
-				problem("a trader ledger account belongs to no account")
-			}
-		case k == usdx.YieldEscrow:
-			hedgeBacking += v // the stakers' sats, not the venue's
-		case k == ledger.PendingWithdrawals:
-			// Attributed below, withdrawal by withdrawal.
-		case k == growth.ReferralPayable || k == growth.PromoterPayable:
-			payables += v // attributed below, earner by earner
-		default:
-			venueOwn += v
-		}
-	}
-	if exact {
-		overflow = sumHi != int64(sumLo)>>63 // the sum does not fit 64 bits
-	}
+	lg := scanPoRLedger(st, exact)
+	perAccount := lg.perAccount
+	hedgeBacking, venueOwn, ledgerSum, payables, overflow := lg.hedgeBacking, lg.venueOwn, lg.sum, lg.payables, lg.overflow
+	problems = append(problems, lg.problems...)
 	var owedSum int64
 	if st.Growth != nil {
 		for id, amt := range st.Growth.OwedByAccount() {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/perpd/perpd/fsm/access"
 	"github.com/perpd/perpd/fsm/ledger"
+	"github.com/perpd/perpd/fsm/por"
 	"github.com/perpd/perpd/fsm/usdx"
 )
 
@@ -53,9 +54,26 @@ func porParallelState(t *testing.T) *State {
 func TestBuildPoRIsTheSameOnAnyNumberOfCores(t *testing.T) {
 	st := porParallelState(t)
 	const golden = "fb4734f4721c9021186a88c133fe6fbf97fd4ee486c9cdc84e8bbf6eb6ea7d31"
-	var first string
-	for _, procs := range []int{1, 2, 4, 7} {
-		prev := runtime.GOMAXPROCS(procs)
+	sum, snap := porHashOnCores(t, st, 1, 2, 4, 7)
+	got := hex.EncodeToString(sum[:])
+	t.Logf("%d problems, sha256 %s", len(snap.Problems), got)
+	if len(snap.Problems) == 0 || snap.Usdx.LeafCount() == 0 {
+		t.Fatalf("the state does not exercise the problem and USDx paths: %q, %d USDx leaves", snap.Problems, snap.Usdx.LeafCount())
+	}
+	if got != golden {
+		t.Fatalf("snapshot sha256 %s, the serial build's was %s", got, golden)
+	}
+}
+
+// porHashOnCores builds st's snapshot with GOMAXPROCS at each of procs and
+// returns the sha256 of its encoding and the first build, failing t when
+// two core counts give different bytes.
+func porHashOnCores(t *testing.T, st *State, procs ...int) ([32]byte, *por.Snapshot) {
+	t.Helper()
+	var first [32]byte
+	var firstSnap *por.Snapshot
+	for i, p := range procs {
+		prev := runtime.GOMAXPROCS(p)
 		snap := BuildPoR(st)
 		runtime.GOMAXPROCS(prev)
 		enc, err := Marshal(snap)
@@ -63,19 +81,11 @@ func TestBuildPoRIsTheSameOnAnyNumberOfCores(t *testing.T) {
 			t.Fatal(err)
 		}
 		sum := sha256.Sum256(enc)
-		got := hex.EncodeToString(sum[:])
-		if first == "" {
-			first = got
-			t.Logf("snapshot %d bytes, %d problems, sha256 %s", len(enc), len(snap.Problems), got)
-			if len(snap.Problems) == 0 || snap.Usdx.LeafCount() == 0 {
-				t.Fatalf("the state does not exercise the problem and USDx paths: %q, %d USDx leaves", snap.Problems, snap.Usdx.LeafCount())
-			}
-		}
-		if got != first {
-			t.Fatalf("GOMAXPROCS %d: snapshot sha256 %s, with 1 core %s", procs, got, first)
+		if i == 0 {
+			first, firstSnap = sum, snap
+		} else if sum != first {
+			t.Fatalf("GOMAXPROCS %d: snapshot sha256 %x, with GOMAXPROCS %d %x", p, sum, procs[0], first)
 		}
 	}
-	if first != golden {
-		t.Fatalf("snapshot sha256 %s, the serial build's was %s", first, golden)
-	}
+	return first, firstSnap
 }

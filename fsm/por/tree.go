@@ -111,7 +111,7 @@ func Build(salt Hash, leaves []Leaf) (*Tree, error) { return BuildWidth(salt, le
 
 // BuildWidth is Build with at least minWidth leaf slots (1 or MinWidth).
 func BuildWidth(salt Hash, leaves []Leaf, minWidth int) (*Tree, error) {
-	level, err := leafNodes(salt, leaves, minWidth)
+	level, err := leafNodes(salt, len(leaves), minWidth, func(i int) Leaf { return leaves[i] })
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +148,14 @@ func Root(salt Hash, leaves []Leaf) (Node, error) { return RootWidth(salt, leave
 
 // RootWidth is Root with at least minWidth leaf slots (1 or MinWidth).
 func RootWidth(salt Hash, leaves []Leaf, minWidth int) (Node, error) {
-	level, err := leafNodes(salt, leaves, minWidth)
+	return rootOf(salt, len(leaves), minWidth, func(i int) Leaf { return leaves[i] })
+}
+
+// rootOf is RootWidth over n leaves that leaf(i) returns, so a caller
+// that keeps tags and amounts apart (TreeState) need not copy them into
+// a []Leaf first.
+func rootOf(salt Hash, n, minWidth int, leaf func(i int) Leaf) (Node, error) {
+	level, err := leafNodes(salt, n, minWidth, leaf)
 	if err != nil {
 		return Node{}, err
 	}
@@ -163,9 +170,10 @@ func RootWidth(salt Hash, leaves []Leaf, minWidth int) (Node, error) {
 	return level[0], nil
 }
 
-func leafNodes(salt Hash, leaves []Leaf, minWidth int) ([]Node, error) {
+func leafNodes(salt Hash, n, minWidth int, leaf func(i int) Leaf) ([]Node, error) {
 	var total uint64
-	for i, l := range leaves {
+	for i := range n {
+		l := leaf(i)
 		if l.Amount < 0 {
 			return nil, fmt.Errorf("%w at leaf %d (%d)", ErrNegative, i, l.Amount)
 		}
@@ -174,10 +182,11 @@ func leafNodes(salt Hash, leaves []Leaf, minWidth int) ([]Node, error) {
 		}
 		total += uint64(l.Amount)
 	}
-	level := make([]Node, widthAtLeast(len(leaves), minWidth))
-	par.For(len(leaves), hashGrain, func(lo, hi int) {
+	level := make([]Node, widthAtLeast(n, minWidth))
+	par.For(n, hashGrain, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			level[i] = Node{Hash: LeafHash(salt, leaves[i].Tag), Sum: uint64(leaves[i].Amount)}
+			l := leaf(i)
+			level[i] = Node{Hash: LeafHash(salt, l.Tag), Sum: uint64(l.Amount)}
 		}
 	})
 	return level, nil
