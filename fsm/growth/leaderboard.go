@@ -573,24 +573,20 @@ func inLastOrder(cs, slots, eligible []boardCand, k int) ([]boardCand, []boardCa
 
 // byPnl is the pnl boards' order: PnL, then ROI, descending; then handle
 // and id ascending.
-func byPnl(x, y boardCand) int {
-	switch {
-	case x.pnl != y.pnl:
-		return cmpDesc(x.pnl, y.pnl)
-	case x.roi != y.roi:
-		return cmpDesc(x.roi, y.roi)
-	}
-	return byHandle(x, y)
-}
+func byPnl(x, y boardCand) int { return rankOrder(x.pnl, x.roi, y.pnl, y.roi, x, y) }
 
 // byRoi is the roi boards' order: ROI, then PnL, descending; then handle
 // and id ascending.
-func byRoi(x, y boardCand) int {
+func byRoi(x, y boardCand) int { return rankOrder(x.roi, x.pnl, y.roi, y.pnl, x, y) }
+
+// rankOrder orders x (keys x1, x2) and y (keys y1, y2): first key, then
+// second, descending; then handle and id ascending.
+func rankOrder(x1, x2, y1, y2 int64, x, y boardCand) int {
 	switch {
-	case x.roi != y.roi:
-		return cmpDesc(x.roi, y.roi)
-	case x.pnl != y.pnl:
-		return cmpDesc(x.pnl, y.pnl)
+	case x1 != y1:
+		return cmpDesc(x1, y1)
+	case x2 != y2:
+		return cmpDesc(x2, y2)
 	}
 	return byHandle(x, y)
 }
