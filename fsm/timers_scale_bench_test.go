@@ -173,7 +173,11 @@ func processCPU() time.Duration {
 //     (every BTC-PERP position and every tenth account's ETH-PERP one pays
 //     or receives), the leaderboard recompute held back;
 //   - boards: the leaderboard recompute alone, at a cadence stamp that is
-//     not on the hour;
+//     not on the hour (no trader's days changed since the last one);
+//   - boardsafterfunding: the recompute alone right after an hourly
+//     boundary's funding, which changed the newest day of every trader
+//     holding a position (as the recompute that shares the boundary's
+//     entry sees them);
 //   - por: the Proof of Reserves tree alone, due every minute (measured
 //     for the record; fsm/por.go is not this file's to change);
 //   - referralday: the first entry of a UTC day, which recounts every
@@ -249,6 +253,26 @@ func BenchmarkTimers(b *testing.B) {
 				if ranked == 0 {
 					b.Fatal("acc_000000 holds no rank on pnl/30d: the recompute ranked nobody")
 				}
+			}
+		})
+		b.Run(fmt.Sprintf("accounts=%d/boardsafterfunding", n), func(b *testing.B) {
+			w := timerWorld(b, n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.StopTimer()
+			for i := 0; i < b.N; i++ {
+				// The boundary's funding (every position's flow changes
+				// its trader's newest day) applied untimed with the
+				// recompute held back, then the recompute alone.
+				boundary := w.nextBoundary()
+				w.walkBefore(boundary - 1)
+				w.print("ETHUSD", benchETHMidQ8)
+				restore := w.holdBack(boundary, true, true)
+				w.applyRaw(w.tickAt(boundary))
+				restore()
+				restore = w.holdBack(boundary+1, false, true)
+				timedTick(b, w, boundary+1)
+				restore()
 			}
 		})
 		b.Run(fmt.Sprintf("accounts=%d/por", n), func(b *testing.B) {

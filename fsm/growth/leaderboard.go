@@ -101,6 +101,10 @@ type Trader struct {
 	Rev int64 `cbor:"7,keyasint,omitempty"`
 	// Snap is the trader as of the last recompute.
 	Snap *Snap `cbor:"8,keyasint,omitempty"`
+
+	// memo is what the last recompute folded (boards_memo.go): derived,
+	// never encoded, empty in a decoded trader.
+	memo boardMemo
 }
 
 // Day is one UTC day of a trader's results. PnL is the change of ledger
@@ -415,32 +419,16 @@ func foldDay(index, peak, maxDD int64, d Day) (int64, int64, int64) {
 // starts at 1.0 at the window's start; "all" continues the folded index.
 // roiQ9 = index at the end - 1.0.
 func (t *Trader) windowMetrics(wi int, today int64) Metrics {
-	var m Metrics
-	index, peak, dd := int64(Q9), int64(Q9), int64(0)
-	days := t.Days
 	if windowDays[wi] == 0 {
-		m = Metrics{PnlMsat: t.All.PnlMsat, Volume: t.All.Volume, Trades: t.All.Trades, Wins: t.All.Wins, Closes: t.All.Closes}
-		index, peak, dd = t.All.IndexQ9, t.All.PeakQ9, t.All.MaxDDQ9
-		if n := len(days); n > 0 {
-			index, _, dd = foldDay(index, peak, dd, days[n-1])
-		}
-		m.RoiQ9, m.MaxDDQ9 = index-Q9, dd
-		return m
+		return t.allWindow()
 	}
-	from := today - (windowDays[wi]-1)*DayMs
-	for _, d := range days {
-		if d.Day < from || d.Day > today {
-			continue
+	f := newWindowFold()
+	for _, d := range t.Days {
+		if inWindow(wi, d.Day, today) {
+			f.add(d)
 		}
-		m.PnlMsat += d.PnlMsat
-		m.Volume += d.Volume
-		m.Trades += d.Trades
-		m.Wins += d.Wins
-		m.Closes += d.Closes
-		index, peak, dd = foldDay(index, peak, dd, d)
 	}
-	m.RoiQ9, m.MaxDDQ9 = index-Q9, dd
-	return m
+	return f.metrics()
 }
 
 // curve is the equity index at the end of each kept day of the last
@@ -498,49 +486,41 @@ func (s *State) OnClockBoards(env *Env) {
 	// so no sorted copy of every id is made. A candidate holds only what
 	// the ranking reads (40 bytes, not the window's whole metrics), so the
 	// six sorts move a third of the bytes.
-	type cand struct {
-		t        *Trader
-		id       string
-		pnl, roi int64
-	}
-	eligible := make([][]cand, len(WindowNames))
+	eligible := make([][]boardCand, len(WindowNames))
 	for id, t := range b.Traders {
-		snap := &Snap{Windows: make([]Metrics, len(WindowNames)), Ranks: make([]int64, len(BoardNames)*len(WindowNames)),
-			Curve: t.curve(today)}
+		snap := t.Snap
+		if snap == nil || len(snap.Windows) != len(WindowNames) || len(snap.Ranks) != len(BoardNames)*len(WindowNames) {
+			// A new trader (or a decoded snapshot of another shape):
+			// a fresh snapshot, folded from every day.
+			snap = &Snap{Windows: make([]Metrics, len(WindowNames)), Ranks: make([]int64, len(BoardNames)*len(WindowNames))}
+			t.Snap, t.memo.ok = snap, false
+		}
+		// The snapshot is the trader's own (nothing else holds it), so it
+		// is refolded in place: its windows and curve change only where
+		// the days did, and its ranks still hold the last recompute's
+		// until the ranking below, which starts each board from them.
+		t.foldInto(snap, today)
+		snap.Windows[2] = t.allWindow()
 		equity := env.Host.Equity(id)
 		for wi := range WindowNames {
-			m := t.windowMetrics(wi, today)
-			snap.Windows[wi] = m
-			if !t.OptedOut && b.passes(m, equity) {
-				eligible[wi] = append(eligible[wi], cand{t, id, m.PnlMsat, m.RoiQ9})
+			if m := snap.Windows[wi]; !t.OptedOut && b.passes(m, equity) {
+				eligible[wi] = append(eligible[wi], boardCand{t, id, m.PnlMsat, m.RoiQ9})
+			} else {
+				for bi := range BoardNames {
+					snap.Ranks[bi*3+wi] = 0
+				}
 			}
 		}
-		t.Snap = snap
 	}
-	var cs []cand
+	var cs, slots []boardCand
 	for bi := range BoardNames {
 		for wi := range WindowNames {
-			cs = append(cs[:0], eligible[wi]...)
-			slices.SortFunc(cs, func(x, y cand) int {
-				a1, a2, b1, b2 := x.pnl, x.roi, y.pnl, y.roi
-				if bi == 1 {
-					a1, a2, b1, b2 = a2, a1, b2, b1
-				}
-				switch {
-				case a1 != b1:
-					return cmpDesc(a1, b1)
-				case a2 != b2:
-					return cmpDesc(a2, b2)
-				}
-				if c := strings.Compare(x.t.Handle, y.t.Handle); c != 0 {
-					return c
-				}
-				// Handles are unique (newHandle, checked by the
-				// invariants); the id keeps the order total even if a
-				// state ever broke that, since candidates come in map
-				// order.
-				return strings.Compare(x.id, y.id)
-			})
+			cs, slots = inLastOrder(cs, slots, eligible[wi], bi*3+wi)
+			if bi == 0 {
+				slices.SortFunc(cs, byPnl)
+			} else {
+				slices.SortFunc(cs, byRoi)
+			}
 			rows := make([]string, 0, min(len(cs), BoardRowsMax))
 			for i, c := range cs {
 				c.t.Snap.Ranks[bi*3+wi] = int64(i + 1)
@@ -551,6 +531,74 @@ func (s *State) OnClockBoards(env *Env) {
 			b.Rows[boardKey(bi, wi)] = rows
 		}
 	}
+}
+
+// boardCand is a trader eligible on a window, as the ranking reads it.
+type boardCand struct {
+	t        *Trader
+	id       string
+	pnl, roi int64
+}
+
+// inLastOrder puts a board's candidates in the order of their ranks on it
+// at the last recompute (k: board*3 + window), those it did not rank
+// after them, reusing cs and slots. It only saves the sort work (the
+// board's order moves little between recomputes, and the sort finishes
+// an almost sorted input in a few passes): each board's order is total,
+// so the sort gives the same order from any start.
+func inLastOrder(cs, slots, eligible []boardCand, k int) ([]boardCand, []boardCand) {
+	cs = cs[:0]
+	n := len(eligible)
+	slots = slices.Grow(slots[:0], n)[:n]
+	clear(slots)
+	// Ranks on a board are 1..n, distinct: a rank past the candidates
+	// (the board lost some), or a slot taken twice (a state that broke
+	// that), leaves the candidate to the tail.
+	var tail []boardCand
+	for _, c := range eligible {
+		r := c.t.Snap.Ranks[k]
+		if r < 1 || r > int64(n) || slots[r-1].t != nil {
+			tail = append(tail, c)
+			continue
+		}
+		slots[r-1] = c
+	}
+	for _, c := range slots {
+		if c.t != nil {
+			cs = append(cs, c)
+		}
+	}
+	return append(cs, tail...), slots
+}
+
+// byPnl is the pnl boards' order: PnL, then ROI, descending; then handle
+// and id ascending.
+func byPnl(x, y boardCand) int { return rankOrder(x.pnl, x.roi, y.pnl, y.roi, x, y) }
+
+// byRoi is the roi boards' order: ROI, then PnL, descending; then handle
+// and id ascending.
+func byRoi(x, y boardCand) int { return rankOrder(x.roi, x.pnl, y.roi, y.pnl, x, y) }
+
+// rankOrder orders x (keys x1, x2) and y (keys y1, y2): first key, then
+// second, descending; then handle and id ascending.
+func rankOrder(x1, x2, y1, y2 int64, x, y boardCand) int {
+	switch {
+	case x1 != y1:
+		return cmpDesc(x1, y1)
+	case x2 != y2:
+		return cmpDesc(x2, y2)
+	}
+	return byHandle(x, y)
+}
+
+func byHandle(x, y boardCand) int {
+	if c := strings.Compare(x.t.Handle, y.t.Handle); c != 0 {
+		return c
+	}
+	// Handles are unique (newHandle, checked by the invariants); the id
+	// keeps the order total even if a state ever broke that, since
+	// candidates come in map order.
+	return strings.Compare(x.id, y.id)
 }
 
 func cmpDesc(a, b int64) int {
