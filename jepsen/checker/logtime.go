@@ -2,6 +2,8 @@ package checker
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -203,12 +205,7 @@ func checkLogOrder(bad func(string, ...any), recs map[uint64]stamped, flows map[
 			from[i] = min(from[i], from[i+1])
 		}
 	}
-	fseqs := make([]uint64, 0, len(flows))
-	for s := range flows {
-		fseqs = append(fseqs, s)
-	}
-	sort.Slice(fseqs, func(i, j int) bool { return fseqs[i] < fseqs[j] })
-	for _, s := range fseqs {
+	for _, s := range slices.Sorted(maps.Keys(flows)) {
 		g := flows[s]
 		b := g.BoundaryTsMs
 		if b%FundingHourMs != 0 {
@@ -273,12 +270,7 @@ func checkFundingHistories(bad func(string, ...any), final *Final, flows map[uin
 			}
 		}
 	}
-	fseqs := make([]uint64, 0, len(flows))
-	for s := range flows {
-		fseqs = append(fseqs, s)
-	}
-	sort.Slice(fseqs, func(i, j int) bool { return fseqs[i] < fseqs[j] })
-	for _, s := range fseqs {
+	for _, s := range slices.Sorted(maps.Keys(flows)) {
 		g := flows[s]
 		for _, node := range sortedMapKeys(final.MarketFunding) {
 			h, ok := final.MarketFunding[node][g.MarketID]
