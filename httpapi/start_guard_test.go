@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/perpd/perpd/fsm/wire"
 	"github.com/perpd/perpd/node"
 )
@@ -21,9 +19,7 @@ import (
 // log ahead of the genesis, applied without its rules. The documents and
 // /healthz still answer, and everything serves once the genesis lands.
 func TestRoutesWaitForTheGenesis(t *testing.T) {
-	cfg := node.Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: freeAddr(t), HTTPAddr: "127.0.0.1:1",
-		AdminAddr: "127.0.0.1:2", Bootstrap: true, AdminToken: "test-token", CheckInvariants: true,
-		TickInterval: 50 * time.Millisecond, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: io.Discard})}
+	cfg := testNodeConfig(t)
 	n, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
