@@ -163,15 +163,23 @@ scrape_configs:
 	// A write through the public API of node2 (a follower or the leader:
 	// either counts it where it was served).
 	apiBase := "http://" + d.Nodes[1].HTTP
-	req, _ := http.NewRequest(http.MethodPost, apiBase+"/v1/signup", strings.NewReader(`{}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("idempotency-key", "prometheus-signup")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// Until node2 has applied the genesis it answers 503 with Retry-After,
+	// as a client would retry.
+	var res *http.Response
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		req, _ := http.NewRequest(http.MethodPost, apiBase+"/v1/signup", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("idempotency-key", "prometheus-signup")
+		var err error
+		if res, err = http.DefaultClient.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			break
+		}
 	}
-	_, _ = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
 	if res.StatusCode != http.StatusCreated {
 		t.Fatalf("signup: %d", res.StatusCode)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/perpd/perpd/cluster"
 	"github.com/perpd/perpd/cluster/clustertest"
+	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/node"
 )
 
@@ -201,6 +202,14 @@ func TestWebSocketOutlivesTheServerTimeouts(t *testing.T) {
 	asm.Run(ctx)
 	to := cluster.Timeouts{ReadHeader: 500 * time.Millisecond, Read: 500 * time.Millisecond, Write: 500 * time.Millisecond, Idle: 500 * time.Millisecond}
 	addr := startServers(t, asm.API, to)
+	// The API serves nothing from the state before the genesis applies.
+	if !clustertest.Poll(10*time.Second, func() bool {
+		var ok bool
+		n.Machine().Read(func(st *fsm.State, _ uint64) { ok = st.Genesis != nil })
+		return ok
+	}) {
+		t.Fatal("no genesis")
+	}
 	ws, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/v1/ws", nil)
 	if err != nil {
 		t.Fatal(err)

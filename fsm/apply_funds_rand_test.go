@@ -97,6 +97,7 @@ func (w *railWorld) checkFundsInvariants(step int) {
 // and a refusal leaves money state untouched; a snapshot taken at the end
 // restores to a replica that goes on identically.
 func TestFundsRandomSequencesKeepInvariants(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	for seed := int64(1); seed <= 30; seed++ {
 		rng := rand.New(rand.NewSource(seed))
 		w := newRailWorld(t)
@@ -185,6 +186,7 @@ func TestFundsRandomSequencesKeepInvariants(t *testing.T) {
 
 // Past the closed-withdrawal bound, with trims of paid and returned ones.
 func TestFundsRandomSequencesPastTheClosedBoundKeepInvariants(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	for seed := int64(1); seed <= 3; seed++ {
 		rng := rand.New(rand.NewSource(seed))
 		w := newRailWorld(t)

@@ -41,6 +41,7 @@ import (
 // replaced by a no-op: it must answer every accepted command alike and
 // hash alike, so a refusal cannot hide a change in derived state either.
 func TestEveryRefusalChangesNothing(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	steps := map[uint32]int{FeatureLevel: 2500, 7: 800, 1: 400}
 	if testing.Short() {
 		steps = map[uint32]int{FeatureLevel: 1200, 7: 300, 1: 150}

@@ -10,6 +10,7 @@ import "testing"
 // restored from the snapshot just before that entry (no memo: every day
 // folded from scratch).
 func TestBoardsRecomputeWithMemosAsFromScratch(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	_, log := timersScenario(t)
 	r := newBenchWorld(t, 0, 0)
 	r.addAccounts(0, 400, btcBTC/10)

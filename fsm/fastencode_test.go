@@ -29,6 +29,7 @@ func checkAppendCommand(t *testing.T, c *Command) {
 // every field empty or set, every head length class, negative times,
 // invalid UTF-8 in the texts.
 func TestAppendCommandMatchesMarshal(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained: beside the other heavy tests
 	checkAppendCommand(t, &Command{})
 	checkAppendCommand(t, &Command{Type: CmdPlaceOrder, TsMs: 1_795_705_616_000, Account: "acc_1", KeyID: "key_1",
 		IdemKey: "acct:acc_1:o1", ReqHash: make([]byte, 32), Payload: []byte{0xa1, 0x01, 0x02}})

@@ -213,6 +213,7 @@ func writeGolden(t *testing.T) {
 // at a time and in batches (as raft hands them over): both must give the
 // recorded answers, events, checkpoints and final state hash.
 func TestGoldenLogReplaysToTheRecordedHash(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	if *updateGolden {
 		writeGolden(t)
 	}

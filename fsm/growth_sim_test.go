@@ -24,7 +24,7 @@ func TestRandomGrowthKeepsTheBooksStraight(t *testing.T) {
 	const entries = 2000
 	rng := rand.New(rand.NewPCG(15, 16))
 	w := newTradeWorld(t)
-	w.mirror = newMarketReplica(t)
+	w.mirror = newMarketMirror(t)
 	w.syncMirror()
 	w.hashEvery = 200
 	w.keepLog = true

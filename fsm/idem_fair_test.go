@@ -80,6 +80,7 @@ func (f *idemFlood) floodPastBound() int {
 // refused, not applied a second time. Below the level the flood evicted
 // the victim's answer and its retry was credited twice.
 func TestIdemFloodByOneAccountSparesOthers(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	for _, level := range []uint32{LevelIdemFair - 1, LevelIdemFair} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
 			f := newIdemFlood(t, level)
@@ -157,6 +158,7 @@ func checkFairIndex(t *testing.T, s *IdemStore) {
 // the largest tenant's oldest record goes, from the middle of Order (a
 // hole), never another tenant's; holes are compacted away.
 func TestIdemFairRecordBoundTakesFromTheLargestTenant(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	s := newIdemStore()
 	ok := &Result{Status: 200, Body: []byte("{}")}
 	s.storeFair("acct:v:1", "v", []byte{1}, ok, 1, 1)
@@ -207,6 +209,7 @@ func TestIdemFairRecordBoundTakesFromTheLargestTenant(t *testing.T) {
 // mid-flood (tombstones and holes in the store) answers and evicts exactly
 // as the live one does afterwards.
 func TestIdemFairSurvivesRestore(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	f := newIdemFlood(t, LevelIdemFair)
 	wantOK(t, f.faucet())
 	n := f.floodPastBound()
@@ -239,6 +242,7 @@ func TestIdemFairSurvivesRestore(t *testing.T) {
 // tenant; after the raise they count against the account their key names,
 // so the flood that follows still takes from the attacker alone.
 func TestIdemFairAfterTheRaise(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	f := newIdemFlood(t, LevelIdemFair-1)
 	wantOK(t, f.at(mustCommand(t, CmdNodeMeta, 0, NodeMeta{ID: "n1", Raft: "n1:7000"})))
 	wantOK(t, f.faucet())

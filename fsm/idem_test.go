@@ -179,6 +179,7 @@ func TestIdemOrderDoesNotGrowWithoutBound(t *testing.T) {
 // the oldest go first, the accounting matches the records, and it survives
 // a snapshot round trip.
 func TestIdemStoreIsBoundedByBytes(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained: beside the other heavy tests
 	s := newIdemStore()
 	body := bytes.Repeat([]byte("x"), 64<<10)
 	per := recordBytes("k00000", &IdemRecord{ReqHash: []byte{1}, Body: body})

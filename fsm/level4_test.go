@@ -178,6 +178,7 @@ func (w *tradeWorld) hashNow() string {
 // the index takes only reduce-only entries, so a trader can still protect
 // a position; below it the next opening order took the room.
 func TestFullIndexKeepsRoomForStops(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	for _, level := range []uint32{trade.LevelIndexReserve - 1, trade.LevelIndexReserve} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
 			w := newTradeWorldAt(t, level)
@@ -336,6 +337,7 @@ func TestPartialLiquidationMeetsItsTargetOnBookedFigures(t *testing.T) {
 // opens even when the index is full; added to at 100x it must go in. Below
 // LevelLiqIndexPast the full index refused it and the replica halted.
 func TestFullLiquidationIndexTakesAPositionThatBecomesLiquidatable(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	for _, level := range []uint32{trade.LevelLiqIndexPast - 1, trade.LevelLiqIndexPast} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
 			w := newTradeWorldAt(t, level)

@@ -28,6 +28,7 @@ import (
 // and two legs come in (+2). Below the level the second insert failed and
 // every replica halted on that print.
 func TestBracketLegsArmIntoAFullIndex(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	for _, level := range []uint32{trade.LevelLegsArmPast - 1, trade.LevelLegsArmPast} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
 			w := newTradeWorldAt(t, level)

@@ -20,6 +20,7 @@ import (
 // count as opening orders for the reserve; a stop that protects a position
 // still gets in.
 func TestReserveKeepsRoomForPositions(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	for _, level := range []uint32{trade.LevelReserveProtects - 1, trade.LevelReserveProtects} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
 			w := newTradeWorldAt(t, level)

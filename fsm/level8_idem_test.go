@@ -21,6 +21,7 @@ import (
 // withdrawal is held as long, so the retry answers the first one and
 // moves nothing. Below the level the old rule stays, for replay.
 func TestUSDxWithdrawalLateRetryIsNotPaidTwice(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	for _, level := range []uint32{usdx.LevelUSDxWithdrawalsHeld - 1, usdx.LevelUSDxWithdrawalsHeld} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
 			w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
@@ -103,6 +104,7 @@ func TestUSDxWithdrawalLateRetryIsNotPaidTwice(t *testing.T) {
 // past that it redeemed the holder's USDx a second time. From
 // usdx.LevelRedemptionsHeld a redemption's saga is held two days.
 func TestUSDxRedemptionLateRetryIsNotRedeemedTwice(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	for _, level := range []uint32{usdx.LevelRedemptionsHeld - 1, usdx.LevelRedemptionsHeld} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
 			w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
@@ -234,6 +236,7 @@ func TestUSDxKeyedStakeAndUnstakeAreMadeOnce(t *testing.T) {
 // not happen twice rests on the account's own records: the keyed stake's
 // retry is refused, not staked again.
 func TestIdemFloodOverManyAccountsCannotStakeTwice(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	w := &usdxWorld{tradeWorld: newTradeWorldAt(t, usdx.LevelKeyedStakesOnce)}
 	acct, key := w.account(btcBTC)
 	w.balancedBy(1_000)
@@ -287,6 +290,7 @@ func TestIdemFloodOverManyAccountsCannotStakeTwice(t *testing.T) {
 // usdx.WithdrawalsHeldMax (usdx.SagasHeldMax) the oldest paid
 // withdrawals (sagas not queued) go before their hold ends.
 func TestUSDxHeldRecordsAreBounded(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	w := &usdxWorld{tradeWorld: newTradeWorldAt(t, usdx.LevelUSDxWithdrawalsHeld)}
 	acct, key := w.account(100 * btcBTC)
 	w.balancedBy(10_000)

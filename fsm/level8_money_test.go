@@ -69,6 +69,7 @@ func TestReturnedWithdrawalsAreNotHeld(t *testing.T) {
 // From funds.LevelClosedWithdrawalsCapped an account holds at most
 // funds.MaxClosedWithdrawalsHeld; the newest stay, the oldest go first.
 func TestHeldWithdrawalsAreCapped(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	for _, level := range []uint32{funds.LevelClosedWithdrawalsCapped - 1, funds.LevelClosedWithdrawalsCapped} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
 			w := newRailWorldAt(t, level)

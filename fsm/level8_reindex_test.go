@@ -18,6 +18,7 @@ import (
 // and every replica halted on the print. From the level the order takes
 // back the place it held.
 func TestCrossedLimitWaitsInAnIndexPastItsBound(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	for _, level := range []uint32{trade.LevelReindexPast - 1, trade.LevelReindexPast} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
 			w := newTradeWorldAt(t, level)

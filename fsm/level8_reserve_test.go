@@ -21,6 +21,7 @@ import (
 // for at most ReserveCoverMultiple entries (a stop-loss and a
 // take-profit), whatever their size.
 func TestReserveTakesTwoEntriesPerPosition(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	for _, level := range []uint32{trade.LevelReserveCountsEntries - 1, trade.LevelReserveCountsEntries} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
 			w := newTradeWorldAt(t, level)

@@ -20,6 +20,7 @@ import (
 // mint. From usdx.LevelHedgeNeedsRoom the quote and the mint are refused
 // (usdx_capacity) and change nothing.
 func TestMintIntoAFullHedgeMarketIsRefused(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	for _, level := range []uint32{usdx.LevelHedgeNeedsRoom - 1, usdx.LevelHedgeNeedsRoom} {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
 			w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}

@@ -25,6 +25,7 @@ import (
 )
 
 func TestRandomRiskKeepsEveryRecordStraight(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	seeds, steps := 40, 400
 	if testing.Short() {
 		seeds, steps = 3, 120

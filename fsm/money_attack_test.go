@@ -29,6 +29,7 @@ func (w *tradeWorld) equityOf(acct string) (e int64) {
 // limits and funding boundaries, with no liquidation, the pair (plus
 // A's referral rewards) must end below what it deposited.
 func TestHedgedSelfReferredPairNeverGains(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	for seed := uint64(1); seed <= 2; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))

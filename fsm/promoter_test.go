@@ -196,6 +196,7 @@ func TestOperatorReviewsAPendingApplication(t *testing.T) {
 // forfeited when it comes due, the reward that vested before stays
 // claimable. Only an approved promoter is revoked, once.
 func TestOperatorRevokesAnApprovedPromoter(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	w := newTradeWorld(t)
 	pr, pk := w.account(btcBTC)
 	referee, rk := w.account(btcBTC)

@@ -165,6 +165,7 @@ func (w *tradeWorld) marketParams(id string) (p market.Params) {
 // code, never twice, never a code one's own referee owns, an unknown code
 // is not found, and only within the bind window.
 func TestReferralCodeAndBindRefusals(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	w := newTradeWorld(t)
 	a, ak := w.account(btcBTC)
 	b, bk := w.account(btcBTC)
@@ -205,6 +206,7 @@ func TestReferralCodeAndBindRefusals(t *testing.T) {
 // the payable returns them to fee revenue and the earnings say forfeited.
 // The discount volume cap stops the discount part-way through a fill.
 func TestReferralForfeitAndDiscountCap(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	w := newTradeWorld(t)
 	ref, refKey := w.account(btcBTC)
 	wantOK(t, w.createCode(ref, refKey, "NOVOL")) // never trades: own_volume fails

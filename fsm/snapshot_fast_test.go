@@ -200,6 +200,7 @@ func TestSnapshotFastRestoreMatchesReferenceOnTheBenchmarkWorld(t *testing.T) {
 }
 
 func TestSnapshotFastRestoreMatchesReferenceAfterTradingSimulation(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	w := runTradeSim(t, simConfig{seed: 11, accounts: 200, hot: 40, entries: 3000, hashEvery: 1000})
 	wantFastSame(t, snapOf(t, w.m))
 }

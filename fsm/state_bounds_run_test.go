@@ -169,6 +169,7 @@ func (w *boundsWorld) round(i int) {
 // restore, and that the restored replica applies the next round to the
 // same state.
 func TestAClientAtItsBudgetsStaysWithinEveryBound(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	if testing.Short() {
 		t.Skip("long")
 	}

@@ -103,6 +103,7 @@ func timersScenario(t *testing.T) (*benchWorld, [][]byte) {
 // mid-log (its sets rebuilt from the decoded accounts) ends at the same
 // hash.
 func TestTimersScenarioKeepsItsBytes(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	w, log := timersScenario(t)
 	_ = w
 	// Replay the log on a fresh world with the same setup, digesting.

@@ -24,6 +24,7 @@ import (
 // and liquidations, and a refused order leaves the state hash as it was.
 // CHAOS_SEEDS=n runs n seeds (a review of 2026-11-28 ran 40 clean).
 func TestTradingChaosKeepsTheBooksStraight(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	seeds, entries := 3, 3000
 	if testing.Short() {
 		seeds, entries = 1, 1500

@@ -20,13 +20,14 @@ import (
 // reserve and escrow ledger accounts == the state. A second replica fed
 // the same bytes must answer the same and hash the same.
 func TestUSDxSimulationKeepsTheIdentityAndConservation(t *testing.T) {
+	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	entries := 3000
 	if testing.Short() {
 		entries = 800
 	}
 	rng := rand.New(rand.NewPCG(13, 14))
 	w := newUSDxWorld(t)
-	w.mirror = newMarketReplica(t)
+	w.mirror = newMarketMirror(t)
 	w.syncMirror()
 	w.hashEvery = 200
 	w.keepLog = true

@@ -64,9 +64,7 @@ func newTestAPIWith(t testing.TB, opts []Option, mut ...func(*node.Config)) *tes
 // registered before the node starts, as `perpd serve` does.
 func newDrivenTestAPI(t testing.TB, opts []Option, drivers []func(*node.Node), mut ...func(*node.Config)) *testAPI {
 	t.Helper()
-	cfg := node.Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: freeAddr(t), HTTPAddr: "127.0.0.1:1",
-		AdminAddr: "127.0.0.1:2", Bootstrap: true, AdminToken: "test-token", CheckInvariants: true,
-		TickInterval: 50 * time.Millisecond, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: io.Discard})}
+	cfg := testNodeConfig(t)
 	for _, m := range mut {
 		m(&cfg)
 	}
@@ -98,6 +96,13 @@ func newDrivenTestAPI(t testing.TB, opts []Option, drivers []func(*node.Node), m
 		time.Sleep(20 * time.Millisecond)
 	}
 	return a
+}
+
+// testNodeConfig is the one-node cluster of the test API.
+func testNodeConfig(t testing.TB) node.Config {
+	return node.Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: freeAddr(t), HTTPAddr: "127.0.0.1:1",
+		AdminAddr: "127.0.0.1:2", Bootstrap: true, AdminToken: "test-token", CheckInvariants: true,
+		TickInterval: 50 * time.Millisecond, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: io.Discard})}
 }
 
 // req is one request to the test API.

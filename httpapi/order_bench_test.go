@@ -93,10 +93,31 @@ func newOrderBench(b *testing.B, opts ...Option) (*Server, []string) {
 		Anchors: []fsm.FeedAnchor{{FeedID: "BTCUSD", MidQ8: btcStartQ8}}}); err != nil || !res.OK() {
 		b.Fatalf("markets genesis: %v %+v", err, res)
 	}
-	if res, err := n.ProposeInternal(fsm.CmdOraclePrint, fsm.OraclePrintPayload{FeedID: "BTCUSD", MidQ8: btcStartQ8,
-		ConfQ9: 300_000, TsMs: time.Now().UnixMilli()}); err != nil || !res.OK() {
+	printMid := func() (*fsm.Result, error) {
+		return n.ProposeInternal(fsm.CmdOraclePrint, fsm.OraclePrintPayload{FeedID: "BTCUSD", MidQ8: btcStartQ8,
+			ConfQ9: 300_000, TsMs: time.Now().UnixMilli()})
+	}
+	if res, err := printMid(); err != nil || !res.OK() {
 		b.Fatalf("print: %v %+v", err, res)
 	}
+	// A print a second keeps the oracle fresh however long a loaded
+	// machine takes over the run (orders refuse a print older than 10 s).
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				_, _ = printMid()
+			}
+		}
+	}()
+	b.Cleanup(func() { close(stop); <-done })
 	keys := make([]string, orderBenchTraders)
 	for i := range keys {
 		w := serveBench(srv, http.MethodPost, "/v1/signup", "", fmt.Sprintf("s%d", i), "{}")

@@ -49,6 +49,9 @@ type Server struct {
 	// logSuppressed counts refusal lines left out of the log since the
 	// last one logged (reqlog.go).
 	logSuppressed atomic.Uint64
+	// started is set once this replica has applied the genesis and the
+	// market catalogue (halt.go).
+	started atomic.Bool
 	// trustedProxies are the peers whose X-Forwarded-For is believed
 	// (addresses or CIDRs); empty means the TCP peer is the client.
 	trustedProxies []string

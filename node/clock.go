@@ -125,9 +125,17 @@ func (c *logClock) next(stateNowMs int64) int64 { return c.stamp(stateNowMs, tru
 
 func (c *logClock) peek(stateNowMs int64) int64 { return c.stamp(stateNowMs, false) }
 
+// bugStamp is set only by a file built with the jepsen_bug tag
+// (bug_clock.go), which stamps entries from the calendar clock (a planted
+// bug the Jepsen harness must catch). Production builds never set it.
+var bugStamp func(c *logClock, stateNowMs int64, commit bool) int64
+
 func (c *logClock) stamp(stateNowMs int64, commit bool) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if bugStamp != nil {
+		return bugStamp(c, stateNowMs, commit)
+	}
 	now := c.src.Mono()
 	lastMs, lastMono := c.lastMs, c.lastMono
 	anchorMono, caught := c.anchorMono, c.caughtMs

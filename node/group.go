@@ -128,6 +128,10 @@ func (c *committer) launch(batch []*queued) (taken int, launched bool) {
 		c.answerAll(batch, nil, errNotLeader)
 		return len(batch), false
 	}
+	if err := n.awaitInheritedLog(); err != nil {
+		c.answerAll(batch, nil, fmt.Errorf("%w: %v", errNotLeader, err))
+		return len(batch), false
+	}
 	var data [][]byte
 	var members []*queued
 	size := 0
@@ -197,4 +201,24 @@ func (c *committer) answerAll(qs []*queued, res *fsm.Result, err error) {
 	for _, q := range qs {
 		q.done <- queuedAnswer{res: res, err: err}
 	}
+}
+
+// awaitInheritedLog returns once this node, leading, has applied every
+// entry it inherited from the terms before its own (a raft barrier, once per
+// term). Until then its state is older than the log, or empty: a node
+// restarted without a snapshot and elected before replaying its log has no
+// log time at all, and its first stamp would have taken its calendar, as a
+// new cluster's does, dragging log time to a stepped clock a minute an
+// entry (the Jepsen clock nemesis found it). Stamps, and the answers that
+// read the state, wait for it.
+func (n *Node) awaitInheritedLog() error {
+	term := n.Raft.CurrentTerm()
+	if n.appliedTerm.Load() == term {
+		return nil
+	}
+	if err := n.Raft.Barrier(n.cfg.ProposeTimeout).Error(); err != nil {
+		return err
+	}
+	n.appliedTerm.Store(term)
+	return nil
 }

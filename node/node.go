@@ -40,6 +40,9 @@ type Node struct {
 
 	// committer groups the leader's writes into raft entries (group.go).
 	committer *committer
+	// appliedTerm is the raft term in which this node, leading, has
+	// applied every entry it inherited (awaitInheritedLog).
+	appliedTerm atomic.Uint64
 	// forwards batches this node's forwarded writes (forward_batch.go).
 	forwards *forwardBatcher
 

@@ -197,7 +197,9 @@ func (n *Node) StateHealth() StateHealth {
 // about to propose (an oracle print's time): never ahead of the stamp the
 // entry will get.
 func (n *Node) ClockMs() int64 {
-	if n.IsLeader() {
+	// A leader that has not applied its inherited log yet does not know
+	// the log's time (awaitInheritedLog): it answers as a follower would.
+	if n.IsLeader() && n.appliedTerm.Load() == n.Raft.CurrentTerm() {
 		return n.clock.peek(n.stateNowMs())
 	}
 	return n.LogNowMs()

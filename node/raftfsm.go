@@ -43,6 +43,10 @@ type raftFSM struct {
 	figures   atomic.Pointer[StateFigures]
 	busySince atomic.Int64
 	restoring atomic.Bool
+
+	// beforeBatch, set only by tests (export_test.go), runs before each
+	// batch is applied.
+	beforeBatch atomic.Pointer[func()]
 }
 
 // monoNow is a monotonic clock reading in nanoseconds, never 0.
@@ -81,6 +85,9 @@ var _ raft.BatchingFSM = (*raftFSM)(nil)
 func (f *raftFSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l})[0] }
 
 func (f *raftFSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	if hook := f.beforeBatch.Load(); hook != nil {
+		(*hook)()
+	}
 	if f.archive == nil {
 		return f.applyRun(logs)
 	}

@@ -66,6 +66,10 @@ type Final struct {
 	// /v1/markets/{id}/funding, oldest first) by node id, then market id
 	// (logtime.go).
 	MarketFunding map[string]map[string][]FundingEntry `json:"marketFunding,omitempty"`
+	// LogTimeOriginMs is the nodes' base calendar (Unix ms, the run's
+	// --clock-offset included) at the history's time 0, which log time
+	// must keep up with (logtime.go); 0: unknown, not checked.
+	LogTimeOriginMs int64 `json:"logTimeOriginMs,omitempty"`
 }
 
 // AccountFinal is one account's end state.

@@ -37,7 +37,21 @@ import (
 //     allows: ts(y) - ts(x) <= (1 + 1/CatchUpDiv) (ret(y) - call(x)) +
 //     LogTimeSlackMs. A leader that stamped from a calendar clock stepped an
 //     hour ahead moves log time by up to fsm.MaxClockStepMs a entry: a
-//     minute a second, far past that bound.
+//     minute a second, far past that bound;
+//   - log time keeps up: a leader stamps from its monotonic clock, so
+//     while it leads log time moves at least as fast as real time; a new
+//     leader continues from the log time it saw plus the real time since
+//     it saw it, and loses at most the stretch in which no leader stamped
+//     (the election), when it applies the old leader's last entries before
+//     it stamps. Such a stretch shows as a gap between acknowledged
+//     writes. So log time trails the base calendar (Final.LogTimeOriginMs
+//     plus the history's real time; log time starts on it with the
+//     cluster) by at most the gaps longer than LogTimeGapMs before a write,
+//     plus LogTimeTrailMs for the small losses of leadership transfers;
+//     the catch-up only ever wins time back. A leader whose clock stalls,
+//     or that stamps from a calendar stepped behind (the FSM keeps log
+//     time from going back, so it stands still), falls behind while the
+//     writes it stamps flow without a gap.
 //
 // An idempotency record, invoice or confirm token expires by log time, so
 // log time that neither jumps nor goes back expires none of them early;
@@ -48,6 +62,11 @@ const (
 	CatchUpDiv     = 10
 	LogTimeSlackMs = 2000
 	FundingHourMs  = 3_600_000
+	// LogTimeTrailMs is how far log time may trail the base calendar
+	// beyond the gaps between writes; LogTimeGapMs the shortest gap
+	// counted (at 40 writes a second, twenty missed in a row).
+	LogTimeTrailMs = 5000
+	LogTimeGapMs   = 500
 )
 
 // FundingEntry is one boundary of a market's funding history.
@@ -70,6 +89,10 @@ type LogTimeReport struct {
 	// observations span (first to last).
 	LogSpanMs  int64 `json:"logSpanMs"`
 	RealSpanMs int64 `json:"realSpanMs"`
+	// MaxTrailMs is how far, at most, an observed write's log time
+	// trailed the base calendar when it was invoked (negative: log time
+	// ran ahead of it all along); 0 without Final.LogTimeOriginMs.
+	MaxTrailMs int64 `json:"maxTrailMs"`
 }
 
 type stamped struct {
@@ -120,8 +143,13 @@ func LogTime(ops []history.Op, final *Final) (Result, LogTimeReport) {
 		rep.RealSpanMs = (last - first) / 1e6
 	}
 	checkAgainstRealTime(bad, obs)
-	res.Details = append([]string{fmt.Sprintf("%d records and %d funding flows on the log, %d boundaries in the markets' histories, %d writes with a known log time spanning %d ms of log time in %d ms",
-		rep.Records, rep.Flows, rep.Boundaries, rep.Observations, rep.LogSpanMs, rep.RealSpanMs)}, res.Details...)
+	trail := ""
+	if final.LogTimeOriginMs > 0 && len(obs) > 0 {
+		rep.MaxTrailMs = checkKeepsUp(bad, obs, writeGaps(ops), final.LogTimeOriginMs)
+		trail = fmt.Sprintf(", trailing the base calendar by at most %d ms", rep.MaxTrailMs)
+	}
+	res.Details = append([]string{fmt.Sprintf("%d records and %d funding flows on the log, %d boundaries in the markets' histories, %d writes with a known log time spanning %d ms of log time in %d ms%s",
+		rep.Records, rep.Flows, rep.Boundaries, rep.Observations, rep.LogSpanMs, rep.RealSpanMs, trail)}, res.Details...)
 	return res, rep
 }
 
@@ -402,4 +430,63 @@ func checkAgainstRealTime(bad func(string, ...any), obs []observation) {
 				jump.what, jump.ts, y.what, y.ts, y.ts-jump.ts, realMs, realMs+realMs/CatchUpDiv+LogTimeSlackMs)
 		}
 	}
+}
+
+// gap is a stretch of real time without an acknowledged write.
+type gap struct{ from, to int64 }
+
+// writeGaps are the stretches longer than LogTimeGapMs between
+// acknowledged writes, in order.
+func writeGaps(ops []history.Op) []gap {
+	var acks []int64
+	for _, op := range ops {
+		if op.Type != history.OK || op.Process == history.NemesisProcess || op.Process == history.PriceProcess {
+			continue
+		}
+		switch op.F {
+		case history.FFaucet, history.FMint, history.FOrder, history.FCancel, history.FCancelAfter, history.FWithdraw:
+			acks = append(acks, op.TimeNs)
+		}
+	}
+	slices.Sort(acks)
+	var out []gap
+	for i := 1; i < len(acks); i++ {
+		if acks[i]-acks[i-1] > LogTimeGapMs*1e6 {
+			out = append(out, gap{acks[i-1], acks[i]})
+		}
+	}
+	return out
+}
+
+// checkKeepsUp holds every observation's log time to within its
+// allowance of the base calendar at its invocation (originMs is the base
+// calendar at the history's time 0): LogTimeTrailMs plus every gap that
+// began before it was invoked. The entry was stamped after the
+// invocation, so a write that trails by more proves log time fell
+// behind. It reports the write that trails the most past its allowance
+// and returns how far, at most, any trailed.
+func checkKeepsUp(bad func(string, ...any), obs []observation, gaps []gap, originMs int64) int64 {
+	var trail, over int64
+	worst, worstAllowed := -1, int64(0)
+	for i, o := range obs {
+		d := originMs + o.call/1e6 - o.ts
+		allowed := int64(LogTimeTrailMs)
+		for _, g := range gaps {
+			if g.from < o.call {
+				allowed += (g.to - g.from) / 1e6
+			}
+		}
+		if i == 0 || d > trail {
+			trail = d
+		}
+		if d-allowed > over {
+			worst, worstAllowed, over = i, allowed, d-allowed
+		}
+	}
+	if worst >= 0 {
+		o := obs[worst]
+		bad("log time fell behind: %s was applied at log time %d, %d ms behind the base calendar when it was invoked %d ms into the run (at most %d ms allowed: %d, and the gaps between writes before it): a leader stamped from a stalled or stepped-back clock",
+			o.what, o.ts, originMs+o.call/1e6-o.ts, o.call/1e6, worstAllowed, LogTimeTrailMs)
+	}
+	return trail
 }

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -34,6 +35,7 @@ func newLogTimeFixture() ([]history.Op, *Final) {
 		TimeoutMs: history.Int64(1000), TimeNs: 10_000e6})
 	ops = append(ops, history.Op{ID: 5, Type: history.OK, Process: 5, F: history.FCancelAfter, Account: "t", IdemKey: "c1",
 		Armed: &armed, DeadlineTsMs: history.Int64(hourH + 7000), TimeNs: 10_100e6})
+	ops = traffic(ops, 0, 10_100)
 	for i := range ops {
 		ops[i].Index = i
 	}
@@ -57,8 +59,34 @@ func newLogTimeFixture() ([]history.Op, *Final) {
 		Withdrawers: map[string]*WithdrawerFinal{"t": {Nodes: map[string]*WithdrawerView{
 			"a": {Withdrawals: []WithdrawalFinal{{IdemKey: "w1", RequestedTsMs: hourH + 5000}}}}}},
 		MarketFunding: map[string]map[string][]FundingEntry{"a": history(), "b": history()},
+		// o1 invoked at 0 s with log time H-4 s: log time is on the base
+		// calendar throughout.
+		LogTimeOriginMs: hourH - 4000,
 	}
 	return ops, final
+}
+
+// traffic appends grants acknowledged every 100 ms from fromMs to toMs:
+// the writes that flow while a leader stamps, with no gap between them.
+func traffic(ops []history.Op, fromMs, toMs int64) []history.Op {
+	for at := fromMs; at <= toMs; at += 100 {
+		id := 10_000 + len(ops)
+		ops = append(ops,
+			history.Op{ID: id, Index: len(ops), Type: history.Invoke, Process: id, F: history.FFaucet, Account: "g", IdemKey: fmt.Sprint("g", id), TimeNs: (at - 5) * 1e6},
+			history.Op{ID: id, Index: len(ops) + 1, Type: history.OK, Process: id, F: history.FFaucet, Account: "g", IdemKey: fmt.Sprint("g", id), TimeNs: at * 1e6})
+	}
+	return ops
+}
+
+// mintAt appends key label minted at real time callMs (answered 100 ms
+// later), its session created at log time tsMs.
+func mintAt(ops []history.Op, f *Final, label string, callMs, tsMs int64) []history.Op {
+	id := len(ops) + 100
+	ops = append(ops,
+		history.Op{ID: id, Index: len(ops), Type: history.Invoke, Process: id, F: history.FMint, Account: "t", IdemKey: label, TimeNs: callMs * 1e6},
+		history.Op{ID: id, Index: len(ops) + 1, Type: history.OK, Process: id, F: history.FMint, Account: "t", IdemKey: label, KeyID: label, TimeNs: (callMs + 100) * 1e6})
+	f.Accounts["t"].Sessions = append(f.Accounts["t"].Sessions, Session{KeyID: label, Label: label, CreatedTsMs: tsMs})
+	return ops
 }
 
 func TestLogTimeAcceptsAValidHistory(t *testing.T) {
@@ -67,9 +95,35 @@ func TestLogTimeAcceptsAValidHistory(t *testing.T) {
 	if res.Verdict != Valid {
 		t.Fatalf("valid history judged %s: %v", res.Verdict, res.Details)
 	}
-	if rep.Records != 4 || rep.Flows != 1 || rep.Observations != 5 || rep.Boundaries != 4 {
+	if rep.Records != 4 || rep.Flows != 1 || rep.Observations != 5 || rep.Boundaries != 4 || rep.MaxTrailMs != 0 {
 		t.Fatalf("report %+v", rep)
 	}
+	// Log time that fell 6 s behind in a 6 s outage (an election whose
+	// new leader applied the last entries before it stamped) is within
+	// the allowance; the same stamps with writes flowing all along are
+	// not (TestLogTimeCatchesLogTimeFallingBehind).
+	ops2 := mintAt(traffic(ops, 16_100, 16_500), final, "k2", 16_200, hourH+6000)
+	if res, rep := LogTime(ops2, final); res.Verdict != Valid || rep.MaxTrailMs != 6200 {
+		t.Fatalf("log time 6.2 s behind after a 6 s outage judged %s, trail %d ms: %v", res.Verdict, rep.MaxTrailMs, res.Details)
+	}
+	if res, _ := LogTime(traffic(ops2, 10_200, 16_000), final); res.Verdict != Violation {
+		t.Fatalf("log time 6.2 s behind with no outage judged %s: %v", res.Verdict, res.Details)
+	}
+	final.Accounts["t"].Sessions = final.Accounts["t"].Sessions[:1]
+	// Log time 4.9 s behind needs no outage (a few leadership transfers).
+	ops2 = mintAt(traffic(ops, 10_200, 15_000), final, "k2", 15_000, hourH+6100)
+	if res, rep := LogTime(ops2, final); res.Verdict != Valid || rep.MaxTrailMs != 4900 {
+		t.Fatalf("log time 4.9 s behind judged %s, trail %d ms: %v", res.Verdict, rep.MaxTrailMs, res.Details)
+	}
+	// Without the base calendar (an older harness) nothing says how far
+	// behind log time is.
+	ops2 = mintAt(ops2, final, "k3", 60_000, hourH+6100)
+	final.LogTimeOriginMs = 0
+	if res, _ := LogTime(ops2, final); res.Verdict != Valid {
+		t.Fatalf("without a base calendar judged %s: %v", res.Verdict, res.Details)
+	}
+	final.LogTimeOriginMs = hourH - 4000
+	final.Accounts["t"].Sessions = final.Accounts["t"].Sessions[:1]
 	// A node whose calendar clock was stepped changes none of this: only
 	// what log time did is judged. A run without timestamps (an older
 	// build) proves nothing and passes.
@@ -157,6 +211,44 @@ func TestLogTimeCatchesPlantedBugs(t *testing.T) {
 		res, _ := LogTime(ops, final)
 		if res.Verdict != Violation || !strings.Contains(strings.Join(res.Details, "\n"), tc.want) {
 			t.Errorf("%s: verdict %s, want a violation saying %q: %v", tc.name, res.Verdict, tc.want, res.Details)
+		}
+	}
+}
+
+// Log time that does not keep up with real time: a leader whose clock
+// stalls, or that stamps from a calendar stepped behind (the FSM keeps
+// log time from going back, so it stands still), or that runs slow.
+// Neither goes back nor jumps; only the base calendar gives it away.
+func TestLogTimeCatchesLogTimeFallingBehind(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		plant func(ops []history.Op, f *Final) []history.Op
+	}{
+		{"a leader whose clock stalls after the arm", func(ops []history.Op, f *Final) []history.Op {
+			ops = traffic(ops, 10_200, 30_000)
+			for _, at := range []int64{12_000, 18_000, 24_000, 30_000} {
+				ops = mintAt(ops, f, fmt.Sprintf("k%d", at), at, hourH+6000)
+			}
+			return ops
+		}},
+		{"log time at half the speed of real time", func(ops []history.Op, f *Final) []history.Op {
+			ops = traffic(ops, 10_200, 40_000)
+			for _, at := range []int64{20_000, 30_000, 40_000} {
+				ops = mintAt(ops, f, fmt.Sprintf("k%d", at), at, hourH+6000+(at-10_000)/2)
+			}
+			return ops
+		}},
+	} {
+		ops, final := newLogTimeFixture()
+		ops = tc.plant(ops, final)
+		res, _ := LogTime(ops, final)
+		if res.Verdict != Violation || !strings.Contains(strings.Join(res.Details, "\n"), "log time fell behind") {
+			t.Errorf("%s: verdict %s, want a violation saying log time fell behind: %v", tc.name, res.Verdict, res.Details)
+		}
+		for _, d := range res.Details {
+			if strings.Contains(d, "went back") || strings.Contains(d, "jumped") {
+				t.Errorf("%s: the other bounds fired too, so this case proves nothing new: %s", tc.name, d)
+			}
 		}
 	}
 }

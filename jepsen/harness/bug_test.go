@@ -3,14 +3,18 @@
 package harness
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/perpd/perpd/jepsen/checker"
+	"github.com/perpd/perpd/jepsen/history"
 	"github.com/perpd/perpd/jepsen/report"
 )
 
@@ -44,6 +48,14 @@ var clusterBases = func() chan int {
 // nodeBugIPBase is the partition test's own range: it runs beside the
 // others, and its cuts and uids (iptables.Setup) name only these addresses.
 const nodeBugIPBase = 90
+
+// clockBugIPBase and clockControlIPBase are the clock tests' own ranges:
+// the planted clock bug's run and its control run go at once, beside the
+// others.
+const (
+	clockBugIPBase     = 70
+	clockControlIPBase = 80
+)
 
 // perpdBuilds build perpd once per tag set for every test (concurrent
 // callers wait for the one build), unless JEPSEN_PERPD_BIN
@@ -99,6 +111,18 @@ func sharedPerpd(t *testing.T, tags string) string {
 
 func runWithBug(t *testing.T, o Options) *report.Summary {
 	t.Helper()
+	planted := o.Bug + o.BuildTags
+	sum := runCluster(t, o)
+	if !sum.Failed() {
+		t.Fatalf("the harness passed a run with the %q bug planted", planted)
+	}
+	return sum
+}
+
+// runCluster runs o on a real 3-node cluster (the perpd built with
+// o.BuildTags) and returns its summary, whatever the verdict.
+func runCluster(t *testing.T, o Options) *report.Summary {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("real cluster")
 	}
@@ -110,7 +134,6 @@ func runWithBug(t *testing.T, o Options) *report.Summary {
 	if o.Nemesis == "" {
 		o.Nemesis = "none"
 	}
-	planted := o.Bug + o.BuildTags
 	o.Bin, o.BuildTags = sharedPerpd(t, o.BuildTags), ""
 	if o.IPBase == 0 {
 		o.IPBase = <-clusterBases
@@ -125,8 +148,10 @@ func runWithBug(t *testing.T, o Options) *report.Summary {
 		t.Fatal(err)
 	}
 	t.Log(sum.Line())
-	if !sum.Failed() {
-		t.Fatalf("the harness passed a run with the %q bug planted", planted)
+	for _, r := range sum.Results {
+		if r.Verdict != checker.Valid {
+			t.Logf("%s: %s: %s", r.Name, r.Verdict, strings.Join(r.Details[:min(len(r.Details), 4)], " | "))
+		}
 	}
 	return sum
 }
@@ -230,4 +255,68 @@ func TestHarnessCatchesNodeServingStaleLinearizableReads(t *testing.T) {
 	if sum.Linearizable != checker.Violation {
 		t.Fatalf("stale linearizable reads not flagged: %s", sum.Line())
 	}
+}
+
+// The clock bug (node/bug_clock.go) makes a leader stamp entries from its
+// calendar clock. Seed 1 makes the clock nemesis's first fault restart
+// the leader three hours ahead (ClockSteps, its Perm and Intn on Seed+1)
+// and hand it leadership back, unless it won it back itself; either way
+// its calendar stamps the log and log time runs ahead a minute an entry,
+// which only the log-time checker judges. No traders: no price feed
+// to pin, whose 30 s wait the bug's clock would otherwise add.
+var clockScenario = Options{Nemesis: "clock", Seed: 1, Duration: 16 * time.Second, Traders: -1}
+
+func TestHarnessCatchesALeaderStampingFromItsSteppedClock(t *testing.T) {
+	o := clockScenario
+	o.BuildTags, o.IPBase = "jepsen_bug", clockBugIPBase
+	sum := runWithBug(t, o)
+	if verdict(sum, "log-time") != checker.Violation || !detail(sum, "log-time", "log time jumped") {
+		t.Fatalf("a leader stamping from a clock three hours ahead not flagged by the log-time checker: %s", sum.Line())
+	}
+}
+
+// The same scenario on the perpd without the bug must pass the log-time
+// checker, whether the stepped node gets leadership by transfer
+// (awaitCaughtUp first) or wins the election right after its restart ("it
+// leads already", about one run in three). The second failed it until
+// 2026-11-28: the new leader stamped before it had applied its log (raft
+// applies it once the new term commits), saw no log time and took its
+// calendar as a new cluster would, so log time ran three hours ahead at a
+// minute an entry. A new leader now stamps nothing before a barrier of its
+// term (node.awaitInheritedLog; TestNewLeaderStampsNothingBeforeApplyingItsLog).
+func TestHarnessPassesTheClockScenarioWithoutTheBug(t *testing.T) {
+	o := clockScenario
+	o.IPBase = clockControlIPBase
+	sum := runCluster(t, o)
+	d := firstFault(t, sum, "clock-start")
+	t.Logf("first clock fault: %s", d)
+	if f := strings.Fields(d); len(f) < 2 || !strings.Contains(d, "(leader)") || !strings.Contains(d, "step 3h0m0s") ||
+		!strings.Contains(d, "it leads already") && !strings.Contains(d, "-> "+f[1]) {
+		t.Fatalf("the scenario's first clock fault is not the three-hour step on a leader it relies on: %q", d)
+	}
+	for _, r := range sum.Results {
+		if r.Name == "log-time" && len(r.Details) > 0 {
+			t.Log(r.Details[0])
+		}
+	}
+	if v := verdict(sum, "log-time"); v != checker.Valid {
+		t.Fatalf("the log-time checker judged the run without the bug %s: %s", v, sum.Line())
+	}
+}
+
+// firstFault is the detail of the run's first nemesis event f, read from
+// its history.
+func firstFault(t *testing.T, sum *report.Summary, f string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(sum.Dir, "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		var op history.Op
+		if json.Unmarshal(line, &op) == nil && op.Process == history.NemesisProcess && op.F == f {
+			return op.Detail
+		}
+	}
+	return ""
 }

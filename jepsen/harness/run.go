@@ -291,6 +291,7 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	r.readTraders(ctx, final)
 	r.readWithdrawers(ctx, final)
 	final.MarketFunding = r.readMarketFunding(ctx)
+	final.LogTimeOriginMs = r.rec.Started().UnixMilli() + baseOffset.Milliseconds()
 	r.checkFrozen(ctx, final, clocks)
 	final.Samples = r.sampleStates(ctx)
 	final.Ledgers = r.sampleLedgers(ctx)

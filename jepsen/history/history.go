@@ -204,6 +204,9 @@ func NewRecorder(path string) (*Recorder, error) {
 // Now is the monotonic time since the run started.
 func (r *Recorder) Now() time.Duration { return time.Since(r.start) }
 
+// Started is the calendar time the history's clock began at.
+func (r *Recorder) Started() time.Time { return r.start }
+
 // Invoke records an invocation and returns it with its ID set.
 func (r *Recorder) Invoke(op Op) Op {
 	r.mu.Lock()
