@@ -46,7 +46,7 @@ func init() {
 func (c *Ctx) tradeEnv() *trade.Env {
 	env := &c.tenv
 	if env.Emit == nil {
-		env.NextSeq, env.Emit, env.FeeSplit = c.nextSeq, c.emitTrade, c.feeSplit
+		env.NextSeq, env.Emit, env.FeeSplit, env.Reserve = c.nextSeq, c.emitTrade, c.feeSplit, c.reserveEvents
 	}
 	env.Ledger, env.Market, env.NowMs, env.Level = c.St.Ledger, c.St.Market, c.Now(), c.St.FeatureLevel
 	return env

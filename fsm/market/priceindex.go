@@ -130,13 +130,24 @@ func (x *PriceIndex) insert(id string, levelQ8 int64, dir Direction, bounded boo
 		return fmt.Errorf("%w: direction %d", ErrIndexEntry, dir)
 	}
 	x.ensure()
+	e := IndexEntry{LevelQ8: levelQ8, Dir: dir}
+	// The path the removal took is where a moved entry usually lands (a
+	// funding flow moves a liquidation level a little): the hint spares
+	// the second descent its searches. It changes no result.
+	var hint btree.PathHint
 	if old, ok := x.Entries[id]; ok {
-		x.tree(old.Dir).Delete(indexItem{level: old.LevelQ8, id: id})
+		if old == e {
+			return nil // already there: nothing moves
+		}
+		x.tree(old.Dir).DeleteHint(indexItem{level: old.LevelQ8, id: id}, &hint)
+		if old.Dir != dir {
+			hint = btree.PathHint{}
+		}
 	} else if bounded && len(x.Entries) >= PriceIndexEntriesMax {
 		return fmt.Errorf("%w: %d entries", ErrIndexFull, PriceIndexEntriesMax)
 	}
-	x.Entries[id] = IndexEntry{LevelQ8: levelQ8, Dir: dir}
-	x.tree(dir).Set(indexItem{level: levelQ8, id: id})
+	x.Entries[id] = e
+	x.tree(dir).SetHint(indexItem{level: levelQ8, id: id}, &hint)
 	return nil
 }
 

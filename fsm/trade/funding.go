@@ -99,7 +99,14 @@ func (s *State) OnFunding(env *Env, ev market.FundingEvent) {
 	p := &m.Params
 	// The market's holders in account id order (holders.go), not a walk
 	// of every account.
-	for _, id := range s.marketHolders(ev.MarketID) {
+	holders := s.marketHolders(ev.MarketID)
+	if ev.RateQ9 != 0 && env.Reserve != nil {
+		env.Reserve(len(holders)) // a flow event each, at most
+	}
+	// The liquidation index, taken at the first flow (as indexPosition
+	// would: a boundary without flows creates no book).
+	var liq *market.PriceIndex
+	for _, id := range holders {
 		a := s.Accounts[id]
 		pos := a.Positions[ev.MarketID]
 		pos.FundingClockTsMs = ev.BoundaryTsMs
@@ -142,7 +149,10 @@ func (s *State) OnFunding(env *Env, ev market.FundingEvent) {
 			a.FundingFlows = a.FundingFlows[len(a.FundingFlows)-FundingFlowsKept:]
 		}
 		env.Emit("funding_flow", id, f.Seq, NewFundingFlowView(f))
-		s.indexPosition(env, id, ev.MarketID)
+		if liq == nil {
+			liq = s.book(ev.MarketID).liqIndex()
+		}
+		indexIn(env, liq, p, id, ev.MarketID, pos)
 	}
 	s.sweep(env, ev.MarketID)
 }

@@ -22,6 +22,9 @@ type Env struct {
 	NextSeq func() uint64
 	// Emit publishes an account event with its seq.
 	Emit func(kind, accountID string, seq uint64, data any)
+	// Reserve, when set, makes room for n more events (a funding
+	// boundary emits one per holder): a hint, it changes no event.
+	Reserve func(n int)
 	// FeeSplit, when set, is called once for every order fill (not for
 	// liquidation or ADL closes, which pay no fee), after the fill's
 	// ledger legs (the whole fee is in ledger.FeeRevenue) and before the

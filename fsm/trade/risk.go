@@ -111,20 +111,32 @@ func (s *State) indexPosition(env *Env, accountID, marketID string) {
 // indexPositionAt is indexPosition for a caller that holds the position
 // just stored (pos: zero when flat).
 func (s *State) indexPositionAt(env *Env, accountID, marketID string, pos Position) {
-	book := s.book(marketID)
+	var p *market.Params
+	if pos.Contracts > 0 {
+		p = &env.Market.MarketsByID[marketID].Params
+	}
+	indexIn(env, s.book(marketID).liqIndex(), p, accountID, marketID, &pos)
+}
+
+// indexIn is indexPositionAt for a caller that already holds the market's
+// liquidation index and parameters (p may be nil when pos is flat): a
+// funding boundary indexes every holder of one market.
+func indexIn(env *Env, liq *market.PriceIndex, p *market.Params, accountID, marketID string, pos *Position) {
 	level, dir, ok := int64(0), market.Direction(0), false
 	if pos.Contracts > 0 {
-		level, dir, ok = LiqLevel(&env.Market.MarketsByID[marketID].Params, pos)
+		level, dir, ok = LiqLevel(p, *pos)
 	}
 	if !ok {
-		book.liqIndex().Remove(accountID)
+		liq.Remove(accountID)
 		return
 	}
-	insert := book.liqIndex().Insert
+	var err error
 	if env.Level >= LevelLiqIndexPast {
-		insert = book.liqIndex().InsertPast
+		err = liq.InsertPast(accountID, level, dir)
+	} else {
+		err = liq.Insert(accountID, level, dir)
 	}
-	if err := insert(accountID, level, dir); err != nil {
+	if err != nil {
 		// Opening is refused before the index fills (positionRoom), and
 		// from LevelLiqIndexPast an existing position always gets in; a
 		// failure here is a bug, and a position outside the index could

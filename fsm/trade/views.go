@@ -2,8 +2,8 @@ package trade
 
 import (
 	"encoding/json"
-	"fmt"
 	"sort"
+	"strconv"
 
 	"github.com/perpd/perpd/fsm/market"
 	"github.com/perpd/perpd/fsm/wire"
@@ -115,7 +115,12 @@ type PositionView struct {
 }
 
 // PositionIDString is a position's positionId on the wire.
-func PositionIDString(id uint64) string { return fmt.Sprintf("pos_%d", id) }
+func PositionIDString(id uint64) string {
+	// Built in a stack buffer: every funding flow renders one, and
+	// fmt.Sprintf costs a boxed argument and its formatting machinery.
+	var buf [24]byte
+	return string(strconv.AppendUint(append(buf[:0], "pos_"...), id, 10))
+}
 
 // PositionAfter is a fill's positionAfter (null when the fill left the
 // account flat).

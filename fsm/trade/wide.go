@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"math/bits"
 
 	"github.com/holiman/uint256"
 )
@@ -62,7 +63,7 @@ func mulw(xs ...wide) wide {
 	p := wu(1)
 	for i := range xs {
 		var over bool
-		_, over = p.m.MulOverflow(&p.m, &xs[i].m)
+		p.m, over = mulStep(&p.m, &xs[i].m)
 		p.bad = p.bad || xs[i].bad || over
 		p.neg = p.neg != xs[i].neg
 	}
@@ -70,6 +71,27 @@ func mulw(xs ...wide) wide {
 		p.neg = false
 	}
 	return p
+}
+
+// mulStep is a*b and whether it overflowed 256 bits. The contract math's
+// factors are 64-bit numbers and its running products rarely pass 128
+// bits: that case takes two 64-bit multiplications instead of
+// MulOverflow's full 256x256 product (a funding boundary makes a dozen
+// per position). TestMulStepIsMulOverflow holds it to MulOverflow.
+func mulStep(a, b *uint256.Int) (uint256.Int, bool) {
+	if a[2]|a[3]|b[1]|b[2]|b[3] != 0 {
+		if b[2]|b[3]|a[1]|a[2]|a[3] != 0 {
+			var z uint256.Int
+			_, over := z.MulOverflow(a, b)
+			return z, over
+		}
+		a, b = b, a
+	}
+	// a < 2^128, b < 2^64: the product is below 2^192.
+	h0, l0 := bits.Mul64(a[0], b[0])
+	h1, l1 := bits.Mul64(a[1], b[0])
+	mid, c := bits.Add64(h0, l1, 0)
+	return uint256.Int{l0, mid, h1 + c, 0}, false
 }
 
 // addw is a + b.
