@@ -2,6 +2,7 @@ package trade
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"testing"
 
@@ -47,5 +48,64 @@ func TestMulStepIsMulOverflow(t *testing.T) {
 	}
 	if short < 10_000 {
 		t.Fatalf("only %d of the operands took the short path", short)
+	}
+}
+
+// TestMulwIsBigProduct holds mulw to math/big: products of one to five
+// signed factors whose magnitudes sit at and around the edges the short
+// path tests (2^64, 2^128, 2^192, 2^256, each +-1), so running products
+// cross from the short path to the full one and past 256 bits. The
+// product must equal big.Int's, and be marked bad exactly when a running
+// product passed 256 bits (as MulOverflow did: a later zero factor does
+// not clear it); zero is never negative. It fails if the short path drops a carry, takes operands it
+// cannot hold, or misses an overflow.
+func TestMulwIsBigProduct(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 3))
+	limit := new(big.Int).Lsh(big.NewInt(1), 256)
+	magnitude := func() *big.Int {
+		var z big.Int
+		switch rng.IntN(4) {
+		case 0: // small, zero included
+			z.SetUint64(rng.Uint64N(1 << 20))
+		case 1: // a full 64-bit number
+			z.SetUint64(rng.Uint64())
+		default: // 2^k + d for an edge k and a small d
+			z.Lsh(big.NewInt(1), uint(64*rng.IntN(5)))
+			z.Add(&z, big.NewInt(int64(rng.IntN(5))-2))
+			if z.Sign() < 0 || z.Cmp(limit) >= 0 {
+				z.SetUint64(math.MaxUint64)
+			}
+		}
+		return &z
+	}
+	paths := map[bool]int{}
+	for range 100_000 {
+		xs := make([]wide, 1+rng.IntN(5))
+		want, over := big.NewInt(1), false
+		for i := range xs {
+			m := magnitude()
+			var u uint256.Int
+			u.SetFromBig(m)
+			xs[i] = wide{m: u, neg: m.Sign() != 0 && rng.IntN(2) == 0}
+			if xs[i].neg {
+				m.Neg(m)
+			}
+			want.Mul(want, m)
+			over = over || new(big.Int).Abs(want).Cmp(limit) >= 0
+		}
+		got := mulw(xs...)
+		paths[over]++
+		switch {
+		case got.bad != over:
+			t.Fatalf("%v: bad %v, want %v (product %v)", xs, got.bad, over, want)
+		case over:
+		case got.big().Cmp(want) != 0:
+			t.Fatalf("%v: %v, want %v", xs, got.big(), want)
+		case got.m.IsZero() && got.neg:
+			t.Fatalf("%v: negative zero", xs)
+		}
+	}
+	if paths[true] < 1_000 || paths[false] < 10_000 {
+		t.Fatalf("too few products on one side of 2^256: %v", paths)
 	}
 }
