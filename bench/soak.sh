@@ -176,7 +176,7 @@ sample() {
 			# sawtooth of heap_alloc between GCs hides a trend.
 			live=$(awk -v n="${next:-0}" -v g="${gogc:-100}" 'BEGIN { printf "%.0f", (g > 0 ? n * 100 / (100 + g) : n) }')
 			printf '%s,node%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$now" "$i" "${pids[i - 1]}" \
-				"$(awk '/^VmRSS:/ { print $2 * 1024 }' "/proc/${pids[i - 1]}/status" 2>/dev/null || echo)" \
+				"$(awk '/^VmRSS:/ { printf "%.0f", $2 * 1024 }' "/proc/${pids[i - 1]}/status" 2>/dev/null || echo)" \
 				"$(metric go_memstats_heap_alloc_bytes <<<"$m")" "$live" \
 				"$(metric go_goroutines <<<"$m")" \
 				"$(find "/proc/${pids[i - 1]}/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)" \
