@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -15,44 +14,14 @@ import (
 	"github.com/perpd/perpd/fsm/usdx"
 )
 
-// collectionSizes walks a State value as stateCollections walks its type
-// and returns, per path, the largest length any instance has (the most
-// fills of any account, the most keys of any account ...).
+// collectionSizes returns, per path, the largest length any instance has
+// (the most fills of any account, the most keys of any account ...): the
+// maxPer of stateSizes (state_sizes_test.go, which the soak also uses).
 func collectionSizes(st *State) map[string]int {
 	out := map[string]int{}
-	var walk func(v reflect.Value, path string)
-	walk = func(v reflect.Value, path string) {
-		for v.Kind() == reflect.Pointer {
-			if v.IsNil() {
-				return
-			}
-			v = v.Elem()
-		}
-		switch v.Kind() {
-		case reflect.Map:
-			out[path] = max(out[path], v.Len())
-			for it := v.MapRange(); it.Next(); {
-				walk(it.Value(), path+"[]")
-			}
-		case reflect.Slice:
-			out[path] = max(out[path], v.Len())
-			for i := range v.Len() {
-				walk(v.Index(i), path+"[]")
-			}
-		case reflect.Struct:
-			if !strings.HasPrefix(v.Type().PkgPath(), "github.com/perpd/perpd") {
-				return
-			}
-			for i := range v.NumField() {
-				p := v.Type().Field(i).Name
-				if path != "" {
-					p = path + "." + p
-				}
-				walk(v.Field(i), p)
-			}
-		}
+	for path, c := range stateSizes(st) {
+		out[path] = c.maxPer
 	}
-	walk(reflect.ValueOf(st), "")
 	return out
 }
 
