@@ -93,16 +93,8 @@ rm -rf "$OUT_DIR/devnet" "$OUT_DIR"/bench-* "$OUT_DIR"/*.snap* "$OUT_DIR/samples
 dir=$OUT_DIR/devnet
 
 devnet="" sampler="" child=""
-# run runs a command in the background and waits for it, so a Ctrl-C stops
-# the run at once (bash runs a trap only between commands).
-run() {
-	local rc=0
-	"$@" &
-	child=$!
-	wait "$child" || rc=$?
-	child=""
-	return "$rc"
-}
+# shellcheck source=bench/lib.sh
+. "$here/bench/lib.sh" # run
 cleanup() {
 	local p
 	for p in "$child" "$sampler" "$devnet"; do

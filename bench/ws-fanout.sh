@@ -52,17 +52,8 @@ fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/perpd-ws.XXXXXX")
 devnet="" child=""
-# run runs a command in the background and waits for it: bash runs a trap
-# only between commands, and `wait` is one it interrupts, so a Ctrl-C or a
-# TERM stops the run at once and the trap stops the command.
-run() {
-	local rc=0
-	"$@" &
-	child=$!
-	wait "$child" || rc=$?
-	child=""
-	return "$rc"
-}
+# shellcheck source=bench/lib.sh
+. "$here/bench/lib.sh" # run
 cleanup() {
 	if [ -n "$child" ]; then
 		kill "$child" 2>/dev/null || true
