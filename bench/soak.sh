@@ -37,7 +37,8 @@
 #   SOAK_MIX=market=40,limit=30,cancel=15,read=15
 #   SOAK_HTTP_BASE=26080  node i: http BASE+i-1, raft BASE-1000.., admin BASE+1000..
 #                         (below the ephemeral range, as bench/compare-etcd.sh)
-#   OUT_DIR=soak-out      samples.csv, bench-N.json, devnet.out, verdict.txt
+#   OUT_DIR=soak-out      samples.csv, bench-N.json, devnet.out, verdict.txt,
+#                         heap-nodeI-{mid,end}.pb.gz (+ .top.txt): heap profiles
 #   KEEP=0                1: keep the devnet's data directories in OUT_DIR/devnet
 #   SLACK_PCT=15
 #   EXPECTED_ERRORS=rate_limited  comma list of `perpd bench` codes that are not findings
@@ -89,7 +90,7 @@ command -v curl >/dev/null || die "curl is needed (the nodes' /metrics)"
 
 mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
-rm -rf "$OUT_DIR/devnet" "$OUT_DIR"/bench-* "$OUT_DIR"/*.snap* "$OUT_DIR/samples.csv" "$OUT_DIR/state-sizes.txt" "$OUT_DIR/verdict.txt"
+rm -rf "$OUT_DIR/devnet" "$OUT_DIR"/bench-* "$OUT_DIR"/heap-* "$OUT_DIR"/*.snap* "$OUT_DIR/samples.csv" "$OUT_DIR/state-sizes.txt" "$OUT_DIR/verdict.txt"
 dir=$OUT_DIR/devnet
 
 devnet="" sampler="" child=""
@@ -149,10 +150,25 @@ newest_state() {
 	if [ -n "$s" ]; then stat -c %s "$s"; else echo 0; fi
 }
 
+# admin_get I PATH prints node I's admin listener's answer at PATH.
+admin_get() {
+	curl -fsS -m 30 --cacert "$dir/tls/ca.pem" --cert "$dir/tls/admin.pem" --key "$dir/tls/admin-key.pem" \
+		-H "Authorization: Bearer $(cat "$dir/node$1/admin-token")" "https://127.0.0.1:$((SOAK_HTTP_BASE + 1000 + $1 - 1))$2"
+}
 # scrape prints node I's /metrics (empty when it does not answer in 5 s).
-scrape() {
-	curl -fsS -m 5 --cacert "$dir/tls/ca.pem" --cert "$dir/tls/admin.pem" --key "$dir/tls/admin-key.pem" \
-		-H "Authorization: Bearer $(cat "$dir/node$1/admin-token")" "https://127.0.0.1:$((SOAK_HTTP_BASE + 1000 + $1 - 1))/metrics" 2>/dev/null || true
+scrape() { admin_get "$1" /metrics 2>/dev/null || true; }
+# heaps NAME saves every node's heap profile (live objects at the last GC)
+# as OUT_DIR/heap-nodeI-NAME.pb.gz, and its top entries by bytes in use
+# beside it when go is here: where the memory beyond the State is.
+heaps() {
+	local i f
+	for i in 1 2 3; do
+		f=$OUT_DIR/heap-node$i-$1.pb.gz
+		admin_get "$i" /debug/pprof/heap >"$f" 2>/dev/null || { say "node$i's heap profile failed"; continue; }
+		if command -v go >/dev/null; then
+			go tool pprof -top -nodecount=25 -sample_index=inuse_space "$f" >"${f%.pb.gz}.top.txt" 2>&1 || true
+		fi
+	done
 }
 
 sample() {
@@ -202,10 +218,12 @@ while :; do
 	# The State at the middle of the run, to compare with the end.
 	if [ ! -s "$OUT_DIR/mid.snap" ] && [ $(($(date +%s) - start)) -ge $((total / 2)) ]; then
 		adm snapshot --out "$OUT_DIR/mid.snap" >/dev/null || die "admin snapshot at the middle failed"
+		heaps mid
 	fi
 done
 echo after >"$OUT_DIR/phase"
 load_s=$(($(date +%s) - start))
+heaps end
 say "load done after ${load_s}s ($k segments); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # --- checks -------------------------------------------------------------

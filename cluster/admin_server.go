@@ -120,7 +120,7 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 }
 
 func (s *AdminServer) status(w http.ResponseWriter, r *http.Request) {
-	st, err := s.n.Status()
+	st, err := s.n.Status(r.Context())
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error()))
 		return
@@ -140,7 +140,7 @@ type StateView struct {
 }
 
 func (s *AdminServer) state(w http.ResponseWriter, r *http.Request) {
-	idx, hash, err := s.n.StateHash()
+	idx, hash, err := s.n.StateHash(r.Context())
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, errBody(err.Error()))
 		return
@@ -415,7 +415,10 @@ func (s *AdminServer) restore(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, statusFor(err), errBody(err.Error()))
 		return
 	}
-	idx, hash, err := s.n.StateHash()
+	// The hash at the applied index itself, not a hash already running
+	// from before the restore.
+	idx := s.n.Machine().Applied()
+	hash, err := s.n.StateHashAt(r.Context(), idx)
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, errBody(err.Error()))
 		return

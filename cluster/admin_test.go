@@ -122,12 +122,12 @@ func TestAdminStateMatchesTheNodesStateHash(t *testing.T) {
 	// (index, hash) pair taken around it, until one lands between equal ones.
 	for _, m := range c.Live() {
 		ok := clustertest.Poll(10*time.Second, func() bool {
-			i0, h0, _ := m.Node.StateHash()
+			i0, h0, _ := m.Node.StateHash(context.Background())
 			sv, err := c.Admin(m.ID).State(ctx(t))
 			if err != nil {
 				t.Fatal(err)
 			}
-			i1, h1, _ := m.Node.StateHash()
+			i1, h1, _ := m.Node.StateHash(context.Background())
 			return i0 == i1 && h0 == h1 && sv.StateHash == h0 && sv.AppliedIndex == uintString(i0)
 		})
 		if !ok {

@@ -54,7 +54,7 @@ func (s *AdminServer) replicaRoutes() {
 			writeJSON(w, http.StatusUnauthorized, errBody(err.Error()))
 			return
 		}
-		v, status, err := s.stateAt(r.URL.Query().Get("index"))
+		v, status, err := s.stateAt(r.Context(), r.URL.Query().Get("index"))
 		if err != nil {
 			writeJSON(w, status, errBody(err.Error()))
 			return
@@ -73,7 +73,7 @@ func (s *AdminServer) replicaRoutes() {
 
 // stateAt answers StateAtPath: the applied index, and with index the hash
 // there. The status goes with the error.
-func (s *AdminServer) stateAt(index string) (StateAtView, int, error) {
+func (s *AdminServer) stateAt(ctx context.Context, index string) (StateAtView, int, error) {
 	v := StateAtView{AppliedIndex: strconv.FormatUint(s.n.Machine().Applied(), 10)}
 	if index == "" {
 		return v, 0, nil
@@ -82,7 +82,7 @@ func (s *AdminServer) stateAt(index string) (StateAtView, int, error) {
 	if err != nil || i == 0 {
 		return v, http.StatusBadRequest, fmt.Errorf("index %q: a log index from 1", index)
 	}
-	h, err := s.n.StateHashAt(i)
+	h, err := s.n.StateHashAt(ctx, i)
 	if err != nil {
 		return v, http.StatusConflict, err
 	}
@@ -143,7 +143,10 @@ func compareReplicas(ctx context.Context, members []memberAddr, ask stateAsker) 
 // askStateAt asks one member (this node answers for itself).
 func (s *AdminServer) askStateAt(ctx context.Context, m memberAddr, index string) (StateAtView, error) {
 	if m.self {
-		return s.stateAtWithin(ctx, index)
+		// The hash gives up when ctx ends (node/statehash.go): a caller's
+		// bound holds for every member, this one too.
+		v, _, err := s.stateAt(ctx, index)
+		return v, err
 	}
 	path := StateAtPath
 	if index != "" {
@@ -160,28 +163,6 @@ func (s *AdminServer) askStateAt(ctx context.Context, m memberAddr, index string
 		return v, fmt.Errorf("%s answered %d: %s", m.admin, status, e.Error)
 	}
 	return v, json.Unmarshal(b, &v)
-}
-
-// stateAtWithin is this node's own answer, given up on when ctx ends: its
-// hash waits for the snapshot shadow, which may be busy encoding a
-// snapshot, and a caller's bound holds for every member, this one too.
-// The computation finishes in the background and its answer is dropped.
-func (s *AdminServer) stateAtWithin(ctx context.Context, index string) (StateAtView, error) {
-	type answer struct {
-		v   StateAtView
-		err error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		v, _, err := s.stateAt(index)
-		done <- answer{v, err}
-	}()
-	select {
-	case a := <-done:
-		return a.v, a.err
-	case <-ctx.Done():
-		return StateAtView{}, ctx.Err()
-	}
 }
 
 // lowestApplied is the lowest applied index among the members that

@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -38,7 +39,7 @@ func TestReplicasAgreeAtOneIndex(t *testing.T) {
 		}
 	}
 	// The hash at that index is the one the leader reports there.
-	if h, err := c.Leader().Node.StateHashAt(at); err != nil || h != v.Members[0].StateHash {
+	if h, err := c.Leader().Node.StateHashAt(context.Background(), at); err != nil || h != v.Members[0].StateHash {
 		t.Fatalf("leader's hash at %d: %s %v, members said %s", at, h, err, v.Members[0].StateHash)
 	}
 }

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -48,7 +49,7 @@ func TestTLSClusterReplicatesAndRefusesStrangers(t *testing.T) {
 	c := clustertest.Start(t, 3, clustertest.TLS())
 	leader := c.Leader()
 	f := c.Followers()[0]
-	before, _, _ := leader.Node.StateHash()
+	before, _, _ := leader.Node.StateHash(context.Background())
 	propose(t, f.Node, "through-a-follower") // forwarded over mutual TLS
 	if err := c.WaitConverged(20 * time.Second); err != nil {
 		t.Fatal(err)
@@ -91,7 +92,7 @@ func TestTLSClusterReplicatesAndRefusesStrangers(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("admin listener answered a client without certificate: %d", resp.StatusCode)
 	}
-	if after, _, _ := leader.Node.StateHash(); after <= before {
+	if after, _, _ := leader.Node.StateHash(context.Background()); after <= before {
 		t.Fatalf("applied index %d did not move past %d", after, before)
 	}
 }

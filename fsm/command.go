@@ -56,7 +56,7 @@ type Command struct {
 }
 
 var (
-	encMode cbor.EncMode
+	encMode cbor.UserBufferEncMode
 	decMode cbor.DecMode
 )
 
@@ -64,7 +64,7 @@ func init() {
 	var err error
 	// Core deterministic encoding sorts map keys, so equal values encode to
 	// equal bytes on every replica: the snapshot and the state hash rely on it.
-	encMode, err = cbor.CoreDetEncOptions().EncMode()
+	encMode, err = cbor.CoreDetEncOptions().UserBufferEncMode()
 	if err != nil {
 		panic(err)
 	}

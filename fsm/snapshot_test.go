@@ -2,7 +2,9 @@ package fsm
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"runtime"
 	"testing"
@@ -224,5 +226,36 @@ func TestRestoreAtTakesTheIndexFromRaftNotTheHeader(t *testing.T) {
 	}
 	if dst.m.Applied() != 500 {
 		t.Fatalf("applied index ran backwards to %d", dst.m.Applied())
+	}
+}
+
+// The snapshot and the hash encode State into their own buffer sized from
+// the last encoding (encodeState); the bytes must stay Marshal's, byte for
+// byte, however wrong the size hint is, since replicas and old snapshots
+// compare them.
+func TestSnapshotAndHashEncodeAsMarshal(t *testing.T) {
+	r := busyReplica(t)
+	want, err := Marshal(r.m.st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, hint := range []int64{0, 1, int64(len(want)) - 1, int64(len(want)), 10 * int64(len(want))} {
+		r.m.encodedSize.Store(hint)
+		snap, err := r.m.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		header := append(append([]byte{}, snapshotMagic...), 0, 0, 0, 0)
+		binary.BigEndian.PutUint32(header[len(snapshotMagic):], uint32(StateVersion))
+		header = binary.BigEndian.AppendUint64(header, r.m.Applied())
+		if !bytes.Equal(snap, append(header, want...)) {
+			t.Fatalf("hint %d: the snapshot is not header+Marshal(State)", hint)
+		}
+		r.m.encodedSize.Store(hint)
+		_, h, err := r.m.StateHash()
+		sum := sha256.Sum256(want)
+		if err != nil || h != hex.EncodeToString(sum[:]) {
+			t.Fatalf("hint %d: state hash %s %v, want SHA-256 of Marshal(State)", hint, h, err)
+		}
 	}
 }

@@ -140,7 +140,7 @@ func TestEveryReadRouteWhileEntriesApply(t *testing.T) {
 			if _, rc, err := a.node.TakeSnapshot(); err == nil {
 				_ = rc.Close()
 			}
-			if _, _, err := a.node.StateHash(); err != nil {
+			if _, _, err := a.node.StateHash(context.Background()); err != nil {
 				fail("state hash: %v", err)
 				return
 			}

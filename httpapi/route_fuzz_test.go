@@ -160,7 +160,7 @@ func (ft *fuzzTarget) stateHash() string {
 	if ft.hash != "" && ft.a.node.Machine().Applied() == ft.hashIndex {
 		return ft.hash
 	}
-	idx, h, err := ft.a.node.StateHash()
+	idx, h, err := ft.a.node.StateHash(context.Background())
 	if err != nil {
 		ft.a.t.Fatal(err)
 	}

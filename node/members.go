@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -289,12 +290,12 @@ type Leader struct {
 }
 
 // Status reports this node's view of the cluster.
-func (n *Node) Status() (*Status, error) {
+func (n *Node) Status(ctx context.Context) (*Status, error) {
 	members, err := n.Members()
 	if err != nil {
 		return nil, err
 	}
-	idx, hash, err := n.StateHash()
+	idx, hash, err := n.StateHash(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -320,15 +321,16 @@ func (n *Node) Status() (*Status, error) {
 
 // StateHashAt returns the state hash at index, which this node has
 // applied: computed on the snapshot shadow, which replays the log up to it
-// (from a stored snapshot at or below it, when the shadow is past it). An
-// index the log no longer holds, since a snapshot compacted it, is an
-// error. Replicas compare themselves at one index this way.
-func (n *Node) StateHashAt(index uint64) (string, error) {
+// (from a stored snapshot at or below it, when the shadow is past it), one
+// hash at a time and remembered (statehash.go). An index the log no longer
+// holds, since a snapshot compacted it, is an error; so is ctx ending
+// first. Replicas compare themselves at one index this way.
+func (n *Node) StateHashAt(ctx context.Context, index uint64) (string, error) {
 	if applied := n.machine.Applied(); index > applied {
 		return "", fmt.Errorf("index %d is past this node's applied index %d", index, applied)
 	}
-	if sh := n.fsm.shadow; sh != nil {
-		return sh.hashAt(index)
+	if n.hashes != nil {
+		return n.hashes.at(ctx, index)
 	}
 	at, h, err := n.machine.StateHash()
 	if err == nil && at != index {
@@ -340,13 +342,15 @@ func (n *Node) StateHashAt(index uint64) (string, error) {
 // StateHash returns an applied index and the state hash there. It is
 // computed on the snapshot shadow (shadow.go), which replays the log up to
 // the index, so the live machine keeps applying while the state is
-// encoded; if the shadow cannot reach the index (a halted replica), the
-// live state is hashed under its read lock as before.
-func (n *Node) StateHash() (uint64, string, error) {
-	if sh := n.fsm.shadow; sh != nil {
-		idx := n.machine.Applied()
-		if h, err := sh.hashAt(idx); err == nil {
-			return idx, h, nil
+// encoded. A hash already running is joined rather than queued behind
+// (its index may then be a little behind the applied one; the pair is
+// still exact). If the shadow cannot reach the index (a halted replica),
+// the live state is hashed under its read lock as before.
+func (n *Node) StateHash(ctx context.Context) (uint64, string, error) {
+	if n.hashes != nil {
+		idx, h, err := n.hashes.recentOrAt(ctx, n.machine.Applied())
+		if err == nil || ctx.Err() != nil {
+			return idx, h, err
 		}
 	}
 	return n.machine.StateHash()

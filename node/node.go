@@ -23,9 +23,12 @@ type Node struct {
 	Raft    *raft.Raft
 	machine *fsm.Machine
 	fsm     *raftFSM
-	store   *watchedStore
-	snaps   *raft.FileSnapshotStore
-	trans   *snapshotGuard
+	// hashes runs state hashes on the shadow, one at a time, and
+	// remembers recent ones (statehash.go).
+	hashes *stateHasher
+	store  *watchedStore
+	snaps  *raft.FileSnapshotStore
+	trans  *snapshotGuard
 	// dialRaft opens a connection to a peer's raft listener the way raft
 	// does (with TLS, a handshake as a member of this cluster).
 	dialRaft func(raft.ServerAddress, time.Duration) (net.Conn, error)
@@ -150,6 +153,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.fsm.shadow = &shadow{logs: logs, snaps: snaps}
+	n.hashes = &stateHasher{hashAt: n.fsm.shadow.hashAt}
 	if cfg.ApplyArchive != "" {
 		if n.fsm.archive, err = openApplyArchive(cfg.ApplyArchive); err != nil {
 			return nil, err

@@ -221,7 +221,7 @@ func TestRestartedNodeCatchesUpFromSnapshotAfterCompaction(t *testing.T) {
 
 func snapshotIndex(t testing.TB, n *node.Node) uint64 {
 	t.Helper()
-	st, err := n.Status()
+	st, err := n.Status(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestReplicasAtTheSameIndexHaveEqualStateHashes(t *testing.T) {
 			default:
 			}
 			for _, m := range live {
-				idx, h, err := m.Node.StateHash()
+				idx, h, err := m.Node.StateHash(context.Background())
 				if err != nil {
 					continue
 				}

@@ -3,7 +3,6 @@ package node
 import (
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -121,11 +120,11 @@ func machineFromStore(logs raft.LogStore, snaps raft.SnapshotStore, index uint64
 		if meta.Index > index || (meta.Index < index && first > meta.Index+1) {
 			continue
 		}
-		_, rc, err := snaps.Open(meta.ID)
+		opened, rc, err := snaps.Open(meta.ID)
 		if err != nil {
 			return nil, err
 		}
-		b, err := io.ReadAll(rc)
+		b, err := readSized(rc, opened)
 		rc.Close()
 		if err != nil {
 			return nil, err

@@ -95,12 +95,12 @@ func (n *Node) SnapshotHashAfter(after uint64) (uint64, string, error) {
 	if pick == nil {
 		return 0, "", fmt.Errorf("no snapshot past index %d", after)
 	}
-	_, rc, err := n.snaps.Open(pick.ID)
+	opened, rc, err := n.snaps.Open(pick.ID)
 	if err != nil {
 		return 0, "", err
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(rc)
+	b, err := readSized(rc, opened)
 	if err != nil {
 		return 0, "", err
 	}

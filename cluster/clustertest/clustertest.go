@@ -650,7 +650,7 @@ func (c *Cluster) WaitConverged(timeout time.Duration) error {
 		hash := make([]string, len(live))
 		for i, m := range live {
 			var err error
-			if idx[i], hash[i], err = m.Node.StateHash(); err != nil {
+			if idx[i], hash[i], err = m.Node.StateHash(context.Background()); err != nil {
 				last = err.Error()
 				return false
 			}
@@ -668,7 +668,7 @@ func (c *Cluster) WaitConverged(timeout time.Duration) error {
 			if m.Node.Machine().Applied() < target {
 				return false
 			}
-			h, err := m.Node.StateHashAt(target)
+			h, err := m.Node.StateHashAt(context.Background(), target)
 			if err != nil {
 				last += "; " + m.ID + ": " + err.Error()
 				return false
