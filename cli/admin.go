@@ -54,6 +54,9 @@ func (f *adminFlags) client() (*cluster.AdminClient, error) {
 		return nil, err
 	}
 	c := cluster.NewAdminClient(f.addr, tok)
+	// --timeout bounds each call (f.ctx); the client's own 30 s default
+	// would otherwise cut a longer one short (a replicas check at scale).
+	c.HTTP.Timeout = f.timeout
 	if pt != nil {
 		c.UseTLS(pt.ClientConfig())
 	}

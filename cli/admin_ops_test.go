@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/perpd/perpd/cluster"
 	"github.com/perpd/perpd/cluster/clustertest"
@@ -81,6 +82,21 @@ func TestAdminSnapshotFileIsPrivate(t *testing.T) {
 		}
 		if m := fi.Mode().Perm(); m != 0o600 {
 			t.Errorf("%s has mode %o, want 600", filepath.Base(f), m)
+		}
+	}
+}
+
+// --timeout bounds the whole call: the admin client's own 30 s default
+// used to cut `admin replicas --timeout 55s` short at 30 s.
+func TestAdminClientHonoursTimeoutFlag(t *testing.T) {
+	for _, d := range []time.Duration{2 * time.Second, 55 * time.Second} {
+		f := adminFlags{addr: "127.0.0.1:1", token: "t", timeout: d}
+		c, err := f.client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.HTTP.Timeout != d {
+			t.Fatalf("--timeout %v: the client gives up after %v", d, c.HTTP.Timeout)
 		}
 	}
 }

@@ -88,7 +88,7 @@ func (s *AdminServer) memberLevels(ctx context.Context) ([]MemberLevel, error) {
 }
 
 func (s *AdminServer) askBuildLevel(ctx context.Context, adminAddr string) (uint32, error) {
-	status, b, err := s.askPeer(ctx, adminAddr, BuildLevelPath)
+	status, b, err := s.askPeer(ctx, adminAddr, BuildLevelPath, peerAskTimeout)
 	if err != nil {
 		return 0, err
 	}
@@ -132,13 +132,24 @@ func (s *AdminServer) memberAdmins() ([]memberAddr, error) {
 	return out, nil
 }
 
+// Peer asks' bounds. A quick question (an applied index, a build level)
+// gets peerAskTimeout; a state hash at an index gets hashAskTimeout: at
+// 150 MB of State under load a member's replay and encoding took longer
+// than 5 s, so every check at that scale ended unanswered (the soak, run
+// 3). 55 s stays inside the member's admin write timeout (60 s).
+const (
+	peerAskTimeout = 5 * time.Second
+	hashAskTimeout = 55 * time.Second
+)
+
 // askPeer GETs path on a member's admin listener under the cluster's
-// peer credential and returns the status and (at most 64 KiB of) the body.
-func (s *AdminServer) askPeer(ctx context.Context, adminAddr, path string) (int, []byte, error) {
+// peer credential and returns the status and (at most 64 KiB of) the body,
+// giving up after limit (or when ctx ends).
+func (s *AdminServer) askPeer(ctx context.Context, adminAddr, path string, limit time.Duration) (int, []byte, error) {
 	if adminAddr == "" {
 		return 0, nil, errors.New("no admin address recorded yet")
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.n.PeerURL(adminAddr, path), nil)
 	if err != nil {

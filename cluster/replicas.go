@@ -148,11 +148,11 @@ func (s *AdminServer) askStateAt(ctx context.Context, m memberAddr, index string
 		v, _, err := s.stateAt(ctx, index)
 		return v, err
 	}
-	path := StateAtPath
+	path, limit := StateAtPath, peerAskTimeout
 	if index != "" {
-		path += "?index=" + index
+		path, limit = path+"?index="+index, hashAskTimeout
 	}
-	status, b, err := s.askPeer(ctx, m.admin, path)
+	status, b, err := s.askPeer(ctx, m.admin, path, limit)
 	if err != nil {
 		return StateAtView{}, err
 	}

@@ -138,9 +138,11 @@ func (w *ReplicaWatch) step(ctx context.Context, now time.Time) {
 }
 
 // replicaCheckTimeout bounds one run (and never more than the interval,
-// so a run ends before the next is due): two rounds of asks of at most 5 s
-// each (askPeer), and room for a member's replay.
-const replicaCheckTimeout = 30 * time.Second
+// so a run ends before the next is due): the index round (at most 5 s),
+// then the hashes, which at scale take tens of seconds (askPeer). A run
+// cut short leaves its hashes computing on the members, remembered for
+// the next ask (node/statehash.go), never queued behind each other.
+const replicaCheckTimeout = 60 * time.Second
 
 // check runs one comparison within its bound and judges it.
 func (w *ReplicaWatch) check(ctx context.Context) ReplicaCheck {

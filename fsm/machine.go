@@ -42,9 +42,10 @@ type Machine struct {
 	// decoded in place for the same reason; their payloads are the
 	// entry's own bytes, which nothing keeps past the entry.
 	cmd, subCmd Command
-	// encodedSize is the size of the last encoding of State, to size the
-	// next one's buffer (encodeState); not state, so not replicated.
-	encodedSize atomic.Int64
+	// encodedSize and largestField are the sizes of the last encoding of
+	// State and of its largest field, to size the next one's buffers
+	// (writeState); not state, so not replicated.
+	encodedSize, largestField atomic.Int64
 }
 
 // Halt says why a replica stopped applying.

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 )
 
 // snapshotMagic starts every snapshot so a wrong file is refused early.
@@ -18,39 +19,67 @@ var snapshotMagic = []byte("PERPDSNP")
 // failed check halts this one and fails the snapshot. A halted machine
 // never snapshots (its state may hold part of an entry).
 func (m *Machine) Snapshot() ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(int(m.encodedSize.Load()) + 64)
+	if err := m.SnapshotTo(&buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// SnapshotTo writes Snapshot's bytes to w as they are encoded, a field of
+// State at a time (encode_fields.go): only the largest field's encoding is
+// in memory at once. An error from the checks is a *Halt; any other is
+// the encoder's or w's, and w then holds part of a snapshot.
+func (m *Machine) SnapshotTo(w io.Writer) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if h := m.halt.Load(); h != nil {
-		return nil, h
+		return h
 	}
 	if err := checkLedger(m.st.Ledger); err != nil {
 		h := &Halt{Index: m.index, Reason: "ledger check failed at snapshot: " + err.Error()}
 		m.haltWith(h)
-		return nil, m.halt.Load()
+		return m.halt.Load()
 	}
 	header := make([]byte, 0, len(snapshotMagic)+12)
 	header = append(header, snapshotMagic...)
 	header = binary.BigEndian.AppendUint32(header, uint32(StateVersion))
 	header = binary.BigEndian.AppendUint64(header, m.index)
-	return m.encodeState(header)
+	if _, err := w.Write(header); err != nil {
+		return err
+	}
+	return m.writeState(w)
 }
 
-// encodeState returns prefix followed by the canonical CBOR of State, in
-// one buffer sized from the last encoding. Marshal would encode into a
-// pooled buffer grown by doubling and then copy it out (and Snapshot
-// copied it once more behind its header): at 150 MB of State that was
-// three to four encodings' worth of memory at once, kept by the pool
-// until the next collections. Now the peak is about one. The caller holds
-// m.mu (read).
-func (m *Machine) encodeState(prefix []byte) ([]byte, error) {
-	hint := int(m.encodedSize.Load())
-	buf := bytes.NewBuffer(make([]byte, 0, len(prefix)+2*hint+hint/16+4096))
-	buf.Write(prefix)
-	if err := encMode.MarshalToBuffer(m.st, buf); err != nil {
-		return nil, err
+// writeState writes the canonical CBOR of State to w, through a buffer
+// sized from the last encoding's largest field: twice it, since canonical
+// CBOR sorts a map's pairs in a staging area the size of the map at the
+// buffer's tail, and one size too small would double at the largest map.
+// The caller holds m.mu (read).
+func (m *Machine) writeState(w io.Writer) error {
+	hint := int(m.largestField.Load())
+	buf := bytes.NewBuffer(make([]byte, 0, 2*hint+hint/16+4096))
+	cw := &countingWriter{w: w}
+	largest, err := writeState(cw, m.st, buf)
+	if err != nil {
+		return err
 	}
-	m.encodedSize.Store(int64(buf.Len() - len(prefix)))
-	return buf.Bytes(), nil
+	m.largestField.Store(int64(largest))
+	m.encodedSize.Store(cw.n)
+	return nil
+}
+
+// countingWriter counts what passes through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // Restore replaces the whole state with a snapshot's, taking the applied
@@ -244,10 +273,11 @@ var fillHooks []func(s *State)
 func (m *Machine) StateHash() (uint64, string, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	body, err := m.encodeState(nil)
-	if err != nil {
+	h := sha256.New()
+	if err := m.writeState(h); err != nil {
 		return 0, "", err
 	}
-	sum := sha256.Sum256(body)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
 	return m.index, hex.EncodeToString(sum[:]), nil
 }

@@ -229,33 +229,40 @@ func TestRestoreAtTakesTheIndexFromRaftNotTheHeader(t *testing.T) {
 	}
 }
 
-// The snapshot and the hash encode State into their own buffer sized from
-// the last encoding (encodeState); the bytes must stay Marshal's, byte for
-// byte, however wrong the size hint is, since replicas and old snapshots
-// compare them.
+// The snapshot and the hash encode State a field at a time, through a
+// buffer sized from the last encoding (encode_fields.go); the bytes must
+// stay Marshal's, byte for byte, whatever the size hints and whichever
+// omitempty fields are present, since replicas and old snapshots compare
+// them.
 func TestSnapshotAndHashEncodeAsMarshal(t *testing.T) {
-	r := busyReplica(t)
-	want, err := Marshal(r.m.st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, hint := range []int64{0, 1, int64(len(want)) - 1, int64(len(want)), 10 * int64(len(want))} {
-		r.m.encodedSize.Store(hint)
-		snap, err := r.m.Snapshot()
+	fresh := newReplica(t) // before genesis: the omitempty fields absent
+	busy := busyReplica(t)
+	full := busyReplica(t)
+	full.m.st.FeatureLevel = 7 // the last key, in its two-byte form
+	for _, r := range []*replica{fresh, busy, full} {
+		want, err := Marshal(r.m.st)
 		if err != nil {
 			t.Fatal(err)
 		}
-		header := append(append([]byte{}, snapshotMagic...), 0, 0, 0, 0)
-		binary.BigEndian.PutUint32(header[len(snapshotMagic):], uint32(StateVersion))
-		header = binary.BigEndian.AppendUint64(header, r.m.Applied())
-		if !bytes.Equal(snap, append(header, want...)) {
-			t.Fatalf("hint %d: the snapshot is not header+Marshal(State)", hint)
-		}
-		r.m.encodedSize.Store(hint)
-		_, h, err := r.m.StateHash()
-		sum := sha256.Sum256(want)
-		if err != nil || h != hex.EncodeToString(sum[:]) {
-			t.Fatalf("hint %d: state hash %s %v, want SHA-256 of Marshal(State)", hint, h, err)
+		for _, hint := range []int64{0, 1, int64(len(want)) - 1, int64(len(want)), 10 * int64(len(want))} {
+			r.m.encodedSize.Store(hint)
+			r.m.largestField.Store(hint / 2)
+			snap, err := r.m.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			header := append(append([]byte{}, snapshotMagic...), 0, 0, 0, 0)
+			binary.BigEndian.PutUint32(header[len(snapshotMagic):], uint32(StateVersion))
+			header = binary.BigEndian.AppendUint64(header, r.m.Applied())
+			if !bytes.Equal(snap, append(header, want...)) {
+				t.Fatalf("hint %d: the snapshot is not header+Marshal(State)", hint)
+			}
+			r.m.largestField.Store(hint)
+			_, h, err := r.m.StateHash()
+			sum := sha256.Sum256(want)
+			if err != nil || h != hex.EncodeToString(sum[:]) {
+				t.Fatalf("hint %d: state hash %s %v, want SHA-256 of Marshal(State)", hint, h, err)
+			}
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package node
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -43,12 +45,22 @@ func (s *shadow) reset() {
 
 // snapshotAt returns the encoded state at index.
 func (s *shadow) snapshotAt(index uint64) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := s.writeSnapshotAt(index, &buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// writeSnapshotAt writes the encoded state at index to w as it is encoded
+// (fsm.Machine.SnapshotTo: a field of State at a time in memory).
+func (s *shadow) writeSnapshotAt(index uint64, w io.Writer) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.reach(index); err != nil {
-		return nil, err
+		return err
 	}
-	return s.m.Snapshot()
+	return s.m.SnapshotTo(w)
 }
 
 // hashAt returns the state hash at index, computed on the shadow (so the
@@ -180,8 +192,7 @@ type lazySnapshot struct {
 }
 
 func (s *lazySnapshot) Persist(sink raft.SnapshotSink) error {
-	b, err := s.f.shadow.snapshotAt(s.index)
-	if err != nil {
+	if err := s.f.shadow.writeSnapshotAt(s.index, sink); err != nil {
 		// No snapshot this time (raft tries again at its next interval):
 		// encoding the live machine instead would give a state at a later
 		// index than raft records. A halt of the shadow (a broken ledger,
@@ -196,11 +207,7 @@ func (s *lazySnapshot) Persist(sink raft.SnapshotSink) error {
 		_ = sink.Cancel()
 		return fmt.Errorf("snapshot at %d: %w", s.index, err)
 	}
-	s.f.recordCheck(s.index, true) // the shadow's Snapshot checked the ledger
-	if _, err := sink.Write(b); err != nil {
-		_ = sink.Cancel()
-		return err
-	}
+	s.f.recordCheck(s.index, true) // the shadow's SnapshotTo checked the ledger
 	return sink.Close()
 }
 

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // State hashes that do not pile up. A hash encodes the whole State (seconds
@@ -107,8 +108,9 @@ func (h *stateHasher) rememberedOrFlight(index uint64) (string, bool, *hashFligh
 func (h *stateHasher) startLocked(index uint64) *hashFlight {
 	f := &hashFlight{index: index, done: make(chan struct{})}
 	h.flight = f
+	hashAt := h.hashAt
 	go func() {
-		hash, err := h.hashAt(index)
+		hash, err := hashAt(index)
 		h.mu.Lock()
 		f.hash, f.err = hash, err
 		if err == nil {
@@ -129,4 +131,17 @@ func (h *stateHasher) cachedLocked(index uint64) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// SlowStateHashes makes every state hash this node computes from now on
+// take d longer: tests use it to stand for a large State's encoding.
+func (n *Node) SlowStateHashes(d time.Duration) {
+	h := n.hashes
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	inner := h.hashAt
+	h.hashAt = func(index uint64) (string, error) {
+		time.Sleep(d)
+		return inner(index)
+	}
 }
