@@ -89,8 +89,8 @@ func (f stateField) empty(v reflect.Value) bool {
 
 // writeState writes the canonical CBOR of st to w a field at a time,
 // through buf (reset and reused for each field's value), and returns the
-// largest field's encoded size.
-func writeState(w io.Writer, st *State, buf *bytes.Buffer) (int, error) {
+// largest field's encoded size and the whole encoding's.
+func writeState(w io.Writer, st *State, buf *bytes.Buffer) (largest, total int, err error) {
 	v := reflect.ValueOf(st).Elem()
 	fields := stateFields()
 	present := 0
@@ -100,9 +100,9 @@ func writeState(w io.Writer, st *State, buf *bytes.Buffer) (int, error) {
 		}
 	}
 	if _, err := w.Write([]byte{0xa0 | byte(present)}); err != nil { // a map of present pairs
-		return 0, err
+		return 0, 0, err
 	}
-	largest := 0
+	total = 1
 	for _, f := range fields {
 		fv := v.Field(f.index)
 		if f.omitEmpty && f.empty(fv) {
@@ -111,12 +111,12 @@ func writeState(w io.Writer, st *State, buf *bytes.Buffer) (int, error) {
 		buf.Reset()
 		buf.Write(f.key)
 		if err := encMode.MarshalToBuffer(fv.Interface(), buf); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		largest = max(largest, buf.Len())
+		largest, total = max(largest, buf.Len()), total+buf.Len()
 		if _, err := w.Write(buf.Bytes()); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	return largest, nil
+	return largest, total, nil
 }

@@ -60,26 +60,13 @@ func (m *Machine) SnapshotTo(w io.Writer) error {
 func (m *Machine) writeState(w io.Writer) error {
 	hint := int(m.largestField.Load())
 	buf := bytes.NewBuffer(make([]byte, 0, 2*hint+hint/16+4096))
-	cw := &countingWriter{w: w}
-	largest, err := writeState(cw, m.st, buf)
+	largest, total, err := writeState(w, m.st, buf)
 	if err != nil {
 		return err
 	}
 	m.largestField.Store(int64(largest))
-	m.encodedSize.Store(cw.n)
+	m.encodedSize.Store(int64(total))
 	return nil
-}
-
-// countingWriter counts what passes through it.
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // Restore replaces the whole state with a snapshot's, taking the applied
