@@ -298,6 +298,32 @@ awk -v expected="$EXPECTED_ERRORS" -v seg="$k" -v secs="$load_s" '
 
 verdict "$OUT_DIR" | tee -a "$OUT_DIR/verdict.txt" || fail=1
 
+# Memory outside the State: the heap in use that was not allocated under
+# fsm or the snapshot shadow's replay (the State, the shadow's copy, their
+# encodings and the log entries being replayed, whose sizes the State's
+# bounds and the log govern), from the heap profiles at the middle and the
+# end. It must not grow: connections, caches, buffers, logs.
+if command -v go >/dev/null; then
+	for i in 1 2 3; do
+		outside() {
+			go tool pprof -top -nodecount=1000000 -nodefraction=0 -sample_index=inuse_space -ignore='perpd/perpd/fsm|perpd/perpd/node\.(replayLog|\(\*shadow\))' "$1" 2>/dev/null |
+				awk '/^Showing nodes accounting for/ { v = $5; sub(/,$/, "", v); u = v; sub(/[0-9.]+/, "", u); sub(/[A-Za-z]+$/, "", v)
+					m = (u == "GB" ? 1024 : (u == "MB" ? 1 : (u == "kB" ? 1 / 1024 : 1 / 1048576))); printf "%.1f", v * m; exit }'
+		}
+		mid=$(outside "$OUT_DIR/heap-node$i-mid.pb.gz") end=$(outside "$OUT_DIR/heap-node$i-end.pb.gz")
+		if [ -z "$mid" ] || [ -z "$end" ]; then
+			echo "heap outside the State node$i: not measured (a profile is missing)" | tee -a "$OUT_DIR/verdict.txt"
+		elif awk -v m="$mid" -v e="$end" 'BEGIN { exit !(e <= m * 1.15 + 64) }'; then
+			echo "heap outside the State node$i: ok (${mid} MB at the middle, ${end} MB at the end; bound x1.15 + 64 MB)" | tee -a "$OUT_DIR/verdict.txt"
+		else
+			echo "heap outside the State node$i: GROWS (${mid} MB at the middle, ${end} MB at the end; see heap-node$i-end.top.txt)" | tee -a "$OUT_DIR/verdict.txt"
+			fail=1
+		fi
+	done
+else
+	echo "heap outside the State: not measured (needs go for pprof)" | tee -a "$OUT_DIR/verdict.txt"
+fi
+
 # The State's collections at the middle and the end against their
 # documented bounds (fsm/state_sizes_test.go decodes the snapshots).
 if adm snapshot --out "$OUT_DIR/end.snap" >/dev/null; then
