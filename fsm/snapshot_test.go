@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"weak"
 
@@ -239,7 +240,20 @@ func TestSnapshotAndHashEncodeAsMarshal(t *testing.T) {
 	busy := busyReplica(t)
 	full := busyReplica(t)
 	full.m.st.FeatureLevel = 7 // the last key, in its two-byte form
-	for _, r := range []*replica{fresh, busy, full} {
+	// The idempotency store is written a record at a time in the order
+	// of the keys' encodings: keys across every head length, some equal
+	// in length, a nil record, a tombstone and an empty order.
+	for _, n := range []int{1, 5, 5, 23, 24, 24, 200, 255, 256, 70000} {
+		k := strings.Repeat(string(rune('a'+n%26)), n-1) + string(rune('0'+len(full.m.st.Idem.Records)%10))
+		full.m.st.Idem.Records[k] = &IdemRecord{ReqHash: []byte{byte(n)}, Status: 200, Body: []byte("{}"), Index: uint64(n), Evicted: n == 24}
+		full.m.st.Idem.Order = append(full.m.st.Idem.Order, k)
+	}
+	full.m.st.Idem.Records["nil-record"] = nil
+	noOrder := busyReplica(t)
+	noOrder.m.st.Idem.Order = nil
+	noIdem := busyReplica(t)
+	noIdem.m.st.Idem = nil
+	for _, r := range []*replica{fresh, busy, full, noOrder, noIdem} {
 		want, err := Marshal(r.m.st)
 		if err != nil {
 			t.Fatal(err)
