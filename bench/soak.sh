@@ -38,7 +38,7 @@
 #   SOAK_HTTP_BASE=26080  node i: http BASE+i-1, raft BASE-1000.., admin BASE+1000..
 #                         (below the ephemeral range, as bench/compare-etcd.sh)
 #   OUT_DIR=soak-out      samples.csv, bench-N.json, devnet.out, verdict.txt,
-#                         heap-nodeI-{mid,end}.pb.gz (+ .top.txt): heap profiles
+#                         heap-nodeI-{mid,end}[-2,-3].pb.gz (+ .top.txt): heap profiles
 #   KEEP=0                1: keep the devnet's data directories in OUT_DIR/devnet
 #   SLACK_PCT=15
 #   EXPECTED_ERRORS=rate_limited  comma list of `perpd bench` codes that are not findings
@@ -157,17 +157,24 @@ admin_get() {
 }
 # scrape prints node I's /metrics (empty when it does not answer in 5 s).
 scrape() { admin_get "$1" /metrics 2>/dev/null || true; }
-# heaps NAME saves every node's heap profile (live objects at the last GC)
-# as OUT_DIR/heap-nodeI-NAME.pb.gz, and its top entries by bytes in use
-# beside it when go is here: where the memory beyond the State is.
+# heaps NAME saves every node's heap profile (live objects after a
+# collection) as OUT_DIR/heap-nodeI-NAME.pb.gz, and its top entries by
+# bytes in use beside it when go is here: where the memory beyond the
+# State is. Two more, 5 s apart, go to heap-nodeI-NAME-2/-3.pb.gz: the
+# heap check takes the least of the three, since a profile counts the
+# buffers that were live at that moment (a bolt transaction, a scan).
 heaps() {
-	local i f
-	for i in 1 2 3; do
-		f=$OUT_DIR/heap-node$i-$1.pb.gz
-		admin_get "$i" /debug/pprof/heap >"$f" 2>/dev/null || { say "node$i's heap profile failed"; continue; }
-		if command -v go >/dev/null; then
-			go tool pprof -top -nodecount=25 -sample_index=inuse_space "$f" >"${f%.pb.gz}.top.txt" 2>&1 || true
-		fi
+	local i f k
+	for k in 1 2 3; do
+		for i in 1 2 3; do
+			f=$OUT_DIR/heap-node$i-$1.pb.gz
+			[ "$k" = 1 ] || f=$OUT_DIR/heap-node$i-$1-$k.pb.gz
+			admin_get "$i" "/debug/pprof/heap?gc=1" >"$f" 2>/dev/null || { say "node$i's heap profile failed"; continue; }
+			if [ "$k" = 1 ] && command -v go >/dev/null; then
+				go tool pprof -top -nodecount=25 -sample_index=inuse_space "$f" >"${f%.pb.gz}.top.txt" 2>&1 || true
+			fi
+		done
+		[ "$k" = 3 ] || sleep 5
 	done
 }
 
@@ -302,7 +309,8 @@ verdict "$OUT_DIR" | tee -a "$OUT_DIR/verdict.txt" || fail=1
 # fsm or the snapshot shadow's replay (the State, the shadow's copy, their
 # encodings and the log entries being replayed, whose sizes the State's
 # bounds and the log govern), from the heap profiles at the middle and the
-# end. It must not grow: connections, caches, buffers, logs.
+# end (the least of three, 5 s apart, at each). It must not grow:
+# connections, caches, buffers, logs.
 if command -v go >/dev/null; then
 	for i in 1 2 3; do
 		outside() {
@@ -310,7 +318,18 @@ if command -v go >/dev/null; then
 				awk '/^Showing nodes accounting for/ { v = $5; sub(/,$/, "", v); u = v; sub(/[0-9.]+/, "", u); sub(/[A-Za-z]+$/, "", v)
 					m = (u == "GB" ? 1024 : (u == "MB" ? 1 : (u == "kB" ? 1 / 1024 : 1 / 1048576))); printf "%.1f", v * m; exit }'
 		}
-		mid=$(outside "$OUT_DIR/heap-node$i-mid.pb.gz") end=$(outside "$OUT_DIR/heap-node$i-end.pb.gz")
+		# least3 NAME: the least of node i's three profiles at NAME.
+		least3() {
+			local f x v=""
+			for f in "$OUT_DIR/heap-node$i-$1.pb.gz" "$OUT_DIR/heap-node$i-$1-2.pb.gz" "$OUT_DIR/heap-node$i-$1-3.pb.gz"; do
+				[ -s "$f" ] || continue
+				x=$(outside "$f")
+				[ -n "$x" ] || continue
+				if [ -z "$v" ] || awk -v a="$x" -v b="$v" 'BEGIN { exit !(a < b) }'; then v=$x; fi
+			done
+			echo "$v"
+		}
+		mid=$(least3 mid) end=$(least3 end)
 		if [ -z "$mid" ] || [ -z "$end" ]; then
 			echo "heap outside the State node$i: not measured (a profile is missing)" | tee -a "$OUT_DIR/verdict.txt"
 		elif awk -v m="$mid" -v e="$end" 'BEGIN { exit !(e <= m * 1.15 + 64) }'; then
