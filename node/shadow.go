@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -41,15 +40,6 @@ func (s *shadow) reset() {
 	s.mu.Lock()
 	s.m = nil
 	s.mu.Unlock()
-}
-
-// snapshotAt returns the encoded state at index.
-func (s *shadow) snapshotAt(index uint64) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := s.writeSnapshotAt(index, &buf); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 // writeSnapshotAt writes the encoded state at index to w as it is encoded

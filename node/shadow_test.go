@@ -190,3 +190,12 @@ func TestShadowHashIsTheStateHashAtItsIndex(t *testing.T) {
 		}
 	}
 }
+
+// snapshotAt returns the encoded state at index (tests read it whole).
+func (s *shadow) snapshotAt(index uint64) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := s.writeSnapshotAt(index, &buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
