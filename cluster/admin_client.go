@@ -171,9 +171,27 @@ func (c *AdminClient) Snapshot(ctx context.Context, w io.Writer, progress func(d
 		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
+	// The download is not bounded (it may take long); the wait for the
+	// node to answer, once it has taken the snapshot, is: by c.HTTP.Timeout
+	// (admin --timeout), so that a node that never answers does not hold
+	// the command forever.
 	cl := *c.HTTP
 	cl.Timeout = 0
+	var answered *time.Timer
+	if c.HTTP.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		req = req.WithContext(ctx)
+		answered = time.AfterFunc(c.HTTP.Timeout, cancel)
+	}
 	resp, err := cl.Do(req)
+	if answered != nil && !answered.Stop() {
+		if err == nil {
+			resp.Body.Close()
+		}
+		return nil, fmt.Errorf("snapshot: the node did not answer within %v (admin --timeout)", c.HTTP.Timeout)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 type recordingTransport struct{ calls []string }
@@ -48,5 +50,41 @@ func TestAdminClientSendsNoTokenInClearOffThisMachine(t *testing.T) {
 	_ = c.Do(ctx, http.MethodGet, "/admin/status", nil, nil)
 	if len(rt.calls) != 1 {
 		t.Fatalf("loopback: %v", rt.calls)
+	}
+}
+
+// `admin snapshot --timeout` bounds the wait for the node to answer (it
+// answers once the snapshot is taken), not the download after it: before,
+// the download's lifted bound covered the wait too, and a node that took
+// the request and never answered held the command forever.
+func TestAdminSnapshotWaitsForTheNodeWithinItsTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, conn) }() // reads, never answers
+		}
+	}()
+	c := NewAdminClient(ln.Addr().String(), "t")
+	c.HTTP.Timeout = 300 * time.Millisecond
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Snapshot(context.Background(), io.Discard, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a snapshot from a node that never answered")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("still waiting for a silent node 5 s into a 300 ms --timeout")
 	}
 }

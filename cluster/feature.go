@@ -142,6 +142,13 @@ const (
 	hashAskTimeout = 55 * time.Second
 )
 
+// replicasTimeout bounds a whole comparison of the replicas (both rounds,
+// this node's own hash too), so that /admin/replicas answers inside its
+// own 60 s write timeout: the index round (up to peerAskTimeout) and the
+// hash round (up to hashAskTimeout) reached 60 s between them, and the
+// answer was lost whole. A variable so that tests can shorten it.
+var replicasTimeout = hashAskTimeout
+
 // askPeer GETs path on a member's admin listener under the cluster's
 // peer credential and returns the status and (at most 64 KiB of) the body,
 // giving up after limit (or when ctx ends).

@@ -106,7 +106,10 @@ type stateAsker func(ctx context.Context, m memberAddr, index string) (StateAtVi
 // compareReplicas asks every member for its applied index, then for its
 // state hash at the lowest of them, each round to all members at once. A
 // member that fails to answer is not asked again; its error is its answer.
+// Both rounds end within replicasTimeout.
 func compareReplicas(ctx context.Context, members []memberAddr, ask stateAsker) ReplicasView {
+	ctx, cancel := context.WithTimeout(ctx, replicasTimeout)
+	defer cancel()
 	out := make([]ReplicaMember, len(members))
 	round := func(query string, each func(i int, v StateAtView)) {
 		var wg sync.WaitGroup

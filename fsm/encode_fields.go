@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/fxamacker/cbor/v2"
 )
 
 // State encoded one top-level field at a time. Canonical CBOR of a struct
@@ -39,22 +42,50 @@ var stateFields = sync.OnceValue(func() []stateField { return fieldsOf(reflect.T
 // refuses (at start-up) anything this encoder does not reproduce.
 func fieldsOf(t reflect.Type) []stateField {
 	var out []stateField
+	seen := map[int]bool{}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := f.Tag.Get("cbor")
-		if !f.IsExported() || tag == "-" {
+		refuse := func(why string) {
+			panic(fmt.Sprintf("fsm: %s.%s: tag %q: %s", t.Name(), f.Name, tag, why))
+		}
+		if tag == "-" {
+			continue // the encoder leaves it out too
+		}
+		switch {
+		case f.Name == "_" && tag != "":
+			refuse("struct options (toarray) are not written by the field encoder")
+		case f.Anonymous:
+			// The encoder promotes an embedded struct's fields, exported
+			// or not.
+			refuse("the field encoder does not promote embedded fields")
+		case !f.IsExported():
 			continue // the encoder leaves it out too
 		}
 		parts := strings.Split(tag, ",")
 		n, err := strconv.Atoi(parts[0])
 		if err != nil || !hasOpt(parts, "keyasint") {
-			panic(fmt.Sprintf("fsm: %s.%s: tag %q: the field encoder needs a keyasint field", t.Name(), f.Name, tag))
+			refuse("the field encoder needs a keyasint field")
 		}
+		for _, opt := range parts[1:] {
+			if opt != "keyasint" && opt != "omitempty" {
+				refuse("the field encoder knows omitempty only") // omitzero leaves out other values
+			}
+		}
+		if seen[n] {
+			refuse("a key used twice (the encoder drops both)")
+		}
+		seen[n] = true
 		sf := stateField{name: f.Name, index: i, omitEmpty: hasOpt(parts, "omitempty"), kind: f.Type.Kind()}
 		switch sf.kind {
 		case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Int, reflect.Int64, reflect.Uint32, reflect.Uint64:
 		default:
-			panic(fmt.Sprintf("fsm: %s.%s: the field encoder does not know a %s's emptiness", t.Name(), f.Name, sf.kind))
+			refuse(fmt.Sprintf("the field encoder does not know a %s's emptiness", sf.kind))
+		}
+		if sf.omitEmpty && sf.kind != reflect.Pointer && marshals(f.Type) {
+			// A marshaler is empty as the encoder judges its output
+			// (never, for a cbor.Marshaler), not by its length or value.
+			refuse("the field encoder does not know a marshaler's emptiness")
 		}
 		if sf.key, err = encMode.Marshal(n); err != nil {
 			panic(err)
@@ -63,6 +94,16 @@ func fieldsOf(t reflect.Type) []stateField {
 	}
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].key, out[j].key) < 0 })
 	return out
+}
+
+// marshals says whether t (or *t) encodes itself.
+func marshals(t reflect.Type) bool {
+	for _, m := range []reflect.Type{reflect.TypeFor[cbor.Marshaler](), reflect.TypeFor[encoding.BinaryMarshaler](), reflect.TypeFor[encoding.TextMarshaler]()} {
+		if t.Implements(m) || reflect.PointerTo(t).Implements(m) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasOpt(parts []string, opt string) bool {
