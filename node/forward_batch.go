@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,9 +20,11 @@ import (
 // over the members slower than load on the leader. The follower now
 // batches them the way the leader's committer batches raft entries (and
 // with no timer either): a forward joins a queue, and one goroutine sends
-// what has queued as one call to ForwardBatchPath when no call is out (or
-// a full batch waits and fewer than ForwardsInFlight are), so a lone
-// write goes at once and under load batches grow by themselves. The
+// what has queued as one call to ForwardBatchPath when no call is out to
+// that leader (or a full batch waits and fewer than ForwardsInFlight
+// are), so a lone write goes at once and under load batches grow by
+// themselves; a call held by a leader that died does not hold back the
+// writes bound for the next. The
 // leader serves each item exactly as it serves a single forward
 // (serveForward), concurrently, so the items meet in its group commit;
 // each caller gets its own answer, refusal or rate verdict. A leader without the batch route (a rolling upgrade) gets
@@ -91,6 +94,8 @@ func (n *Node) ForwardStats() (calls, items uint64) {
 func newForwardBatcher(n *Node) *forwardBatcher {
 	b := &forwardBatcher{n: n, batchLoop: newBatchLoop[*pendingForward](forwardQueue, ForwardBatchMax, ForwardsInFlight, n.stop)}
 	b.batchLoop.launch = b.launch
+	// A call out to a leader that died holds no forward to the next one.
+	b.batchLoop.keyOf = func(p *pendingForward) string { return p.addr }
 	b.batchLoop.stopped = func(backlog []*pendingForward) {
 		for _, p := range backlog {
 			p.done <- forwardAnswer{Status: http.StatusServiceUnavailable, Error: "node stopping"}
@@ -105,24 +110,12 @@ func (b *forwardBatcher) run() {
 	b.batchLoop.run()
 }
 
-// launch sends one call from the head of backlog on its own goroutine:
-// the items bound for the head's leader address (a leader change
-// mid-queue leaves the rest for the next call).
+// launch sends one call with the items of backlog, all bound for one
+// leader address (keyOf), on its own goroutine.
 func (b *forwardBatcher) launch(backlog []*pendingForward) (taken int, launched bool) {
-	var batch, rest []*pendingForward
-	for _, p := range backlog {
-		if p.addr == backlog[0].addr {
-			batch = append(batch, p)
-		} else {
-			rest = append(rest, p)
-		}
-	}
-	// The loop drops the first `taken` items of its backlog: put this
-	// call's items first.
-	copy(backlog, batch)
-	copy(backlog[len(batch):], rest)
+	batch := slices.Clone(backlog)
 	go func() {
-		defer func() { b.finished <- len(batch) }()
+		defer b.finish(batch[0].addr, len(batch))
 		b.send(batch)
 	}()
 	return len(batch), true
