@@ -69,12 +69,12 @@ func (l *batchLoop[T]) outMax() int {
 // destinations) has answered its n items.
 func (l *batchLoop[T]) finish(key string, n int) { l.finished <- batchDone{key: key, n: n} }
 
-// outTo counts the batches in flight by destination (a few: the leaders
-// of the last terms).
-type outTo []batchDone
+// byKey counts batches out, or items waiting, by destination (a few:
+// the leaders of the last terms), in the order the destinations came.
+type byKey []batchDone
 
-func (o outTo) of(key string) int {
-	for _, d := range o {
+func (c byKey) of(key string) int {
+	for _, d := range c {
 		if d.key == key {
 			return d.n
 		}
@@ -82,66 +82,64 @@ func (o outTo) of(key string) int {
 	return 0
 }
 
-func (o outTo) add(key string, delta int) outTo {
-	for i := range o {
-		if o[i].key == key {
-			if o[i].n += delta; o[i].n == 0 {
-				return slices.Delete(o, i, i+1)
+func (c byKey) add(key string, delta int) byKey {
+	for i := range c {
+		if c[i].key == key {
+			if c[i].n += delta; c[i].n == 0 {
+				return slices.Delete(c, i, i+1)
 			}
-			return o
+			return c
 		}
 	}
-	return append(o, batchDone{key: key, n: delta})
+	return append(c, batchDone{key: key, n: delta})
 }
 
-// next picks the destination of the batch that may go now: the first in
-// backlog order with no batch out, or with a full batch waiting and fewer
-// than inFlightMax out. It returns the destination and how many of
-// backlog's items are bound for it (0: no batch may go now).
-func (l *batchLoop[T]) next(backlog []T, out outTo, total int) (string, int) {
-	if len(backlog) == 0 || total >= l.outMax() {
+// next picks the destination of the batch that may go now: the first
+// with no batch out, or with a full batch waiting and fewer than
+// inFlightMax out. It returns the destination and how many items wait for
+// it (0: no batch may go now).
+func (l *batchLoop[T]) next(backlog int, out, waiting byKey, inFlight int) (string, int) {
+	if backlog == 0 || inFlight >= l.outMax() {
 		return "", 0
 	}
 	if l.keyOf == nil {
-		if total == 0 || (len(backlog) >= l.max && total < l.inFlightMax) {
-			return "", len(backlog)
+		if inFlight == 0 || (backlog >= l.max && inFlight < l.inFlightMax) {
+			return "", backlog
 		}
 		return "", 0
 	}
-	count := func(k string) int {
-		c := 0
-		for _, it := range backlog {
-			if l.keyOf(it) == k {
-				c++
-			}
+	for _, w := range waiting {
+		if n := out.of(w.key); n == 0 || (w.n >= l.max && n < l.inFlightMax) {
+			return w.key, w.n
 		}
-		return c
-	}
-	var blocked []string
-	for _, it := range backlog {
-		k := l.keyOf(it)
-		if slices.Contains(blocked, k) {
-			continue
-		}
-		n := out.of(k)
-		if n == 0 {
-			return k, count(k)
-		}
-		if len(backlog) >= l.max && n < l.inFlightMax {
-			if c := count(k); c >= l.max {
-				return k, c
-			}
-		}
-		blocked = append(blocked, k)
 	}
 	return "", 0
+}
+
+// backlogMax is the backlog past which the loop takes no more items (the
+// queue holds the rest): a full batch per slot, or with destinations the
+// queue's size, so that the items bound for a new destination reach the
+// backlog while a stuck one's wait.
+func (l *batchLoop[T]) backlogMax() int {
+	if l.keyOf == nil {
+		return l.max * l.inFlightMax
+	}
+	return cap(l.in)
 }
 
 // run is the loop; it alone counts the batches in flight, and it ends
 // when stop closes.
 func (l *batchLoop[T]) run() {
 	var backlog []T
-	var out outTo
+	// out and waiting are the batches out and the items of backlog by
+	// destination (kept only with keyOf).
+	var out, waiting byKey
+	push := func(it T) {
+		backlog = append(backlog, it)
+		if l.keyOf != nil {
+			waiting = waiting.add(l.keyOf(it), 1)
+		}
+	}
 	inFlight := 0
 	// expect is the backlog worth waiting for until deadline: what waited
 	// when the last batch finished plus the callers it just answered;
@@ -156,7 +154,7 @@ func (l *batchLoop[T]) run() {
 		for len(backlog) < l.max {
 			select {
 			case it := <-l.in:
-				backlog = append(backlog, it)
+				push(it)
 			default:
 				break take
 			}
@@ -164,7 +162,7 @@ func (l *batchLoop[T]) run() {
 		if expect > 0 && len(backlog) > had && l.lingerGap > 0 {
 			lastArrival = time.Now()
 		}
-		key, count := l.next(backlog, out, inFlight)
+		key, count := l.next(len(backlog), out, waiting, inFlight)
 		ready := count > 0
 		if ready && inFlight == 0 && len(backlog) < expect {
 			wait := time.Until(deadline)
@@ -199,6 +197,9 @@ func (l *batchLoop[T]) run() {
 			}
 			taken, launched := l.launch(backlog[:min(count, l.max)])
 			backlog = append(backlog[:0:0], backlog[taken:]...)
+			if l.keyOf != nil {
+				waiting = waiting.add(key, -taken)
+			}
 			if launched {
 				inFlight++
 				out = out.add(key, 1)
@@ -208,10 +209,9 @@ func (l *batchLoop[T]) run() {
 			}
 			continue
 		}
-		// Wait for a batch to finish or an item to arrive; a backlog of a
-		// full batch per slot takes no more (the queue holds the rest).
+		// Wait for a batch to finish or an item to arrive.
 		in := l.in
-		if len(backlog) >= l.max*l.inFlightMax {
+		if len(backlog) >= l.backlogMax() {
 			in = nil
 		}
 		select {
@@ -228,7 +228,7 @@ func (l *batchLoop[T]) run() {
 		case <-lingering:
 			lingering = nil
 		case it := <-in:
-			backlog = append(backlog, it)
+			push(it)
 			if expect > 0 && l.lingerGap > 0 {
 				lastArrival = time.Now()
 			}

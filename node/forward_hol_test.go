@@ -56,12 +56,20 @@ func TestForwardToANewLeaderIsNotHeldBehindACallToTheOldOne(t *testing.T) {
 	go n.forwards.run()
 	defer func() { close(n.stop); n.wg.Wait() }()
 
+	// Under load the follower goes on forwarding to the old leader until
+	// it learns of the election: the old leader holds every call it may
+	// have, and more writes wait for it than a backlog of full batches.
 	old, cancelOld := context.WithTimeout(context.Background(), timeout)
 	defer cancelOld()
-	go func() {
-		_, _ = n.forward(old, strings.TrimPrefix(dead.URL, "http://"), &fsm.Command{Type: fsm.CmdNoop, IdemKey: "old"})
-	}()
-	<-arrived // the old leader holds the call
+	for range 2*ForwardsInFlight*ForwardBatchMax + 1 {
+		go func() {
+			_, _ = n.forward(old, strings.TrimPrefix(dead.URL, "http://"), &fsm.Command{Type: fsm.CmdNoop, IdemKey: "old"})
+		}()
+	}
+	for range ForwardsInFlight {
+		<-arrived
+	}
+	time.Sleep(100 * time.Millisecond)
 
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
