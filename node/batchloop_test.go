@@ -73,12 +73,12 @@ func TestLoopLingersForTheAnsweredCallers(t *testing.T) {
 		t.Fatalf("first batch %v; a lone item goes at once", b)
 	}
 	h.send(100, 20) // they arrive while the first batch is in flight
-	h.l.finished <- 1
+	h.l.finish("", 1)
 	if b := h.next(t, time.Second); len(b) != 20 {
 		t.Fatalf("second batch has %d items, want the 20 waiting (the finished batch had 1)", len(b))
 	}
 	h.send(200, 12) // waiting while the 20 are in flight
-	h.l.finished <- 20
+	h.l.finish("", 20)
 	h.none(t, 50*time.Millisecond)
 	h.send(300, 19)
 	h.none(t, 50*time.Millisecond)
@@ -96,7 +96,7 @@ func TestLoopLingerEndsAtItsBound(t *testing.T) {
 	h := startLoop(t, linger)
 	h.send(0, 10)
 	h.next(t, time.Second)
-	h.l.finished <- 10
+	h.l.finish("", 10)
 	start := time.Now()
 	h.send(100, 3)
 	b := h.next(t, 10*linger)
@@ -105,7 +105,7 @@ func TestLoopLingerEndsAtItsBound(t *testing.T) {
 	}
 	// The bound holds again after the next large batch: a lone late item
 	// waits at most linger.
-	h.l.finished <- 3 // small: no wait
+	h.l.finish("", 3) // small: no wait
 	h.send(200, 1)
 	if b := h.next(t, linger/2); len(b) != 1 {
 		t.Fatalf("after a small batch, %v; want the lone item at once", b)
@@ -123,7 +123,7 @@ func TestLoopLingerFollowsArrivalsUntilTheyStop(t *testing.T) {
 	h := startLoopGap(t, time.Hour, gap)
 	h.send(0, callers)
 	h.next(t, time.Second)
-	h.l.finished <- callers // expects the 30 callers back
+	h.l.finish("", callers) // expects the 30 callers back
 	// Twenty-five come back 40 ms apart: a second in all, more than two
 	// gaps, never one gap without an arrival.
 	for i := range back {
@@ -146,7 +146,7 @@ func TestLoopWithoutLingerLaunchesAtOnce(t *testing.T) {
 	h.send(0, 50)
 	h.next(t, time.Second)
 	h.send(100, 5)
-	h.l.finished <- 50
+	h.l.finish("", 50)
 	if b := h.next(t, time.Second); len(b) != 5 {
 		t.Fatalf("batch %v; want the 5 waiting at once", b)
 	}
@@ -158,7 +158,7 @@ func TestLoopFullBatchDoesNotLinger(t *testing.T) {
 	h.send(0, 200)
 	h.next(t, time.Second)
 	h.send(1000, 100)
-	h.l.finished <- 200 // expects 300, capped at the 256 of a full batch
+	h.l.finish("", 200) // expects 300, capped at the 256 of a full batch
 	h.send(2000, 156)
 	if b := h.next(t, time.Second); len(b) != 256 {
 		t.Fatalf("batch of %d; want a full 256 at once", len(b))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,9 +20,11 @@ import (
 // over the members slower than load on the leader. The follower now
 // batches them the way the leader's committer batches raft entries (and
 // with no timer either): a forward joins a queue, and one goroutine sends
-// what has queued as one call to ForwardBatchPath when no call is out (or
-// a full batch waits and fewer than ForwardsInFlight are), so a lone
-// write goes at once and under load batches grow by themselves. The
+// what has queued as one call to ForwardBatchPath when no call is out to
+// that leader (or a full batch waits and fewer than ForwardsInFlight
+// are), so a lone write goes at once and under load batches grow by
+// themselves; a call held by a leader that died does not hold back the
+// writes bound for the next. The
 // leader serves each item exactly as it serves a single forward
 // (serveForward), concurrently, so the items meet in its group commit;
 // each caller gets its own answer, refusal or rate verdict. A leader without the batch route (a rolling upgrade) gets
@@ -91,6 +94,8 @@ func (n *Node) ForwardStats() (calls, items uint64) {
 func newForwardBatcher(n *Node) *forwardBatcher {
 	b := &forwardBatcher{n: n, batchLoop: newBatchLoop[*pendingForward](forwardQueue, ForwardBatchMax, ForwardsInFlight, n.stop)}
 	b.batchLoop.launch = b.launch
+	// A call out to a leader that died holds no forward to the next one.
+	b.batchLoop.keyOf = func(p *pendingForward) string { return p.addr }
 	b.batchLoop.stopped = func(backlog []*pendingForward) {
 		for _, p := range backlog {
 			p.done <- forwardAnswer{Status: http.StatusServiceUnavailable, Error: "node stopping"}
@@ -105,24 +110,12 @@ func (b *forwardBatcher) run() {
 	b.batchLoop.run()
 }
 
-// launch sends one call from the head of backlog on its own goroutine:
-// the items bound for the head's leader address (a leader change
-// mid-queue leaves the rest for the next call).
+// launch sends one call with the items of backlog, all bound for one
+// leader address (keyOf), on its own goroutine.
 func (b *forwardBatcher) launch(backlog []*pendingForward) (taken int, launched bool) {
-	var batch, rest []*pendingForward
-	for _, p := range backlog {
-		if p.addr == backlog[0].addr {
-			batch = append(batch, p)
-		} else {
-			rest = append(rest, p)
-		}
-	}
-	// The loop drops the first `taken` items of its backlog: put this
-	// call's items first.
-	copy(backlog, batch)
-	copy(backlog[len(batch):], rest)
+	batch := slices.Clone(backlog)
 	go func() {
-		defer func() { b.finished <- len(batch) }()
+		defer b.finish(batch[0].addr, len(batch))
 		b.send(batch)
 	}()
 	return len(batch), true
@@ -235,8 +228,9 @@ func (n *Node) ForwardBatchHandler() http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		// The count first: the items are decoded only within the bound.
 		var items []forwardItem
-		if err := fsm.Unmarshal(raw, &items); err != nil || len(items) == 0 || len(items) > ForwardBatchMax {
+		if l, ok := cborArrayLen(raw); !ok || l == 0 || l > ForwardBatchMax || fsm.Unmarshal(raw, &items) != nil {
 			http.Error(w, fmt.Sprintf("a batch holds 1 to %d encoded forwards", ForwardBatchMax), http.StatusBadRequest)
 			return
 		}
@@ -258,4 +252,33 @@ func (n *Node) ForwardBatchHandler() http.Handler {
 		w.Header().Set("Content-Type", "application/cbor")
 		_, _ = w.Write(out)
 	})
+}
+
+// cborArrayLen reads the length of the definite-length CBOR array b
+// begins with, so that a batch past ForwardBatchMax is refused before its
+// items are decoded: each costs a forwardItem however few bytes it takes
+// (4 MiB of empty items made 233 MiB).
+func cborArrayLen(b []byte) (uint64, bool) {
+	if len(b) == 0 || b[0]>>5 != 4 {
+		return 0, false
+	}
+	info := b[0] & 0x1f
+	if info < 24 {
+		return uint64(info), true
+	}
+	size := 0
+	switch info {
+	case 24, 25, 26, 27:
+		size = 1 << (info - 24)
+	default:
+		return 0, false // indefinite length, or not well formed
+	}
+	if len(b) < 1+size {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b[1 : 1+size] {
+		n = n<<8 | uint64(c)
+	}
+	return n, true
 }

@@ -1,10 +1,12 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,5 +107,29 @@ func TestForwardLogLevelQuietsOnlyTheOrderFlowsSuccesses(t *testing.T) {
 		if got := forwardLogLevel(c.t, c.status, c.took); got != c.want {
 			t.Errorf("%v status %d in %v: level %v, want %v", c.t, c.status, c.took, got, c.want)
 		}
+	}
+}
+
+// A batch holds at most ForwardBatchMax items, and the bound is checked
+// before the items are decoded: every item costs a forwardItem however
+// few bytes it takes, so a body of empty items within maxForwardBytes
+// would otherwise make dozens of times its size before the count is seen.
+func TestForwardBatchPastItsBoundIsRefusedBeforeItsItemsAreDecoded(t *testing.T) {
+	n := &Node{keys: &keys{peerBearer: "peer"}, cfg: Config{Logger: hclog.NewNullLogger()}}
+	const items = 4 << 20
+	body := []byte{0x9a, items >> 24, items >> 16 & 0xff, items >> 8 & 0xff, items & 0xff} // an array of 4 Mi items
+	body = append(body, bytes.Repeat([]byte{0xf6}, items)...)                              // each null
+	req := httptest.NewRequest(http.MethodPost, ForwardBatchPath, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer peer")
+	w := httptest.NewRecorder()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	n.ForwardBatchHandler().ServeHTTP(w, req)
+	runtime.ReadMemStats(&after)
+	if w.Code != http.StatusBadRequest {
+		t.Fatalf("a batch of %d items answered %d %s", items, w.Code, w.Body)
+	}
+	if made := after.TotalAlloc - before.TotalAlloc; made > 8*uint64(len(body)) {
+		t.Fatalf("refusing a %d-byte batch made %d MiB", len(body), made>>20)
 	}
 }

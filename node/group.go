@@ -121,7 +121,7 @@ func (c *committer) run() {
 // many commands it took: it stops before one that would take the group
 // past GroupMaxBytes (that one starts the next group, stamped then: stamps
 // follow log order), and whether it handed raft an entry, in which case
-// c.finished gets a signal once the answers are out.
+// c.finish is called once the answers are out.
 func (c *committer) launch(batch []*queued) (taken int, launched bool) {
 	n := c.n
 	if !n.IsLeader() {
@@ -168,7 +168,7 @@ func (c *committer) launch(batch []*queued) (taken int, launched bool) {
 	}
 	f := n.Raft.Apply(entry, time.Second)
 	go func() {
-		defer func() { c.finished <- len(members) }()
+		defer c.finish("", len(members))
 		err := f.Error()
 		if err != nil {
 			if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
