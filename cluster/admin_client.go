@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -224,6 +225,11 @@ const backupMagic = "perpd-snapshot v1"
 
 // Restore uploads a backup file written by Snapshot to the leader (any
 // member relays it) and returns the resulting applied index and hash.
+// restoreAnswerMin is the least a restore waits for the node's answer
+// once the upload is done: the node gives raft's restore 2 minutes, then
+// proposes a tick and hashes the restored state.
+var restoreAnswerMin = 5 * time.Minute
+
 func (c *AdminClient) Restore(ctx context.Context, backup []byte) (*StateView, error) {
 	magic, rest, ok := bytes.Cut(backup, []byte("\n"))
 	if !ok || string(magic) != backupMagic {
@@ -236,18 +242,36 @@ func (c *AdminClient) Restore(ctx context.Context, backup []byte) (*StateView, e
 	if err := c.plainRefused(); err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url("/admin/restore"), bytes.NewReader(data))
+	// A large upload takes longer than --timeout, so the client's own
+	// bound is lifted; the watch bounds the upload's stalls by --timeout
+	// and the wait for the answer after it (restoreAnswerMin at least).
+	var body io.Reader = bytes.NewReader(data)
+	var watch *uploadWatch
+	if c.HTTP.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		watch = newUploadWatch(body, int64(len(data)), c.HTTP.Timeout, max(c.HTTP.Timeout, restoreAnswerMin), cancel)
+		defer watch.stop()
+		body = watch
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url("/admin/restore"), body)
 	if err != nil {
 		return nil, err
 	}
+	req.ContentLength = int64(len(data))
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	req.Header.Set(SnapshotMetaHeader, string(mh))
 	cl := *c.HTTP
 	cl.Timeout = 0
 	resp, err := cl.Do(req)
 	if err != nil {
+		if why := watch.stop(); why != "" {
+			return nil, fmt.Errorf("restore: %s: %w", why, err)
+		}
 		return nil, err
 	}
+	// Answered: the body follows at once (a state view), within the bound.
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != http.StatusOK {
@@ -255,6 +279,63 @@ func (c *AdminClient) Restore(ctx context.Context, backup []byte) (*StateView, e
 	}
 	var st StateView
 	return &st, json.Unmarshal(b, &st)
+}
+
+// uploadWatch reads an upload of size bytes and calls cancel when the
+// reader makes no progress for idle, or the answer has not come answer
+// after the last byte was read.
+type uploadWatch struct {
+	r            io.Reader
+	size, read   int64
+	idle, answer time.Duration
+	timer        *time.Timer
+	// why says which bound ended the request ("" while none has).
+	mu  sync.Mutex
+	why string
+}
+
+func newUploadWatch(r io.Reader, size int64, idle, answer time.Duration, cancel func()) *uploadWatch {
+	u := &uploadWatch{r: r, size: size, idle: idle, answer: answer}
+	u.timer = time.AfterFunc(idle, func() {
+		u.mu.Lock()
+		if u.read < u.size {
+			u.why = fmt.Sprintf("the upload made no progress for %v (admin --timeout)", u.idle)
+		} else {
+			u.why = fmt.Sprintf("the node did not answer within %v of the upload's end", u.answer)
+		}
+		u.mu.Unlock()
+		cancel()
+	})
+	return u
+}
+
+func (u *uploadWatch) Read(p []byte) (int, error) {
+	n, err := u.r.Read(p)
+	if n > 0 {
+		u.mu.Lock()
+		u.read += int64(n)
+		if u.why == "" {
+			if u.read < u.size {
+				u.timer.Reset(u.idle)
+			} else {
+				u.timer.Reset(u.answer)
+			}
+		}
+		u.mu.Unlock()
+	}
+	return n, err
+}
+
+// stop ends the watch and says which bound ended the request, if one did
+// (nil: no watch).
+func (u *uploadWatch) stop() string {
+	if u == nil {
+		return ""
+	}
+	u.timer.Stop()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.why
 }
 
 type progressReader struct {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -87,4 +88,64 @@ func TestAdminSnapshotWaitsForTheNodeWithinItsTimeout(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("still waiting for a silent node 5 s into a 300 ms --timeout")
 	}
+}
+
+// A restore is bounded too: an upload that makes no progress for
+// --timeout, and an answer that does not come within the longer of
+// --timeout and restoreAnswerMin once the upload is done, end the command
+// with an error that says which. Before, the client lifted every bound and
+// waited for ever on a node that took the upload and never answered.
+func TestAdminRestoreWaitsWithinItsBounds(t *testing.T) {
+	backup := []byte(backupMagic + "\n{}\n" + strings.Repeat("x", 64<<10))
+	restoreTo := func(t *testing.T, serve func(net.Conn)) error {
+		t.Helper()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go serve(conn)
+			}
+		}()
+		c := NewAdminClient(ln.Addr().String(), "t")
+		c.HTTP.Timeout = 300 * time.Millisecond
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Restore(context.Background(), backup)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("a restore answered by a node that never answered")
+			}
+			return err
+		case <-time.After(5 * time.Second):
+			t.Fatal("still waiting 5 s into a 300 ms --timeout")
+			return nil
+		}
+	}
+	defer func(d time.Duration) { restoreAnswerMin = d }(restoreAnswerMin)
+	restoreAnswerMin = 0
+
+	t.Run("the node reads the upload and never answers", func(t *testing.T) {
+		err := restoreTo(t, func(conn net.Conn) { _, _ = io.Copy(io.Discard, conn) })
+		if !strings.Contains(err.Error(), "did not answer") {
+			t.Fatalf("error %q; want the answer's bound named", err)
+		}
+	})
+	t.Run("the node never reads the upload", func(t *testing.T) {
+		// A 64 KiB body fits the socket buffers; a larger one stalls.
+		backup = append(backup, bytes.Repeat([]byte("y"), 16<<20)...)
+		err := restoreTo(t, func(conn net.Conn) { time.Sleep(10 * time.Second); conn.Close() })
+		if !strings.Contains(err.Error(), "upload") {
+			t.Fatalf("error %q; want the stalled upload named", err)
+		}
+	})
 }
