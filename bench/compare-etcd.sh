@@ -202,14 +202,10 @@ perpd_round() {
 	[ "$KEEP" = 1 ] || rm -rf "$tmp/perpd$k"
 }
 
-# The first okPerSec/p99Ms/count/ok of a result are its measured requests.
-field() { sed -n "s/^ *\"$2\": \([0-9.e+-]*\),\{0,1\}$/\1/p" "$1" | head -1; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
-# median prints the middle of its arguments (the lower middle of an even
-# count).
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# shellcheck source=bench/compare-lib.sh
+. "$here/bench/compare-lib.sh" # field, ratio, median_round
 
-rate_ratios=() p99_ratios=() ers=() eps=() prs=() pps=()
+rate_ratios=() p99_ratios=()
 for k in $(seq 1 "$ROUNDS"); do
 	if [ $((k % 2)) = 1 ]; then
 		etcd_round "$k"
@@ -222,7 +218,6 @@ for k in $(seq 1 "$ROUNDS"); do
 	pr=$(field "$tmp/perpd-$k.json" okPerSec) pp=$(field "$tmp/perpd-$k.json" p99Ms)
 	ec=$(field "$tmp/etcd-$k.json" count) eo=$(field "$tmp/etcd-$k.json" ok)
 	pc=$(field "$tmp/perpd-$k.json" count) po=$(field "$tmp/perpd-$k.json" ok)
-	ers+=("$er") eps+=("$ep") prs+=("$pr") pps+=("$pp")
 	rate_ratios+=("$(ratio "$pr" "$er")") p99_ratios+=("$(ratio "$pp" "$ep")")
 	printf 'compare: round %s of %s: etcd %s puts/s p99 %s ms (%s of %s ok) | perpd %s orders/s p99 %s ms (%s of %s ok) | perpd/etcd: rate %sx, p99 %sx\n' \
 		"$k" "$ROUNDS" "$er" "$ep" "$eo" "$ec" "$pr" "$pp" "$po" "$pc" "${rate_ratios[-1]}" "${p99_ratios[-1]}"
@@ -230,10 +225,8 @@ done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- summary ------------------------------------------------------------
-# The summary figures are the medians over the rounds; the ratios are the
-# median round's, not ratios of medians.
-rate_ratio=$(median "${rate_ratios[@]}") p99_ratio=$(median "${p99_ratios[@]}")
-er=$(median "${ers[@]}") ep=$(median "${eps[@]}") pr=$(median "${prs[@]}") pp=$(median "${pps[@]}")
+# Every summary figure is the median round's (the median rate ratio).
+read -r mid er ep pr pp rate_ratio p99_ratio < <(median_round "$tmp" "$ROUNDS")
 list() { local IFS=,; printf '[%s]' "$*"; }
 results() {
 	local k sep=""
@@ -250,11 +243,12 @@ results() {
 		"$etcd_version" "$TARGET" "$CONCURRENCY" "$WARMUP" "$DURATION" "$ROUNDS"
 	printf '  "ratio": {"okPerSec": %s, "p99": %s, "okPerSecRounds": %s, "p99Rounds": %s},\n' \
 		"$rate_ratio" "$p99_ratio" "$(list "${rate_ratios[@]}")" "$(list "${p99_ratios[@]}")"
-	printf '  "median": {"etcdOkPerSec": %s, "etcdP99Ms": %s, "perpdOkPerSec": %s, "perpdP99Ms": %s},\n' "$er" "$ep" "$pr" "$pp"
+	printf '  "median": {"round": %s, "etcdOkPerSec": %s, "etcdP99Ms": %s, "perpdOkPerSec": %s, "perpdP99Ms": %s},\n' \
+		"$mid" "$er" "$ep" "$pr" "$pp"
 	printf '  "etcd": %s,\n  "perpd": %s\n}\n' "$(results etcd)" "$(results perpd)"
 } >"$OUT"
 where="to the leader"
 [ "$TARGET" = all ] && where="spread over the 3 nodes"
-printf 'compare: median of %s rounds: etcd %s puts/s p99 %s ms | perpd %s orders/s p99 %s ms | perpd/etcd: rate %sx (rounds %s), p99 %sx (rounds %s) (%s clients %s, %s measured, 3 nodes each, %s cores, load %s -> %s)\n' \
-	"$ROUNDS" "$er" "$ep" "$pr" "$pp" "$rate_ratio" "${rate_ratios[*]}" "$p99_ratio" "${p99_ratios[*]}" "$CONCURRENCY" "$where" "$DURATION" "$cores" "$load_before" "$load_after"
+printf 'compare: median round %s of %s: etcd %s puts/s p99 %s ms | perpd %s orders/s p99 %s ms | perpd/etcd: rate %sx (rounds %s), p99 %sx (rounds %s) (%s clients %s, %s measured, 3 nodes each, %s cores, load %s -> %s)\n' \
+	"$mid" "$ROUNDS" "$er" "$ep" "$pr" "$pp" "$rate_ratio" "${rate_ratios[*]}" "$p99_ratio" "${p99_ratios[*]}" "$CONCURRENCY" "$where" "$DURATION" "$cores" "$load_before" "$load_after"
 say "result in $OUT"
