@@ -577,6 +577,7 @@ func (c *wsClient) close() {
 // summarizeClients merges every client's series; measured is the window.
 func (r *WSResult) summarizeClients(clients []*wsClient, measured time.Duration) {
 	merged := map[string]*sampleSet{}
+	weighted := map[string][]weightedSample{}
 	for _, c := range clients {
 		<-c.done
 		if c.endedBy != "" {
@@ -593,14 +594,23 @@ func (r *WSResult) summarizeClients(clients []*wsClient, measured time.Duration)
 			m.max = max(m.max, s.max)
 			m.negatives += s.negatives
 			// Each client's reservoir stands for its s.n frames: keep
-			// them all (bounded by clients x wsSamplesPerClient).
-			m.samples = append(m.samples, s.samples...)
+			// them all (bounded by clients x wsSamplesPerClient), each
+			// weighing the frames it stands for. Unweighted, a client
+			// whose reservoir overflowed counted as much as one that
+			// got a fraction of its frames.
+			if len(s.samples) > 0 {
+				w := float64(s.n) / float64(len(s.samples))
+				for _, d := range s.samples {
+					weighted[name] = append(weighted[name], weightedSample{d, w})
+				}
+			}
 		}
 	}
 	for name, m := range merged {
-		sort.Slice(m.samples, func(i, j int) bool { return m.samples[i] < m.samples[j] })
-		s := WSSeries{Frames: m.n, P50Ms: ms(Percentile(m.samples, 50)), P90Ms: ms(Percentile(m.samples, 90)),
-			P99Ms: ms(Percentile(m.samples, 99)), MaxMs: ms(m.max), Negatives: m.negatives}
+		ws := weighted[name]
+		sort.Slice(ws, func(i, j int) bool { return ws[i].d < ws[j].d })
+		s := WSSeries{Frames: m.n, P50Ms: ms(weightedPercentile(ws, 50)), P90Ms: ms(weightedPercentile(ws, 90)),
+			P99Ms: ms(weightedPercentile(ws, 99)), MaxMs: ms(m.max), Negatives: m.negatives}
 		if measured > 0 {
 			s.PerSec = round3(float64(m.n) / measured.Seconds())
 		}
@@ -609,6 +619,32 @@ func (r *WSResult) summarizeClients(clients []*wsClient, measured time.Duration)
 		}
 		r.Series[name] = s
 	}
+}
+
+// weightedSample is a kept latency and how many frames it stands for.
+type weightedSample struct {
+	d time.Duration
+	w float64
+}
+
+// weightedPercentile is Percentile over samples sorted by latency, each
+// counted w times: the smallest sample with at least p% of the weight at
+// or below it. With every weight 1 it is Percentile. Empty: 0.
+func weightedPercentile(sorted []weightedSample, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	total := 0.0
+	for _, s := range sorted {
+		total += s.w
+	}
+	want, cum := p/100*total, 0.0
+	for _, s := range sorted {
+		if cum += s.w; cum >= want {
+			return s.d
+		}
+	}
+	return sorted[len(sorted)-1].d
 }
 
 // WriteTable prints the result: the connection summary and one line per

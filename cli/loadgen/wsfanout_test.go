@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -241,6 +242,46 @@ func TestRunWSRefusesBadConfigs(t *testing.T) {
 		res, err := RunWS(context.Background(), c)
 		if err == nil || res != nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v %v, want an error naming %q", name, res, err, tc.want)
+		}
+	}
+}
+
+// TestMergedSeriesWeighsEachClientByItsFrames: a client whose frames
+// overflowed its reservoir keeps wsSamplesPerClient of them, each standing
+// for several frames; merged with a client that kept all of its own, its
+// samples must weigh as many frames as they stand for. Client 0 got
+// wsSamplesPerClient frames 50 ms late, client 1 ten times as many 10 ms
+// late: 91% of the frames were 10 ms late, so p50 and p90 are 10 ms.
+func TestMergedSeriesWeighsEachClientByItsFrames(t *testing.T) {
+	clients := make([]*wsClient, 2)
+	for i, c := range []struct {
+		frames int
+		lat    time.Duration
+	}{{wsSamplesPerClient, 50 * time.Millisecond}, {10 * wsSamplesPerClient, 10 * time.Millisecond}} {
+		s := &sampleSet{rng: rand.New(rand.NewPCG(uint64(i), 1))}
+		for range c.frames {
+			s.add(c.lat)
+		}
+		clients[i] = &wsClient{done: make(chan struct{}), series: map[string]*sampleSet{SeriesAll: s}}
+		close(clients[i].done)
+	}
+	r := &WSResult{Series: map[string]WSSeries{}, Closed: map[string]int64{}}
+	r.summarizeClients(clients, time.Second)
+	got := r.Series[SeriesAll]
+	if got.Frames != 11*wsSamplesPerClient || got.P50Ms != 10 || got.P90Ms != 10 || got.P99Ms != 50 || got.MaxMs != 50 {
+		t.Fatalf("merged: %+v; want %d frames, p50 and p90 10 ms, p99 and max 50 ms", got, 11*wsSamplesPerClient)
+	}
+	// Every weight 1 (no reservoir overflowed): the nearest rank.
+	for n := 1; n <= 200; n++ {
+		var plain []time.Duration
+		var ws []weightedSample
+		for i := 1; i <= n; i++ {
+			plain, ws = append(plain, msd(i)), append(ws, weightedSample{msd(i), 1})
+		}
+		for _, p := range []float64{0.5, 50, 90, 99, 100} {
+			if a, b := weightedPercentile(ws, p), Percentile(plain, p); a != b {
+				t.Fatalf("n %d p%v: weighted %v, nearest rank %v", n, p, a, b)
+			}
 		}
 	}
 }
