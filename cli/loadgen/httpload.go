@@ -140,7 +140,8 @@ type HTTPResult struct {
 	Workers int    `json:"workers"`
 	SetupMs int64  `json:"setupMs"`
 	// DurationMs is the measured window: from the end of the warmup to
-	// the last worker's last answer.
+	// the deadline (or the interruption); without a warmup, from the
+	// start to the last worker's last answer.
 	DurationMs  int64 `json:"durationMs"`
 	Interrupted bool  `json:"interrupted"`
 	// Requests are the requests sent in the measured window.
@@ -198,10 +199,25 @@ func RunHTTP(ctx context.Context, cfg HTTPConfig) (*HTTPResult, error) {
 	}
 	wg.Wait()
 	res.Interrupted = ctx.Err() != nil
-	window := time.Duration(0)
-	if last := lastAnswer.Load(); last > 0 {
-		window = time.Unix(0, last).Sub(measureFrom)
+	// The rate is over the time the counted requests (those sent in the
+	// window) took. After a warmup the workers are mid-request when the
+	// window opens, in a steady state: that is the window itself. Up to
+	// the last answer it also held the warmup's last requests' time,
+	// uncounted, and the last requests' time past the deadline, so the
+	// rate ran low by about a latency over the duration. Without a
+	// warmup every worker sends its first request at the start, and its
+	// requests fill the time to its last answer.
+	end := time.Now()
+	if end.After(deadline) {
+		end = deadline
 	}
+	if cfg.Warmup == 0 {
+		end = measureFrom
+		if last := lastAnswer.Load(); last > 0 {
+			end = time.Unix(0, last)
+		}
+	}
+	window := max(end.Sub(measureFrom), 0)
 	res.DurationMs = window.Milliseconds()
 	if s := rec.ops[OpRequest]; s != nil {
 		res.Requests = summarize(s, window)

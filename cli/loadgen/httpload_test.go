@@ -133,6 +133,43 @@ func TestRunHTTPSendsTheTemplatedRequestsAndMeasures(t *testing.T) {
 	}
 }
 
+// ok/s is the target's pace: 2 workers on a 200 ms server make 10
+// answers a second. The requests counted are those sent in the window,
+// so the rate is over the window they were sent in. Over the end of the
+// warmup to the last answer it was 10 requests over 1.1 s: the start
+// counted the warmup's last requests' time, not the requests, and the
+// end the last requests' time after the deadline (a rate low by about a
+// latency over the duration).
+func TestRunHTTPRateIsTheTargetsPace(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(200 * time.Millisecond)
+	}))
+	defer srv.Close()
+	res, err := RunHTTP(context.Background(), HTTPConfig{URLs: []string{srv.URL}, Concurrency: 2,
+		Warmup: 300 * time.Millisecond, Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := res.Requests
+	if q.OK < 8 || q.OK > 10 || q.OKPerSec < 0.95*float64(q.OK) || q.OKPerSec > 1.05*float64(q.OK) || res.DurationMs != 1000 {
+		t.Fatalf("%d ok at %.2f/s over %d ms; want 8-10 ok over the 1,000 ms they were sent in", q.OK, q.OKPerSec, res.DurationMs)
+	}
+	// Without a warmup every worker sends its first request at the start,
+	// so the 4 each sent in the second (at 0, 0.3, 0.6, 0.9 s) take 1.2 s:
+	// 2 workers on a 300 ms server make 6.7 answers a second, not 8.
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(300 * time.Millisecond)
+	}))
+	defer slow.Close()
+	res, err = RunHTTP(context.Background(), HTTPConfig{URLs: []string{slow.URL}, Concurrency: 2, Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := res.Requests; q.OK != 8 || q.OKPerSec < 6.3 || q.OKPerSec > 7 {
+		t.Fatalf("no warmup: %d ok at %.2f/s over %d ms; want 8 at about 6.7/s", q.OK, q.OKPerSec, res.DurationMs)
+	}
+}
+
 // A 429 is counted and its Retry-After honoured: about one request a
 // second per worker instead of hundreds.
 func TestRunHTTPHonoursRetryAfter(t *testing.T) {
