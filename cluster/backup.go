@@ -38,7 +38,7 @@ import (
 //	                                              SHA-256, state hash, time
 //
 // The manifest is written last: a backup without one is incomplete and is
-// neither listed nor kept. Before the manifest is written the snapshot is
+// neither listed nor kept (pruning deletes it). Before the manifest is written the snapshot is
 // read back and decoded, so a listed backup is known to restore; its state
 // hash is the one `perpd admin state` shows for that index. Only the
 // newest --backup-keep complete backups of this node are kept.
@@ -97,6 +97,10 @@ func NewBackupStatus(dir, nodeID string) *BackupStatus {
 
 // backupName matches the files of complete backups' manifests.
 var backupName = regexp.MustCompile(`^perpd-(.+)-(\d{8}T\d{6}(?:\.\d+)?Z)-(\d{20})\.json$`)
+
+// backupPart matches every file a backup writes, temporary ones (writeAtomic)
+// included: the node, the stem, and whether it is temporary.
+var backupPart = regexp.MustCompile(`^(\.tmp-)?(perpd-(.+)-\d{8}T\d{6}(?:\.\d+)?Z-\d{20})\.(?:snap|snap\.sha256|json)(?:-\d+)?$`)
 
 // RunBackups writes a backup every cfg.Every until ctx ends or n stops. A
 // failed backup is logged and retried at the next interval.
@@ -317,6 +321,27 @@ func PruneBackups(dir, nodeID string, keep int) (int, error) {
 			}
 		}
 		removed++
+	}
+	// What this node's failed or killed backups left: temporary files, and
+	// snapshot files whose manifest was never written. Each can hold a
+	// snapshot's worth of disk, and nothing lists them. Pruning runs after
+	// a backup of this node completed, so none of them is being written.
+	kept := map[string]bool{}
+	for _, b := range list[:min(keep, len(list))] {
+		kept[strings.TrimSuffix(filepath.Base(b.File), ".snap")] = true
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return removed, err
+	}
+	for _, e := range ents {
+		m := backupPart.FindStringSubmatch(e.Name())
+		if m == nil || e.IsDir() || m[3] != nodeID || (m[1] == "" && kept[m[2]]) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return removed, err
+		}
 	}
 	return removed, nil
 }

@@ -52,11 +52,32 @@ type ArchiveRecord struct {
 }
 
 func openApplyArchive(path string) (*applyArchive, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("apply archive: %w", err)
 	}
+	// A kill -9 can cut the last line short: end it, so this start's first
+	// record is a line of its own and not lost glued to the torn one.
+	if err := endTornLine(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("apply archive: %w", err)
+	}
 	return &applyArchive{f: f, w: bufio.NewWriter(f)}, nil
+}
+
+func endTornLine(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return err
+	}
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, fi.Size()-1); err != nil {
+		return err
+	}
+	if last[0] != '\n' {
+		_, err = f.Write([]byte{'\n'})
+	}
+	return err
 }
 
 func (a *applyArchive) write(rec ArchiveRecord) {

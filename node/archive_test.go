@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -119,5 +120,33 @@ func TestArchiveCutsAfterHashPoints(t *testing.T) {
 	want := [][2]uint64{{14, 16}, {17, 32}, {33, 48}, {49, 50}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("cuts %v, want %v", got, want)
+	}
+}
+
+// A kill -9 can cut the archive's last line short. The next start appends
+// on a line of its own, so its first record (here the restore that begins
+// the incarnation) reads, instead of being glued to the torn line and lost
+// with it.
+func TestApplyArchiveStartsAfterATornLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "archive")
+	if err := os.WriteFile(path, []byte(`{"i":1,"t":2,"k":0,"d":"YQ=="}`+"\n"+`{"i":2,"t":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := openApplyArchive(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.restored(5)
+	if err := a.close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	var last ArchiveRecord
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || !last.Restore || last.Index != 5 {
+		t.Fatalf("the record written after the torn line reads %+v (%v); the archive is %q", last, err, raw)
 	}
 }

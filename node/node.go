@@ -159,7 +159,7 @@ func New(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	r, err := raft.NewRaft(rc, n.fsm, logs, store, metaSnapshots{snaps}, trans)
+	r, err := newRaft(rc, n.fsm, logs, store, metaSnapshots{snaps}, trans, cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
@@ -212,6 +212,29 @@ func New(cfg Config) (*Node, error) {
 	go n.forwards.run()
 	started = true
 	return n, nil
+}
+
+// newRaft is raft.NewRaft, refusing with an error where raft panics: when
+// the newest snapshot does not open (a damaged file fails its CRC) raft
+// restores an older one, and when the log was compacted past that one it
+// panics on the first missing entry ("log not found"), naming neither the
+// snapshot nor the way out.
+func newRaft(rc *raft.Config, machine raft.FSM, logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore,
+	trans raft.Transport, dataDir string) (r *raft.Raft, err error) {
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		if e, ok := p.(error); !ok || !errors.Is(e, raft.ErrLogNotFound) {
+			panic(p)
+		}
+		r, err = nil, fmt.Errorf("the raft log does not continue from the newest snapshot that opens: a newer one in %s is damaged "+
+			"(the log names the one that failed to open); this node cannot rebuild its state: remove it from the cluster, "+
+			"move its data directory aside and add it back with an empty one (it receives the leader's snapshot), "+
+			"or restore a backup", filepath.Join(dataDir, "snapshots"))
+	}()
+	return raft.NewRaft(rc, machine, logs, stable, snaps, trans)
 }
 
 // campaignNow makes a freshly bootstrapped lone voter campaign at once:

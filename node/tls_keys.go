@@ -110,27 +110,47 @@ func WriteSecretFile(path, secret string) error {
 // so a reader sees the old content or the new, never a truncated file: a
 // devnet rewrites the shared tls/ca.pem for each node it starts while the
 // ones already started read it ("the CA file holds no PEM certificate").
+// The file is synced before the rename and the directory after it: a
+// rename that reaches the disk before the data leaves, after a power
+// loss, an empty cluster secret or node-id mark, which cannot be made
+// again.
 func writePrivate(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
 	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		err = f.Chmod(0o600)
 	}
 	if err == nil {
-		err = os.Chmod(tmp, 0o600)
+		err = syncFile(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = syncFile(d)
+	if cerr := d.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }
+
+// syncFile syncs a file or directory; tests make it fail.
+var syncFile = (*os.File).Sync
 
 // RailNodeKey is the simulated rail's node key, the same on every member.
 func (n *Node) RailNodeKey() []byte { return n.keys.railNode }

@@ -2,8 +2,11 @@ package node
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -169,5 +172,48 @@ func TestDataDirectoryIsMadePrivate(t *testing.T) {
 	}
 	if fi.Mode().Perm() != 0o700 {
 		t.Fatalf("data directory mode %v, want 0700", fi.Mode().Perm())
+	}
+}
+
+// A secret file (the cluster secret, the admin token, the node-id mark, a
+// TLS key) is synced before it replaces the old one and its directory
+// after: renamed unsynced, a power loss can leave it empty, and a cluster
+// secret lost so cannot be made again. A failed sync is an error, and the
+// old file stays until the new one is on disk.
+func TestSecretFileWriteSyncsAndKeepsTheOldFileOnFailure(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "cluster-secret")
+	if err := WriteSecretFile(p, "old"); err != nil {
+		t.Fatal(err)
+	}
+	var synced []string
+	failOn := ""
+	syncFile = func(f *os.File) error {
+		synced = append(synced, f.Name())
+		if failOn != "" && (f.Name() == failOn || strings.HasPrefix(filepath.Base(f.Name()), failOn)) {
+			return syscall.EIO
+		}
+		return f.Sync()
+	}
+	t.Cleanup(func() { syncFile = (*os.File).Sync })
+	if err := WriteSecretFile(p, "new"); err != nil {
+		t.Fatal(err)
+	}
+	if len(synced) != 2 || filepath.Dir(synced[0]) != dir || synced[1] != dir {
+		t.Fatalf("synced %q, want the temporary file in %s, then the directory", synced, dir)
+	}
+	failOn = ".cluster-secret.tmp-"
+	if err := WriteSecretFile(p, "newer"); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("a failed sync of the new file: %v", err)
+	}
+	if s, err := ReadSecretFile(p); err != nil || s != "new" {
+		t.Fatalf("after a failed write the file holds %q (%v), want the previous %q", s, err, "new")
+	}
+	failOn = dir
+	if err := WriteSecretFile(p, "newest"); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("a failed sync of the directory: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
+		t.Fatalf("temporary files left: %q", left)
 	}
 }

@@ -70,15 +70,21 @@ func (b *SimBook) pay(p Payout, simulate func(Payout) PayoutResult) PayoutResult
 func (b *SimBook) payShared(p Payout, simulate func(Payout) PayoutResult) PayoutResult {
 	sum := sha256.Sum256([]byte(p.RailRef))
 	path := filepath.Join(b.dir, hex.EncodeToString(sum[:16])+".json")
-	if res, err := readOutcome(path); err == nil {
+	res, err := readOutcome(path)
+	if err == nil {
 		b.outcomes.put(p.RailRef, res)
 		return res
 	}
-	res := simulate(p)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return unreadableOutcome(path, err)
+	}
+	res = simulate(p)
 	if err := writeOutcomeOnce(path, res); errors.Is(err, fs.ErrExist) {
-		if won, err := readOutcome(path); err == nil {
-			res = won
+		won, err := readOutcome(path)
+		if err != nil {
+			return unreadableOutcome(path, err)
 		}
+		res = won
 	} else if err != nil {
 		// The book cannot record it: report pending, so the leader asks
 		// again rather than apply an outcome no other process knows.
@@ -88,6 +94,19 @@ func (b *SimBook) payShared(p Payout, simulate func(Payout) PayoutResult) Payout
 	}
 	b.outcomes.put(p.RailRef, res)
 	return res
+}
+
+// unreadableOutcome answers a payout whose record exists but does not
+// read (cut short by a power loss, or not readable by this process): the
+// network may have made it, so it is never executed again, only reported
+// pending until an operator repairs the record. The reason reaches the
+// withdrawal's owner: it names the record's file, not its directory.
+func unreadableOutcome(path string, err error) PayoutResult {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return PayoutResult{Status: PayoutPending, Reason: fmt.Sprintf("simulated network: payout record %s is unreadable: %v", filepath.Base(path), err)}
 }
 
 func readOutcome(path string) (PayoutResult, error) {
@@ -120,10 +139,31 @@ func writeOutcomeOnce(path string, res PayoutResult) error {
 		tmp.Close()
 		return err
 	}
+	// Synced before the link and the directory after it: a power loss must
+	// not leave a payout made and its record empty or gone.
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Link(tmp.Name(), path)
+	if err := os.Link(tmp.Name(), path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Executed is how many payouts the simulated network carried out.

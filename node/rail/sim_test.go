@@ -429,3 +429,31 @@ func TestDirBookExecutesAPayoutOnceAcrossProcesses(t *testing.T) {
 		t.Fatalf("a late process got %+v and executed %d", res, late.Executed())
 	}
 }
+
+// A payout's outcome file that a power loss cut short (or any record the
+// book cannot read) is a payout the network may have made: the book must
+// not execute it again, but report it pending and leave the record for an
+// operator, whichever process asks.
+func TestDirBookNeverRepaysAPayoutWhoseRecordIsUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	book, err := NewDirSimBook(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, damaged := range []string{"", `{"Status":"pa`} {
+		p := Payout{RailRef: fmt.Sprintf("wd-%d", i), Path: PathSpark, AmountMsat: 5_000}
+		sum := sha256.Sum256([]byte(p.RailRef))
+		path := filepath.Join(dir, hex.EncodeToString(sum[:16])+".json")
+		if err := os.WriteFile(path, []byte(damaged), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		executed := 0
+		res := book.pay(p, func(Payout) PayoutResult { executed++; return PayoutResult{Status: PayoutPaid} })
+		if executed != 0 || res.Status != PayoutPending || !strings.Contains(res.Reason, filepath.Base(path)) {
+			t.Fatalf("record %q: executed %d times, outcome %+v; want none, pending, naming %s", damaged, executed, res, filepath.Base(path))
+		}
+		if b, _ := os.ReadFile(path); string(b) != damaged {
+			t.Fatalf("record %q was replaced by %q", damaged, b)
+		}
+	}
+}
