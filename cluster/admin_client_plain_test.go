@@ -54,11 +54,12 @@ func TestAdminClientSendsNoTokenInClearOffThisMachine(t *testing.T) {
 	}
 }
 
-// `admin snapshot --timeout` bounds the wait for the node to answer (it
-// answers once the snapshot is taken), not the download after it: before,
-// the download's lifted bound covered the wait too, and a node that took
-// the request and never answered held the command forever.
-func TestAdminSnapshotWaitsForTheNodeWithinItsTimeout(t *testing.T) {
+// againstSilentNode runs call with an admin client of --timeout 300 ms
+// whose node hands each connection to serve (which never answers), and
+// returns call's error, failing if call succeeds or is still waiting 5 s
+// later.
+func againstSilentNode(t *testing.T, serve func(net.Conn), call func(*AdminClient) error) error {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -70,24 +71,37 @@ func TestAdminSnapshotWaitsForTheNodeWithinItsTimeout(t *testing.T) {
 			if err != nil {
 				return
 			}
-			go func() { _, _ = io.Copy(io.Discard, conn) }() // reads, never answers
+			go serve(conn)
 		}
 	}()
 	c := NewAdminClient(ln.Addr().String(), "t")
 	c.HTTP.Timeout = 300 * time.Millisecond
 	done := make(chan error, 1)
-	go func() {
-		_, err := c.Snapshot(context.Background(), io.Discard, nil)
-		done <- err
-	}()
+	go func() { done <- call(c) }()
 	select {
 	case err := <-done:
 		if err == nil {
-			t.Fatal("a snapshot from a node that never answered")
+			t.Fatal("an answer from a node that never answered")
 		}
+		return err
 	case <-time.After(5 * time.Second):
 		t.Fatal("still waiting for a silent node 5 s into a 300 ms --timeout")
+		return nil
 	}
+}
+
+// readsNeverAnswers reads the request and never answers.
+func readsNeverAnswers(conn net.Conn) { _, _ = io.Copy(io.Discard, conn) }
+
+// `admin snapshot --timeout` bounds the wait for the node to answer (it
+// answers once the snapshot is taken), not the download after it: before,
+// the download's lifted bound covered the wait too, and a node that took
+// the request and never answered held the command forever.
+func TestAdminSnapshotWaitsForTheNodeWithinItsTimeout(t *testing.T) {
+	againstSilentNode(t, readsNeverAnswers, func(c *AdminClient) error {
+		_, err := c.Snapshot(context.Background(), io.Discard, nil)
+		return err
+	})
 }
 
 // A restore is bounded too: an upload that makes no progress for
@@ -99,43 +113,16 @@ func TestAdminRestoreWaitsWithinItsBounds(t *testing.T) {
 	backup := []byte(backupMagic + "\n{}\n" + strings.Repeat("x", 64<<10))
 	restoreTo := func(t *testing.T, serve func(net.Conn)) error {
 		t.Helper()
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		go func() {
-			for {
-				conn, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go serve(conn)
-			}
-		}()
-		c := NewAdminClient(ln.Addr().String(), "t")
-		c.HTTP.Timeout = 300 * time.Millisecond
-		done := make(chan error, 1)
-		go func() {
+		return againstSilentNode(t, serve, func(c *AdminClient) error {
 			_, err := c.Restore(context.Background(), backup)
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			if err == nil {
-				t.Fatal("a restore answered by a node that never answered")
-			}
 			return err
-		case <-time.After(5 * time.Second):
-			t.Fatal("still waiting 5 s into a 300 ms --timeout")
-			return nil
-		}
+		})
 	}
 	defer func(d time.Duration) { restoreAnswerMin = d }(restoreAnswerMin)
 	restoreAnswerMin = 0
 
 	t.Run("the node reads the upload and never answers", func(t *testing.T) {
-		err := restoreTo(t, func(conn net.Conn) { _, _ = io.Copy(io.Discard, conn) })
+		err := restoreTo(t, readsNeverAnswers)
 		if !strings.Contains(err.Error(), "did not answer") {
 			t.Fatalf("error %q; want the answer's bound named", err)
 		}
