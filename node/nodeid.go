@@ -28,7 +28,14 @@ func checkNodeIDFile(dataDir, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if got := strings.TrimSpace(string(b)); got != id {
+	got := strings.TrimSpace(string(b))
+	if got == "" {
+		// A write a crash cut short (the mark is synced before its rename
+		// since 2026-11-29, not before): no mark, so the stored
+		// configuration's check decides, and the start marks it again.
+		return false, nil
+	}
+	if got != id {
 		return true, fmt.Errorf("data directory %s belongs to node %q, not %q: start it as %q, or give %q an empty data directory "+
 			"(remove the old member first if it is still one)", dataDir, got, id, got, id)
 	}

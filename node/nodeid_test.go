@@ -73,3 +73,44 @@ func TestDataDirectoryRefusesAnotherNodeID(t *testing.T) {
 		t.Fatalf("node-id file after restart: %q %v", b, err)
 	}
 }
+
+// TestEmptyNodeIDMarkIsAnUnmarkedDirectory: a mark a crash left empty (its
+// write cut short) used to refuse the start as belonging to node "" and
+// tell the operator to start it as "". It is read as no mark: the stored
+// raft configuration still refuses another member at this address, and
+// the node's own id starts it and marks the directory again.
+func TestEmptyNodeIDMarkIsAnUnmarkedDirectory(t *testing.T) {
+	dir := t.TempDir()
+	cfg := node.Config{ID: "n1", DataDir: dir, RaftAddr: loopbackAddr(t), Bootstrap: true,
+		AdminToken: "t", ClusterSecret: "s", Logger: hclog.NewNullLogger()}
+	n, err := node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Start()
+	propose(t, n, noop("k1"))
+	if err := n.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	mark := filepath.Join(dir, "node-id")
+	if err := os.WriteFile(mark, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	other := cfg
+	other.ID = "n2"
+	if n, err := node.New(other); err == nil {
+		_ = n.Shutdown()
+		t.Fatal("n1's directory with an empty mark started as n2 at n1's raft address")
+	} else if !strings.Contains(err.Error(), `"n1"`) {
+		t.Fatalf("refusal does not name the member: %v", err)
+	}
+	n, err = node.New(cfg)
+	if err != nil {
+		t.Fatalf("n1 refused its own directory with an empty mark: %v", err)
+	}
+	_ = n.Shutdown()
+	if b, err := os.ReadFile(mark); err != nil || strings.TrimSpace(string(b)) != "n1" {
+		t.Fatalf("node-id file after restart: %q %v", b, err)
+	}
+}
