@@ -287,6 +287,9 @@ func adminTransferCmd(f *adminFlags) *cobra.Command {
 	return cmd
 }
 
+// syncFile flushes a file to the disk (tests make it fail).
+var syncFile = (*os.File).Sync
+
 func adminSnapshotCmd(f *adminFlags) *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
@@ -318,6 +321,11 @@ func adminSnapshotCmd(f *adminFlags) *cobra.Command {
 				progress = progressBar(os.Stderr)
 			}
 			meta, err := c.Snapshot(context.Background(), file, progress)
+			if err == nil {
+				// Synced before it is named: a power loss must not leave
+				// --out (and its synced manifest) over missing data.
+				err = syncFile(file)
+			}
 			if cerr := file.Close(); err == nil {
 				err = cerr
 			}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,5 +99,30 @@ func TestAdminClientHonoursTimeoutFlag(t *testing.T) {
 		if c.HTTP.Timeout != d {
 			t.Fatalf("--timeout %v: the client gives up after %v", d, c.HTTP.Timeout)
 		}
+	}
+}
+
+// TestAdminSnapshotIsSyncedBeforeItIsNamed: the downloaded snapshot was
+// renamed to --out unsynced, so a power loss could leave its name (and the
+// synced manifest beside it) over missing data. A sync that fails now
+// fails the command and leaves no --out file.
+func TestAdminSnapshotIsSyncedBeforeItIsNamed(t *testing.T) {
+	c := clustertest.Start(t, 1)
+	n := c.Leader()
+	out := filepath.Join(t.TempDir(), "b.snap")
+	synced := 0
+	defer func(f func(*os.File) error) { syncFile = f }(syncFile)
+	syncFile = func(f *os.File) error {
+		if f.Name() == out+".partial" {
+			synced++
+		}
+		return errors.New("disk gone")
+	}
+	_, err := runAdmin(t, "snapshot", "--addr", n.AdminAddr, "--admin-token-file", tokenFile(t, c.Token), "--out", out)
+	if err == nil || synced != 1 {
+		t.Fatalf("a snapshot whose sync failed: error %v, %d syncs of the download", err, synced)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("--out exists after a failed sync: %v", err)
 	}
 }
