@@ -50,12 +50,18 @@ var (
 // load they made up 5% of a follower's CPU (docs/decisions.md, "raft's
 // metrics"). raftAllowedInBlocked keeps the log append's own timing, the
 // one an operator reads for disk trouble (a longer prefix wins).
+//
+// raft.peers is blocked too: a leader's raft sets it at every
+// configuration change, and perpd_raft_peers is ours (voters, read per
+// node). Two families of one name on a scrape are a gathering error, and
+// one of them (ours) was dropped from the leader's.
 var (
 	raftBlocked = []string{
 		Namespace + ".raft.net",
 		Namespace + ".raft.boltdb",
 		Namespace + ".raft.rpc.appendEntries.storeLogs",
 		Namespace + ".raft.rpc.appendEntries.processLogs",
+		Namespace + ".raft.peers",
 	}
 	raftAllowedInBlocked = []string{Namespace + ".raft.boltdb.storeLogs"}
 )
