@@ -336,11 +336,29 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		gauge(descLastContact, 0)
 	}
-	gauge(descHalted, b2f(n.Halted() != nil))
+	halted := n.Halted() != nil
+	gauge(descHalted, b2f(halted))
 	gauge(descStoreFault, b2f(!n.StoreHealthy()))
 	nowMs := n.LogNowMs()
 	gauge(descLogTime, float64(nowMs)/1000)
-	n.Machine().Read(func(st *fsm.State, _ uint64) {
+	if !halted {
+		c.collectState(nowMs, gauge)
+	}
+	if chk, ok := n.LastConservationCheck(); ok {
+		gauge(descCheckTime, float64(chk.At.UnixMilli())/1000)
+		gauge(descCheckIndex, float64(chk.Index))
+		gauge(descCheckOK, b2f(chk.OK))
+	}
+}
+
+// collectState reports the figures read from the replicated state at the
+// log's time. A halted replica has none: its state is frozen (perhaps half
+// an entry in) while its log time runs on, so every feed's staleness and
+// open withdrawal's age would climb and page for a venue that is fine
+// (the alerts take the max over the members); it serves nothing, and
+// perpd_halted says why.
+func (c *nodeCollector) collectState(nowMs int64, gauge func(*prometheus.Desc, float64, ...string)) {
+	c.n.Machine().Read(func(st *fsm.State, _ uint64) {
 		if st.Market != nil {
 			for _, id := range st.Market.FeedIDs() {
 				last, ok := st.Market.FeedLast(id)
@@ -352,11 +370,6 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		collectPayouts(st, nowMs, gauge)
 	})
-	if chk, ok := n.LastConservationCheck(); ok {
-		gauge(descCheckTime, float64(chk.At.UnixMilli())/1000)
-		gauge(descCheckIndex, float64(chk.Index))
-		gauge(descCheckOK, b2f(chk.OK))
-	}
 }
 
 // collectPayouts reports the withdrawals waiting on the rails: what an
