@@ -141,7 +141,7 @@ func New(n *node.Node) (*Registry, error) {
 	})
 	r.leaderChanges = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "raft_leader_changes_total",
-		Help: "Times this node saw the cluster's leader change (including to none).",
+		Help: "Times this node saw a new leader of the cluster (the elections it learnt of).",
 	})
 	r.reg.MustRegister(r.httpRequests, r.httpDuration, r.applySeconds, r.applyEntries, r.groupCommands,
 		r.leaderChanges, &nodeCollector{n: n})
@@ -249,12 +249,15 @@ func (r *Registry) Handler() http.Handler {
 	return promhttp.HandlerFor(prometheus.Gatherers{g, r.reg}, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// watchLeader counts leader changes as raft reports them.
+// watchLeader counts the new leaders raft reports. Raft also reports the
+// loss of a leader (to none) before each election: counting those made one
+// handover two changes, and PerpdLeaderFlapping (more than 3 in 10
+// minutes) fired on two elections.
 func (r *Registry) watchLeader() {
 	ch := make(chan raft.Observation, 16)
 	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
+		l, ok := o.Data.(raft.LeaderObservation)
+		return ok && l.LeaderID != ""
 	})
 	r.n.Raft.RegisterObserver(obs)
 	go func() {
