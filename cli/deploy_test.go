@@ -85,7 +85,8 @@ func TestDeployEnvFilesNameEveryServeFlag(t *testing.T) {
 }
 
 // TestDeployPrometheusFilesCheck runs promtool on the shipped scrape
-// configuration and alerting rules (skipped without promtool).
+// configuration and alerting rules, and the rules' unit tests
+// (deploy/alerts_test.yml; skipped without promtool).
 func TestDeployPrometheusFilesCheck(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
@@ -97,6 +98,10 @@ func TestDeployPrometheusFilesCheck(t *testing.T) {
 	alerts := filepath.Join("..", "deploy", "alerts.yml")
 	if out, err := exec.Command(promtool, "check", "rules", alerts).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	// The rules' unit tests: each alert fires on what it is for.
+	if out, err := exec.Command(promtool, "test", "rules", filepath.Join("..", "deploy", "alerts_test.yml")).CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
 	}
 	// The scrape configuration names files on the Prometheus host: point
 	// them at stand-ins here.

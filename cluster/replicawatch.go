@@ -93,8 +93,14 @@ func (w *ReplicaWatch) Run(ctx context.Context) {
 }
 
 // Last returns the latest comparison this node ran in its current stretch
-// as leader; false on a follower and on a leader before its first.
+// as leader; false on a follower and on a leader before its first. It
+// asks whether the node leads itself: step forgets the outcome only
+// between runs, and a run (tens of seconds at scale) deposed midway would
+// leave the old leader reporting beside the new one until it ended.
 func (w *ReplicaWatch) Last() (ReplicaCheck, bool) {
+	if !w.leads() {
+		return ReplicaCheck{}, false
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.last == nil {

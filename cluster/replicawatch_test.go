@@ -223,3 +223,40 @@ func TestReplicaWatchRunLoop(t *testing.T) {
 		t.Fatalf("last %+v %v", c, ok)
 	}
 }
+
+// A leader deposed while a run is under way (a run takes tens of seconds at
+// scale) stops reporting within leaderPoll all the same, though the run's
+// step does not come round to forget the outcome until the run ends.
+func TestReplicaWatchDeposedMidRunStopsReporting(t *testing.T) {
+	var leading atomic.Bool
+	leading.Store(true)
+	w, _ := watchOver(20*time.Millisecond, leading.Load, map[string]fakeReplica{"node1": {applied: 9, hash: "aaaa"}})
+	inner := w.compare
+	var runs atomic.Int32
+	started, release := make(chan struct{}), make(chan struct{})
+	w.compare = func(ctx context.Context) (ReplicasView, error) {
+		if runs.Add(1) == 2 {
+			close(started)
+			<-release
+		}
+		return inner(ctx)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no second run")
+	}
+	if _, ok := w.Last(); !ok {
+		t.Fatal("the leader reports no outcome of its first run")
+	}
+	leading.Store(false)
+	time.Sleep(leaderPoll + leaderPoll/2)
+	if c, ok := w.Last(); ok {
+		t.Errorf("deposed for %v during a run, still reports %+v", leaderPoll+leaderPoll/2, c)
+	}
+	close(release)
+}

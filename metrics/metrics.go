@@ -50,12 +50,18 @@ var (
 // load they made up 5% of a follower's CPU (docs/decisions.md, "raft's
 // metrics"). raftAllowedInBlocked keeps the log append's own timing, the
 // one an operator reads for disk trouble (a longer prefix wins).
+//
+// raft.peers is blocked too: a leader's raft sets it at every
+// configuration change, and perpd_raft_peers is ours (voters, read per
+// node). Two families of one name on a scrape are a gathering error, and
+// one of them (ours) was dropped from the leader's.
 var (
 	raftBlocked = []string{
 		Namespace + ".raft.net",
 		Namespace + ".raft.boltdb",
 		Namespace + ".raft.rpc.appendEntries.storeLogs",
 		Namespace + ".raft.rpc.appendEntries.processLogs",
+		Namespace + ".raft.peers",
 	}
 	raftAllowedInBlocked = []string{Namespace + ".raft.boltdb.storeLogs"}
 )
@@ -135,7 +141,7 @@ func New(n *node.Node) (*Registry, error) {
 	})
 	r.leaderChanges = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "raft_leader_changes_total",
-		Help: "Times this node saw the cluster's leader change (including to none).",
+		Help: "Times this node saw a new leader of the cluster (the elections it learnt of).",
 	})
 	r.reg.MustRegister(r.httpRequests, r.httpDuration, r.applySeconds, r.applyEntries, r.groupCommands,
 		r.leaderChanges, &nodeCollector{n: n})
@@ -243,12 +249,15 @@ func (r *Registry) Handler() http.Handler {
 	return promhttp.HandlerFor(prometheus.Gatherers{g, r.reg}, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// watchLeader counts leader changes as raft reports them.
+// watchLeader counts the new leaders raft reports. Raft also reports the
+// loss of a leader (to none) before each election: counting those made one
+// handover two changes, and PerpdLeaderFlapping (more than 3 in 10
+// minutes) fired on two elections.
 func (r *Registry) watchLeader() {
 	ch := make(chan raft.Observation, 16)
 	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
+		l, ok := o.Data.(raft.LeaderObservation)
+		return ok && l.LeaderID != ""
 	})
 	r.n.Raft.RegisterObserver(obs)
 	go func() {
@@ -330,11 +339,29 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		gauge(descLastContact, 0)
 	}
-	gauge(descHalted, b2f(n.Halted() != nil))
+	halted := n.Halted() != nil
+	gauge(descHalted, b2f(halted))
 	gauge(descStoreFault, b2f(!n.StoreHealthy()))
 	nowMs := n.LogNowMs()
 	gauge(descLogTime, float64(nowMs)/1000)
-	n.Machine().Read(func(st *fsm.State, _ uint64) {
+	if !halted {
+		c.collectState(nowMs, gauge)
+	}
+	if chk, ok := n.LastConservationCheck(); ok {
+		gauge(descCheckTime, float64(chk.At.UnixMilli())/1000)
+		gauge(descCheckIndex, float64(chk.Index))
+		gauge(descCheckOK, b2f(chk.OK))
+	}
+}
+
+// collectState reports the figures read from the replicated state at the
+// log's time. A halted replica has none: its state is frozen (perhaps half
+// an entry in) while its log time runs on, so every feed's staleness and
+// open withdrawal's age would climb and page for a venue that is fine
+// (the alerts take the max over the members); it serves nothing, and
+// perpd_halted says why.
+func (c *nodeCollector) collectState(nowMs int64, gauge func(*prometheus.Desc, float64, ...string)) {
+	c.n.Machine().Read(func(st *fsm.State, _ uint64) {
 		if st.Market != nil {
 			for _, id := range st.Market.FeedIDs() {
 				last, ok := st.Market.FeedLast(id)
@@ -346,11 +373,6 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		collectPayouts(st, nowMs, gauge)
 	})
-	if chk, ok := n.LastConservationCheck(); ok {
-		gauge(descCheckTime, float64(chk.At.UnixMilli())/1000)
-		gauge(descCheckIndex, float64(chk.Index))
-		gauge(descCheckOK, b2f(chk.OK))
-	}
 }
 
 // collectPayouts reports the withdrawals waiting on the rails: what an
