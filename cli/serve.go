@@ -117,6 +117,18 @@ func runServe(parent context.Context, f serveFlags) error {
 	if f.groupLinger > node.MaxGroupLinger {
 		return fmt.Errorf("--group-linger %v: at most %v (a write would wait that long for company)", f.groupLinger, node.MaxGroupLinger)
 	}
+	// The genesis takes a non-positive budget as its default, for the
+	// cluster's life: a negative one is a mistake, not a choice.
+	if f.signupsPerHour < 0 {
+		return fmt.Errorf("--signups-per-hour %d: 0 (the deployment's default) or a positive cap", f.signupsPerHour)
+	}
+	if f.faucetGrants < 0 {
+		return fmt.Errorf("--faucet-grants-per-hour %d: 0 (the default, 3) or a positive count", f.faucetGrants)
+	}
+	// hclog logs at info for a level it does not know ("warning").
+	if hclog.LevelFromString(f.logLevel) == hclog.NoLevel {
+		return fmt.Errorf("--log-level %q: want trace, debug, info, warn, error or off", f.logLevel)
+	}
 	if f.faucetGrantSats < 0 || f.faucetGrantSats > fsm.MaxFaucetGrantMsat/1000 {
 		return fmt.Errorf("--faucet-grant-sats %d: between 0 (the default grant) and %d", f.faucetGrantSats, fsm.MaxFaucetGrantMsat/1000)
 	}

@@ -70,3 +70,28 @@ func TestJSONLogFormat(t *testing.T) {
 		t.Fatalf("text log line %q", buf.String())
 	}
 }
+
+// TestServeRefusesSilentlyDefaultedFlags: a negative genesis budget was
+// taken as "the default" by the state machine, fixed for the cluster's
+// life (on bench, --signups-per-hour -1 became 3000, not bench's cap),
+// and an unknown --log-level ("warning", a typo) logged at info.
+func TestServeRefusesSilentlyDefaultedFlags(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a negative signup cap", []string{"--signups-per-hour", "-1"}, "--signups-per-hour"},
+		{"a negative signup cap on bench", []string{"--deployment", "bench", "--signups-per-hour", "-5"}, "--signups-per-hour"},
+		{"negative faucet grants", []string{"--faucet-grants-per-hour", "-3"}, "--faucet-grants-per-hour"},
+		{"an unknown log level", []string{"--log-level", "warning"}, "--log-level"},
+	}
+	for _, tc := range cases {
+		if err := serveWith(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %q", tc.name, err, tc.want)
+		}
+	}
+	if err := serveWith(t, "--log-level", "WARN", "--signups-per-hour", "10", "--faucet-grants-per-hour", "1"); err != nil {
+		t.Fatalf("valid flags: %v", err)
+	}
+}
