@@ -159,6 +159,26 @@ func runServe(parent context.Context, f serveFlags) error {
 	tuneGC(f.ops.gcPercent, f.ops.memoryLimitMB, log)
 	hugePagesAdvised, stopHugePages := adviseHugePages(f.ops.hugePages, log)
 	defer stopHugePages()
+	var adminTLS *tls.Config
+	if peerTLS != nil {
+		adminTLS = peerTLS.ServerConfig()
+	}
+	// Bound before raft starts: a taken or malformed address used to be
+	// refused only after the node had bootstrapped (or rejoined) its cluster.
+	eps := []endpoint{
+		{addr: f.adminAddr, tls: adminTLS, conns: adminConnLimits()},
+		{addr: f.httpAddr, conns: publicConnLimits(prof, proxies)},
+	}
+	lns, err := bind(eps...)
+	if err != nil {
+		return err
+	}
+	served := false
+	defer func() {
+		if !served {
+			closeAll(lns)
+		}
+	}()
 	if err := os.MkdirAll(f.data, 0o700); err != nil {
 		return err
 	}
@@ -200,10 +220,6 @@ func runServe(parent context.Context, f serveFlags) error {
 	n.Start()
 	asm.Run(ctx)
 	f.ops.startBackups(ctx, n, asm, log)
-	var adminTLS *tls.Config
-	if peerTLS != nil {
-		adminTLS = peerTLS.ServerConfig()
-	}
 	// A node that already holds raft state does not join again; with --join
 	// it still asks that member whether they share a cluster secret, and
 	// stops when they do not (its data directory is another cluster's).
@@ -219,13 +235,9 @@ func runServe(parent context.Context, f serveFlags) error {
 			log.Warn("could not check the cluster secret with the --join member", "via", f.join, "err", err)
 		}
 	}
-	servers, err := listen(log, cluster.DefaultTimeouts,
-		endpoint{addr: f.adminAddr, h: asm.Admin, tls: adminTLS, conns: adminConnLimits()},
-		endpoint{addr: f.httpAddr, h: asm.API, conns: publicConnLimits(prof, proxies)})
-	if err != nil {
-		_ = n.Shutdown()
-		return err
-	}
+	eps[0].h, eps[1].h = asm.Admin, asm.API
+	servers := serveOn(log, cluster.DefaultTimeouts, eps, lns)
+	served = true
 	log.Info("perpd node started", "http", f.httpAddr, "raft", f.raftAddr, "admin", f.adminAddr,
 		"deployment", f.deployment, "tls", peerTLS != nil, "cluster", n.ClusterFingerprint())
 
@@ -339,14 +351,23 @@ type endpoint struct {
 // listen binds every address before serving any, so a port clash fails the
 // start instead of leaving a half-up node.
 func listen(log hclog.Logger, t cluster.Timeouts, eps ...endpoint) ([]*http.Server, error) {
-	var servers []*http.Server
+	lns, err := bind(eps...)
+	if err != nil {
+		return nil, err
+	}
+	return serveOn(log, t, eps, lns), nil
+}
+
+// bind listens on every endpoint's address (closing them all when one
+// fails); the handlers are not needed yet, so serve binds before it starts
+// raft and a taken port refuses the start before the node forms or joins
+// a cluster.
+func bind(eps ...endpoint) ([]net.Listener, error) {
 	var lns []net.Listener
 	for _, ep := range eps {
 		ln, err := net.Listen("tcp", ep.addr)
 		if err != nil {
-			for _, l := range lns {
-				_ = l.Close()
-			}
+			closeAll(lns)
 			return nil, fmt.Errorf("listen %s: %w", ep.addr, err)
 		}
 		if ep.conns != nil {
@@ -356,6 +377,20 @@ func listen(log hclog.Logger, t cluster.Timeouts, eps ...endpoint) ([]*http.Serv
 			ln = tls.NewListener(ln, ep.tls)
 		}
 		lns = append(lns, ln)
+	}
+	return lns, nil
+}
+
+func closeAll(lns []net.Listener) {
+	for _, l := range lns {
+		_ = l.Close()
+	}
+}
+
+// serveOn serves eps[i].h on lns[i] (from bind).
+func serveOn(log hclog.Logger, t cluster.Timeouts, eps []endpoint, lns []net.Listener) []*http.Server {
+	var servers []*http.Server
+	for _, ep := range eps {
 		srv := cluster.NewHTTPServer(ep.h, t, ep.tls)
 		srv.ErrorLog = cluster.ServerErrorLog(log.Named("http").With("listener", ep.addr))
 		servers = append(servers, srv)
@@ -367,5 +402,5 @@ func listen(log hclog.Logger, t cluster.Timeouts, eps ...endpoint) ([]*http.Serv
 			}
 		}(s, lns[i])
 	}
-	return servers, nil
+	return servers
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -267,5 +269,42 @@ func TestServeRefusesADeploymentOtherThanTheClustersGenesis(t *testing.T) {
 	}
 	if err := run(2*time.Second, "testnet"); err != nil {
 		t.Fatalf("its own deployment again: %v", err)
+	}
+}
+
+// TestServeRefusesATakenListenerBeforeTouchingRaft: the REST and admin
+// listeners were bound only after raft had started, so `serve --bootstrap`
+// on a taken --http port formed a cluster (and its leader proposed the
+// genesis with this start's --deployment and budgets) before it refused.
+// A taken or malformed listener address is now refused first, leaving no
+// raft state behind.
+func TestServeRefusesATakenListenerBeforeTouchingRaft(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, tc := range []struct{ flag, addr string }{
+		{"--http", taken.Addr().String()},
+		{"--admin", taken.Addr().String()},
+		{"--http", "127.0.0.1:70000"},
+	} {
+		data := t.TempDir()
+		cmd := serveCmd()
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		args := []string{"--data", data, "--bootstrap", "--http", clustertest.FreeAddr(t), "--raft", clustertest.FreeAddr(t),
+			"--admin", clustertest.FreeAddr(t), "--log-level", "error", tc.flag, tc.addr}
+		cmd.SetArgs(args)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := cmd.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), tc.addr) {
+			t.Errorf("%s %s: %v, want an error naming the address", tc.flag, tc.addr, err)
+		}
+		for _, name := range []string{"raft.db", "node-id"} {
+			if _, err := os.Stat(filepath.Join(data, name)); err == nil {
+				t.Errorf("%s %s: refused after raft wrote %s", tc.flag, tc.addr, name)
+			}
+		}
 	}
 }
