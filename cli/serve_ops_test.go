@@ -95,3 +95,31 @@ func TestServeRefusesSilentlyDefaultedFlags(t *testing.T) {
 		t.Fatalf("valid flags: %v", err)
 	}
 }
+
+// TestServeRefusesABackupDirItCannotWrite: --backup-dir was first used
+// by the first scheduled backup, an hour (--backup-every) after the
+// start, so a node started on a file or an unwritable directory ran
+// without backups until then, with nothing said at start-up.
+func TestServeRefusesABackupDirItCannotWrite(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := serveWith(t, "--backup-dir", file); err == nil || !strings.Contains(err.Error(), "--backup-dir") {
+		t.Errorf("a file as --backup-dir: %v, want an error naming --backup-dir", err)
+	}
+	if os.Geteuid() != 0 { // root writes anywhere
+		ro := t.TempDir()
+		if err := os.Chmod(ro, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Chmod(ro, 0o700)
+		if err := serveWith(t, "--backup-dir", ro); err == nil || !strings.Contains(err.Error(), "--backup-dir") {
+			t.Errorf("a read-only --backup-dir: %v, want an error naming --backup-dir", err)
+		}
+	}
+	fresh := filepath.Join(t.TempDir(), "backups", "node1")
+	if err := serveWith(t, "--backup-dir", fresh); err != nil {
+		t.Fatalf("a --backup-dir still to be made: %v", err)
+	}
+}
