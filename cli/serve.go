@@ -140,6 +140,17 @@ func runServe(parent context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	// Checked here as well as in node.New: before the listeners are bound
+	// and the data directory is written.
+	if peerTLS == nil {
+		for _, a := range []struct{ what, addr string }{{"raft address", f.raftAddr}, {"admin address", f.adminAddr}} {
+			if err := node.RequireLoopback(a.what, a.addr); err != nil {
+				return err
+			}
+		}
+	} else if err := requireAdvertisable("--admin", f.adminAddr); err != nil {
+		return err
+	}
 	if peerTLS == nil && f.join != "" {
 		// Without TLS the join carries the cluster's peer bearer in clear.
 		if err := node.RequireLoopback("--join address", f.join); err != nil {
@@ -327,6 +338,21 @@ func awaitGenesisDeployment(ctx context.Context, n *node.Node, deployment string
 		case <-t.C:
 		}
 	}
+}
+
+// requireAdvertisable refuses a listen address with no host or an
+// unspecified one (0.0.0.0, ::): the members are told this address, and
+// each would dial itself at it instead of this node.
+func requireAdvertisable(flag, addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", flag, addr, err)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return fmt.Errorf("%s %s: the other members reach this node at this address (forwarded writes, relayed admin commands), "+
+			"and at an unspecified one each would reach itself: give this host's own address, e.g. 10.0.0.5:9080", flag, addr)
+	}
+	return nil
 }
 
 func splitList(s string) []string {

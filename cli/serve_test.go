@@ -308,3 +308,29 @@ func TestServeRefusesATakenListenerBeforeTouchingRaft(t *testing.T) {
 		}
 	}
 }
+
+// TestServeWithTLSRefusesAnUnspecifiedAdminAddress: --admin is advertised
+// to the other members (their forwarded writes and read-index calls, and
+// admin commands relayed to the leader, go to it), and with TLS a node
+// accepted --admin 0.0.0.0:9080: every follower then dialled 0.0.0.0,
+// which is itself, instead of the leader. The raft transport already
+// refuses such an address; the admin listener now does too.
+func TestServeWithTLSRefusesAnUnspecifiedAdminAddress(t *testing.T) {
+	ca, err := node.NewCA("test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := ca.WriteFiles(t.TempDir(), "node1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{"0.0.0.0:0", "[::]:0", ":0"} {
+		args := append(files.Args(), "--admin", addr)
+		if err := serveWith(t, args...); err == nil || !strings.Contains(err.Error(), "--admin") {
+			t.Errorf("--admin %s with TLS: %v, want an error naming --admin", addr, err)
+		}
+	}
+	if err := serveWith(t, files.Args()...); err != nil {
+		t.Fatalf("TLS on loopback: %v", err)
+	}
+}
