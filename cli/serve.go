@@ -174,8 +174,10 @@ func runServe(parent context.Context, f serveFlags) error {
 	if peerTLS != nil {
 		adminTLS = peerTLS.ServerConfig()
 	}
-	// Bound before raft starts: a taken or malformed address used to be
-	// refused only after the node had bootstrapped (or rejoined) its cluster.
+	// A taken or malformed address used to be refused only after the node
+	// had bootstrapped (or rejoined) its cluster: try it before raft starts.
+	// Closed again at once, so that while raft loads (a long replay) a
+	// client is refused at once rather than left waiting in the backlog.
 	eps := []endpoint{
 		{addr: f.adminAddr, tls: adminTLS, conns: adminConnLimits()},
 		{addr: f.httpAddr, conns: publicConnLimits(prof, proxies)},
@@ -184,12 +186,7 @@ func runServe(parent context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	served := false
-	defer func() {
-		if !served {
-			closeAll(lns)
-		}
-	}()
+	closeAll(lns)
 	if err := os.MkdirAll(f.data, 0o700); err != nil {
 		return err
 	}
@@ -247,8 +244,11 @@ func runServe(parent context.Context, f serveFlags) error {
 		}
 	}
 	eps[0].h, eps[1].h = asm.Admin, asm.API
-	servers := serveOn(log, cluster.DefaultTimeouts, eps, lns)
-	served = true
+	servers, err := listen(log, cluster.DefaultTimeouts, eps...)
+	if err != nil {
+		_ = n.Shutdown()
+		return err
+	}
 	log.Info("perpd node started", "http", f.httpAddr, "raft", f.raftAddr, "admin", f.adminAddr,
 		"deployment", f.deployment, "tls", peerTLS != nil, "cluster", n.ClusterFingerprint())
 
@@ -385,9 +385,8 @@ func listen(log hclog.Logger, t cluster.Timeouts, eps ...endpoint) ([]*http.Serv
 }
 
 // bind listens on every endpoint's address (closing them all when one
-// fails); the handlers are not needed yet, so serve binds before it starts
-// raft and a taken port refuses the start before the node forms or joins
-// a cluster.
+// fails); it needs no handler, so serve tries the addresses with it before
+// raft starts.
 func bind(eps ...endpoint) ([]net.Listener, error) {
 	var lns []net.Listener
 	for _, ep := range eps {
