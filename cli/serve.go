@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -150,6 +151,13 @@ func runServe(parent context.Context, f serveFlags) error {
 		}
 	} else if err := requireAdvertisable("--admin", f.adminAddr); err != nil {
 		return err
+	}
+	if f.join != "" {
+		// The join runs in the background once the node is up: a malformed
+		// address would only show as "join failed" in its log.
+		if err := checkHostPort("--join", f.join); err != nil {
+			return err
+		}
 	}
 	if peerTLS == nil && f.join != "" {
 		// Without TLS the join carries the cluster's peer bearer in clear.
@@ -351,6 +359,19 @@ func requireAdvertisable(flag, addr string) error {
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		return fmt.Errorf("%s %s: the other members reach this node at this address (forwarded writes, relayed admin commands), "+
 			"and at an unspecified one each would reach itself: give this host's own address, e.g. 10.0.0.5:9080", flag, addr)
+	}
+	return nil
+}
+
+// checkHostPort refuses an address that is not HOST:PORT with a host and
+// a port from 1 to 65535.
+func checkHostPort(flag, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return fmt.Errorf("%s %q: want HOST:PORT, e.g. 10.0.0.5:9080", flag, addr)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("%s %q: the port must be a number from 1 to 65535", flag, addr)
 	}
 	return nil
 }

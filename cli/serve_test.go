@@ -334,3 +334,28 @@ func TestServeWithTLSRefusesAnUnspecifiedAdminAddress(t *testing.T) {
 		t.Fatalf("TLS on loopback: %v", err)
 	}
 }
+
+// TestServeWithTLSRefusesAMalformedJoinAddress: with TLS a --join without
+// a port ("node1") or with one past 65535 passed the start-up checks; the
+// node started outside any cluster and only its log said, every few
+// seconds for two minutes, that the join failed.
+func TestServeWithTLSRefusesAMalformedJoinAddress(t *testing.T) {
+	ca, err := node.NewCA("test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := ca.WriteFiles(t.TempDir(), "node2", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "cluster-secret")
+	if err := node.WriteSecretFile(secret, node.NewClusterSecret()); err != nil {
+		t.Fatal(err)
+	}
+	for _, join := range []string{"node1", "127.0.0.1:70000", ":9080"} {
+		args := append(files.Args(), "--bootstrap=false", "--cluster-secret-file", secret, "--join", join)
+		if err := serveWith(t, args...); err == nil || !strings.Contains(err.Error(), "--join") {
+			t.Errorf("--join %s: %v, want an error naming --join", join, err)
+		}
+	}
+}
