@@ -34,6 +34,11 @@ func (f *adminFlags) client() (*cluster.AdminClient, error) {
 	if f.tokenOnArgv {
 		return nil, errTokenOnArgv
 	}
+	// An expired context fails the call before it is sent, with a bare
+	// "context deadline exceeded" that reads like a node not answering.
+	if f.timeout <= 0 {
+		return nil, fmt.Errorf("--timeout %v: give a positive duration, e.g. 30s", f.timeout)
+	}
 	tok := f.token // PERPD_ADMIN_TOKEN, through applyEnv
 	if f.tokenFile != "" {
 		t, err := node.ReadSecretFile(f.tokenFile)

@@ -126,3 +126,15 @@ func TestAdminSnapshotIsSyncedBeforeItIsNamed(t *testing.T) {
 		t.Fatalf("--out exists after a failed sync: %v", err)
 	}
 }
+
+// TestAdminRefusesANonPositiveTimeout: --timeout 0 (or below) made every
+// admin command fail with a bare "context deadline exceeded" before it
+// sent anything, which reads like a node that did not answer.
+func TestAdminRefusesANonPositiveTimeout(t *testing.T) {
+	for _, d := range []time.Duration{0, -time.Second} {
+		f := adminFlags{addr: "127.0.0.1:1", token: "t", timeout: d}
+		if _, err := f.client(); err == nil || !strings.Contains(err.Error(), "--timeout") {
+			t.Errorf("--timeout %v: %v, want an error naming --timeout", d, err)
+		}
+	}
+}

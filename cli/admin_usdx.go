@@ -81,6 +81,11 @@ func adminUSDxAttestCmd(f *adminFlags) *cobra.Command {
 	cmd.Flags().Int64Var(&issued, "issued", 0, "tokens the issuer ever issued")
 	cmd.Flags().Int64Var(&burned, "burned", 0, "tokens the issuer ever burned")
 	cmd.Flags().Int64Var(&custody, "custody", 0, "tokens in the venue's custody")
+	// A figure left out would be attested as 0 and halt mints: the ones
+	// compared with the ledger are required (0 burned is an ordinary figure).
+	for _, name := range []string{"supply", "issued", "custody"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
 	return cmd
 }
 

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,5 +172,41 @@ func TestAdminUSDxAndTheTokenRail(t *testing.T) {
 		v.ReferralPayableMsat + v.PromoterPayableMsat + v.USDxReserveMsat + v.USDxYieldMsat + v.USDxHedgeMsat + v.TradersMsat
 	if !v.Conservation.OK || v.USDxReserveMsat <= 0 || v.USDxHedgeMsat <= 0 || listed != v.CreditedMsat-v.PaidMsat {
 		t.Fatalf("the books list %d msat, credited - paid is %d: %s", listed, v.CreditedMsat-v.PaidMsat, out)
+	}
+}
+
+// TestAdminUSDxAttestNeedsEveryComparedFigure: a figure left out was sent
+// as 0, and the ledger's supply or custody is not 0 once anyone minted, so
+// `admin usdx attest --supply 9 --issued 9` (custody forgotten) halted
+// mints for the whole venue until a later attestation passed and an
+// operator resumed them. --supply, --issued and --custody are required
+// (--burned stays 0 by default: no burns is an ordinary figure), and the
+// refusal sends nothing.
+func TestAdminUSDxAttestNeedsEveryComparedFigure(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	flags := []string{"--addr", strings.TrimPrefix(srv.URL, "http://"), "--admin-token-file", tokenFile(t, "tok")}
+	for _, args := range [][]string{
+		{"usdx", "attest"},
+		{"usdx", "attest", "--supply", "9", "--issued", "9"},
+		{"usdx", "attest", "--supply", "9", "--custody", "8", "--burned", "0"},
+	} {
+		if _, err := runAdmin(t, append(args, flags...)...); err == nil || !strings.Contains(err.Error(), "required") {
+			t.Errorf("%v: %v, want a refusal naming the missing figures", args, err)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("%d attestation(s) sent with a figure missing", n)
+	}
+	if _, err := runAdmin(t, append([]string{"usdx", "attest", "--supply", "9", "--issued", "9", "--custody", "8"}, flags...)...); err != nil {
+		t.Fatalf("a full attestation: %v", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the full attestation: %d calls", n)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -117,6 +118,18 @@ func runServe(parent context.Context, f serveFlags) error {
 	if f.groupLinger > node.MaxGroupLinger {
 		return fmt.Errorf("--group-linger %v: at most %v (a write would wait that long for company)", f.groupLinger, node.MaxGroupLinger)
 	}
+	// The genesis takes a non-positive budget as its default, for the
+	// cluster's life: a negative one is a mistake, not a choice.
+	if f.signupsPerHour < 0 {
+		return fmt.Errorf("--signups-per-hour %d: 0 (the deployment's default) or a positive cap", f.signupsPerHour)
+	}
+	if f.faucetGrants < 0 {
+		return fmt.Errorf("--faucet-grants-per-hour %d: 0 (the default, 3) or a positive count", f.faucetGrants)
+	}
+	// hclog logs at info for a level it does not know ("warning").
+	if hclog.LevelFromString(f.logLevel) == hclog.NoLevel {
+		return fmt.Errorf("--log-level %q: want trace, debug, info, warn, error or off", f.logLevel)
+	}
 	if f.faucetGrantSats < 0 || f.faucetGrantSats > fsm.MaxFaucetGrantMsat/1000 {
 		return fmt.Errorf("--faucet-grant-sats %d: between 0 (the default grant) and %d", f.faucetGrantSats, fsm.MaxFaucetGrantMsat/1000)
 	}
@@ -127,6 +140,24 @@ func runServe(parent context.Context, f serveFlags) error {
 	peerTLS, err := f.load()
 	if err != nil {
 		return err
+	}
+	// Checked here as well as in node.New: before the listeners are bound
+	// and the data directory is written.
+	if peerTLS == nil {
+		for _, a := range []struct{ what, addr string }{{"raft address", f.raftAddr}, {"admin address", f.adminAddr}} {
+			if err := node.RequireLoopback(a.what, a.addr); err != nil {
+				return err
+			}
+		}
+	} else if err := requireAdvertisable("--admin", f.adminAddr); err != nil {
+		return err
+	}
+	if f.join != "" {
+		// The join runs in the background once the node is up: a malformed
+		// address would only show as "join failed" in its log.
+		if err := checkHostPort("--join", f.join); err != nil {
+			return err
+		}
 	}
 	if peerTLS == nil && f.join != "" {
 		// Without TLS the join carries the cluster's peer bearer in clear.
@@ -147,6 +178,23 @@ func runServe(parent context.Context, f serveFlags) error {
 	tuneGC(f.ops.gcPercent, f.ops.memoryLimitMB, log)
 	hugePagesAdvised, stopHugePages := adviseHugePages(f.ops.hugePages, log)
 	defer stopHugePages()
+	var adminTLS *tls.Config
+	if peerTLS != nil {
+		adminTLS = peerTLS.ServerConfig()
+	}
+	// A taken or malformed address used to be refused only after the node
+	// had bootstrapped (or rejoined) its cluster: try it before raft starts.
+	// Closed again at once, so that while raft loads (a long replay) a
+	// client is refused at once rather than left waiting in the backlog.
+	eps := []endpoint{
+		{addr: f.adminAddr, tls: adminTLS, conns: adminConnLimits()},
+		{addr: f.httpAddr, conns: publicConnLimits(prof, proxies)},
+	}
+	lns, err := bind(eps...)
+	if err != nil {
+		return err
+	}
+	closeAll(lns)
 	if err := os.MkdirAll(f.data, 0o700); err != nil {
 		return err
 	}
@@ -188,10 +236,6 @@ func runServe(parent context.Context, f serveFlags) error {
 	n.Start()
 	asm.Run(ctx)
 	f.ops.startBackups(ctx, n, asm, log)
-	var adminTLS *tls.Config
-	if peerTLS != nil {
-		adminTLS = peerTLS.ServerConfig()
-	}
 	// A node that already holds raft state does not join again; with --join
 	// it still asks that member whether they share a cluster secret, and
 	// stops when they do not (its data directory is another cluster's).
@@ -207,9 +251,8 @@ func runServe(parent context.Context, f serveFlags) error {
 			log.Warn("could not check the cluster secret with the --join member", "via", f.join, "err", err)
 		}
 	}
-	servers, err := listen(log, cluster.DefaultTimeouts,
-		endpoint{addr: f.adminAddr, h: asm.Admin, tls: adminTLS, conns: adminConnLimits()},
-		endpoint{addr: f.httpAddr, h: asm.API, conns: publicConnLimits(prof, proxies)})
+	eps[0].h, eps[1].h = asm.Admin, asm.API
+	servers, err := listen(log, cluster.DefaultTimeouts, eps...)
 	if err != nil {
 		_ = n.Shutdown()
 		return err
@@ -305,6 +348,34 @@ func awaitGenesisDeployment(ctx context.Context, n *node.Node, deployment string
 	}
 }
 
+// requireAdvertisable refuses a listen address with no host or an
+// unspecified one (0.0.0.0, ::): the members are told this address, and
+// each would dial itself at it instead of this node.
+func requireAdvertisable(flag, addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", flag, addr, err)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return fmt.Errorf("%s %s: the other members reach this node at this address (forwarded writes, relayed admin commands), "+
+			"and at an unspecified one each would reach itself: give this host's own address, e.g. 10.0.0.5:9080", flag, addr)
+	}
+	return nil
+}
+
+// checkHostPort refuses an address that is not HOST:PORT with a host and
+// a port from 1 to 65535.
+func checkHostPort(flag, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return fmt.Errorf("%s %q: want HOST:PORT, e.g. 10.0.0.5:9080", flag, addr)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("%s %q: the port must be a number from 1 to 65535", flag, addr)
+	}
+	return nil
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
@@ -327,14 +398,22 @@ type endpoint struct {
 // listen binds every address before serving any, so a port clash fails the
 // start instead of leaving a half-up node.
 func listen(log hclog.Logger, t cluster.Timeouts, eps ...endpoint) ([]*http.Server, error) {
-	var servers []*http.Server
+	lns, err := bind(eps...)
+	if err != nil {
+		return nil, err
+	}
+	return serveOn(log, t, eps, lns), nil
+}
+
+// bind listens on every endpoint's address (closing them all when one
+// fails); it needs no handler, so serve tries the addresses with it before
+// raft starts.
+func bind(eps ...endpoint) ([]net.Listener, error) {
 	var lns []net.Listener
 	for _, ep := range eps {
 		ln, err := net.Listen("tcp", ep.addr)
 		if err != nil {
-			for _, l := range lns {
-				_ = l.Close()
-			}
+			closeAll(lns)
 			return nil, fmt.Errorf("listen %s: %w", ep.addr, err)
 		}
 		if ep.conns != nil {
@@ -344,6 +423,20 @@ func listen(log hclog.Logger, t cluster.Timeouts, eps ...endpoint) ([]*http.Serv
 			ln = tls.NewListener(ln, ep.tls)
 		}
 		lns = append(lns, ln)
+	}
+	return lns, nil
+}
+
+func closeAll(lns []net.Listener) {
+	for _, l := range lns {
+		_ = l.Close()
+	}
+}
+
+// serveOn serves eps[i].h on lns[i] (from bind).
+func serveOn(log hclog.Logger, t cluster.Timeouts, eps []endpoint, lns []net.Listener) []*http.Server {
+	var servers []*http.Server
+	for _, ep := range eps {
 		srv := cluster.NewHTTPServer(ep.h, t, ep.tls)
 		srv.ErrorLog = cluster.ServerErrorLog(log.Named("http").With("listener", ep.addr))
 		servers = append(servers, srv)
@@ -355,5 +448,5 @@ func listen(log hclog.Logger, t cluster.Timeouts, eps ...endpoint) ([]*http.Serv
 			}
 		}(s, lns[i])
 	}
-	return servers, nil
+	return servers
 }

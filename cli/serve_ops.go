@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -62,8 +63,27 @@ func (f *opsFlags) validate() error {
 		if f.backupKeep < 1 {
 			return fmt.Errorf("--backup-keep %d: at least 1", f.backupKeep)
 		}
+		// The first backup runs --backup-every after the start: a directory
+		// it cannot write would go unnoticed until then.
+		if err := checkWritableDir(f.backupDir); err != nil {
+			return fmt.Errorf("--backup-dir %s: %w; give a directory this node's user can write", f.backupDir, err)
+		}
 	}
 	return nil
+}
+
+// checkWritableDir makes dir (0700) when missing and writes and removes a
+// file in it.
+func checkWritableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".perpd-write-check-*")
+	if err != nil {
+		return err
+	}
+	_ = tmp.Close()
+	return os.Remove(tmp.Name())
 }
 
 // logger is the node's root logger in the chosen format, writing to out.

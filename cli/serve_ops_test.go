@@ -70,3 +70,56 @@ func TestJSONLogFormat(t *testing.T) {
 		t.Fatalf("text log line %q", buf.String())
 	}
 }
+
+// TestServeRefusesSilentlyDefaultedFlags: a negative genesis budget was
+// taken as "the default" by the state machine, fixed for the cluster's
+// life (on bench, --signups-per-hour -1 became 3000, not bench's cap),
+// and an unknown --log-level ("warning", a typo) logged at info.
+func TestServeRefusesSilentlyDefaultedFlags(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a negative signup cap", []string{"--signups-per-hour", "-1"}, "--signups-per-hour"},
+		{"a negative signup cap on bench", []string{"--deployment", "bench", "--signups-per-hour", "-5"}, "--signups-per-hour"},
+		{"negative faucet grants", []string{"--faucet-grants-per-hour", "-3"}, "--faucet-grants-per-hour"},
+		{"an unknown log level", []string{"--log-level", "warning"}, "--log-level"},
+	}
+	for _, tc := range cases {
+		if err := serveWith(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %q", tc.name, err, tc.want)
+		}
+	}
+	if err := serveWith(t, "--log-level", "WARN", "--signups-per-hour", "10", "--faucet-grants-per-hour", "1"); err != nil {
+		t.Fatalf("valid flags: %v", err)
+	}
+}
+
+// TestServeRefusesABackupDirItCannotWrite: --backup-dir was first used
+// by the first scheduled backup, an hour (--backup-every) after the
+// start, so a node started on a file or an unwritable directory ran
+// without backups until then, with nothing said at start-up.
+func TestServeRefusesABackupDirItCannotWrite(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := serveWith(t, "--backup-dir", file); err == nil || !strings.Contains(err.Error(), "--backup-dir") {
+		t.Errorf("a file as --backup-dir: %v, want an error naming --backup-dir", err)
+	}
+	if os.Geteuid() != 0 { // root writes anywhere
+		ro := t.TempDir()
+		if err := os.Chmod(ro, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Chmod(ro, 0o700)
+		if err := serveWith(t, "--backup-dir", ro); err == nil || !strings.Contains(err.Error(), "--backup-dir") {
+			t.Errorf("a read-only --backup-dir: %v, want an error naming --backup-dir", err)
+		}
+	}
+	fresh := filepath.Join(t.TempDir(), "backups", "node1")
+	if err := serveWith(t, "--backup-dir", fresh); err != nil {
+		t.Fatalf("a --backup-dir still to be made: %v", err)
+	}
+}

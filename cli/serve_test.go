@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -267,5 +269,93 @@ func TestServeRefusesADeploymentOtherThanTheClustersGenesis(t *testing.T) {
 	}
 	if err := run(2*time.Second, "testnet"); err != nil {
 		t.Fatalf("its own deployment again: %v", err)
+	}
+}
+
+// TestServeRefusesATakenListenerBeforeTouchingRaft: the REST and admin
+// listeners were bound only after raft had started, so `serve --bootstrap`
+// on a taken --http port formed a cluster (and its leader proposed the
+// genesis with this start's --deployment and budgets) before it refused.
+// A taken or malformed listener address is now refused first, leaving no
+// raft state behind.
+func TestServeRefusesATakenListenerBeforeTouchingRaft(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, tc := range []struct{ flag, addr string }{
+		{"--http", taken.Addr().String()},
+		{"--admin", taken.Addr().String()},
+		{"--http", "127.0.0.1:70000"},
+	} {
+		data := t.TempDir()
+		cmd := serveCmd()
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		args := []string{"--data", data, "--bootstrap", "--http", clustertest.FreeAddr(t), "--raft", clustertest.FreeAddr(t),
+			"--admin", clustertest.FreeAddr(t), "--log-level", "error", tc.flag, tc.addr}
+		cmd.SetArgs(args)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := cmd.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), tc.addr) {
+			t.Errorf("%s %s: %v, want an error naming the address", tc.flag, tc.addr, err)
+		}
+		for _, name := range []string{"raft.db", "node-id"} {
+			if _, err := os.Stat(filepath.Join(data, name)); err == nil {
+				t.Errorf("%s %s: refused after raft wrote %s", tc.flag, tc.addr, name)
+			}
+		}
+	}
+}
+
+// TestServeWithTLSRefusesAnUnspecifiedAdminAddress: --admin is advertised
+// to the other members (their forwarded writes and read-index calls, and
+// admin commands relayed to the leader, go to it), and with TLS a node
+// accepted --admin 0.0.0.0:9080: every follower then dialled 0.0.0.0,
+// which is itself, instead of the leader. The raft transport already
+// refuses such an address; the admin listener now does too.
+func TestServeWithTLSRefusesAnUnspecifiedAdminAddress(t *testing.T) {
+	ca, err := node.NewCA("test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := ca.WriteFiles(t.TempDir(), "node1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{"0.0.0.0:0", "[::]:0", ":0"} {
+		args := append(files.Args(), "--admin", addr)
+		if err := serveWith(t, args...); err == nil || !strings.Contains(err.Error(), "--admin") {
+			t.Errorf("--admin %s with TLS: %v, want an error naming --admin", addr, err)
+		}
+	}
+	if err := serveWith(t, files.Args()...); err != nil {
+		t.Fatalf("TLS on loopback: %v", err)
+	}
+}
+
+// TestServeWithTLSRefusesAMalformedJoinAddress: with TLS a --join without
+// a port ("node1") or with one past 65535 passed the start-up checks; the
+// node started outside any cluster and only its log said, every few
+// seconds for two minutes, that the join failed.
+func TestServeWithTLSRefusesAMalformedJoinAddress(t *testing.T) {
+	ca, err := node.NewCA("test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := ca.WriteFiles(t.TempDir(), "node2", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "cluster-secret")
+	if err := node.WriteSecretFile(secret, node.NewClusterSecret()); err != nil {
+		t.Fatal(err)
+	}
+	for _, join := range []string{"node1", "127.0.0.1:70000", ":9080"} {
+		args := append(files.Args(), "--bootstrap=false", "--cluster-secret-file", secret, "--join", join)
+		if err := serveWith(t, args...); err == nil || !strings.Contains(err.Error(), "--join") {
+			t.Errorf("--join %s: %v, want an error naming --join", join, err)
+		}
 	}
 }

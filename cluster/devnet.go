@@ -86,6 +86,9 @@ func StartDevnet(ctx context.Context, cfg DevnetConfig) (*Devnet, error) {
 	if cfg.Deployment == "" {
 		cfg.Deployment = "testnet"
 	}
+	if err := checkDevnetPorts(cfg); err != nil {
+		return nil, err
+	}
 	node1 := filepath.Join(cfg.Dir, "node1")
 	if cfg.Token == "" {
 		if t, err := node.ReadSecretFile(filepath.Join(node1, "admin-token")); err == nil {
@@ -168,6 +171,29 @@ func StartDevnet(ctx context.Context, cfg DevnetConfig) (*Devnet, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// checkDevnetPorts refuses port ranges a child could not bind: the
+// children would otherwise fail one by one after node1 had bootstrapped,
+// and StartDevnet would wait a minute for a leader before saying so.
+func checkDevnetPorts(cfg DevnetConfig) error {
+	ranges := []struct {
+		flag string
+		base int
+	}{{"--http-base", cfg.HTTPBase}, {"--raft-base", cfg.RaftBase}, {"--admin-base", cfg.AdminBase}}
+	for i, r := range ranges {
+		if r.base < 1 || r.base+cfg.Nodes-1 > 65535 {
+			return fmt.Errorf("%s %d: %d nodes need ports %d to %d, each from 1 to 65535 (raft defaults to http-base-1000, admin to http-base+1000)",
+				r.flag, r.base, cfg.Nodes, r.base, r.base+cfg.Nodes-1)
+		}
+		for _, o := range ranges[:i] {
+			if r.base < o.base+cfg.Nodes && o.base < r.base+cfg.Nodes {
+				return fmt.Errorf("%s %d and %s %d: their %d ports each overlap; set them at least %d apart",
+					r.flag, r.base, o.flag, o.base, cfg.Nodes, cfg.Nodes)
+			}
+		}
+	}
+	return nil
 }
 
 func (d *Devnet) start(n *DevnetNode, cfg DevnetConfig, args []string) error {

@@ -296,3 +296,33 @@ func TestJoinOfAnotherDeploymentIsRefused(t *testing.T) {
 		t.Fatalf("voters after the refused joins: %v", v)
 	}
 }
+
+// TestJoinOfAMalformedOrTakenRaftAddressIsRefused: in a three-voter
+// cluster the quorum check passes with the new voter unreachable (three of
+// four answer), so `admin join --raft node4` (no port) or a port past
+// 65535 was added as a voter raft can never dial, and a new id at another
+// member's raft address was added too: that member then answered for two
+// voters, so its failure alone stopped the cluster. Both are refused, with
+// or without --force, and the configuration is unchanged.
+func TestJoinOfAMalformedOrTakenRaftAddressIsRefused(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	leader := c.Leader()
+	f := c.Followers()[0]
+	admin := cluster.NewAdminClient(leader.AdminAddr, c.Token)
+	for _, tc := range []struct{ raft, want string }{
+		{"node4", "HOST:PORT"},
+		{"127.0.0.1:70000", "port"},
+		{"127.0.0.1:", "port"},
+		{f.RaftAddr, f.ID},
+	} {
+		for _, force := range []bool{false, true} {
+			_, err := admin.JoinWith(ctx(t), cluster.JoinRequest{ID: "node9", Raft: tc.raft, Force: force})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("join node9 at %q (force %v): %v, want an error naming %q", tc.raft, force, err, tc.want)
+			}
+		}
+	}
+	if v := voters(t, leader.Node); len(v) != 3 {
+		t.Fatalf("voters after the refused joins: %v", v)
+	}
+}

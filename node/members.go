@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,11 +74,24 @@ func (n *Node) AddVoter(id, raftAddr string, force bool) error {
 	if !n.IsLeader() {
 		return ErrNotLeaderAdmin
 	}
-	if !force {
-		cfg := n.Raft.GetConfiguration()
-		if err := cfg.Error(); err != nil {
-			return err
+	// Checked even with force: the quorum check passes with the new voter
+	// unreachable in a cluster of three, and raft adds any string.
+	if err := checkRaftAddr(raftAddr); err != nil {
+		return err
+	}
+	cfg := n.Raft.GetConfiguration()
+	if err := cfg.Error(); err != nil {
+		return err
+	}
+	for _, s := range cfg.Configuration().Servers {
+		// One process answering for two voters: its failure alone
+		// would count twice against the quorum.
+		if string(s.ID) != id && string(s.Address) == raftAddr {
+			return fmt.Errorf("raft address %s is member %s's: each member needs its own; "+
+				"give %s the raft address its node listens on (its serve --raft)", raftAddr, s.ID, id)
 		}
+	}
+	if !force {
 		next := []raft.Server{{ID: raft.ServerID(id), Address: raft.ServerAddress(raftAddr), Suffrage: raft.Voter}}
 		for _, s := range cfg.Configuration().Servers {
 			if string(s.ID) != id {
@@ -89,6 +103,19 @@ func (n *Node) AddVoter(id, raftAddr string, force bool) error {
 		}
 	}
 	return n.Raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, membershipTimeout).Error()
+}
+
+// checkRaftAddr refuses a raft address raft could never dial: not
+// HOST:PORT, or a port outside 1-65535.
+func checkRaftAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return fmt.Errorf("raft address %q is not HOST:PORT (the member's serve --raft)", addr)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("raft address %q: port %q is not a number from 1 to 65535", addr, port)
+	}
+	return nil
 }
 
 // RemoveServer removes a member. Leader only. Unless force, it is refused
