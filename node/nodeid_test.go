@@ -22,15 +22,11 @@ func loopbackAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// TestDataDirectoryRefusesAnotherNodeID: a data directory is one member's
-// raft log and vote. Started under another --id (swapped volumes, a copied
-// directory) the node used to run on it as that id: votes cast twice in a
-// term under two names, acknowledged entries missing from a voter. It is
-// refused, naming both ids.
-func TestDataDirectoryRefusesAnotherNodeID(t *testing.T) {
-	dir := t.TempDir()
-	addr := loopbackAddr(t)
-	cfg := node.Config{ID: "n1", DataDir: dir, RaftAddr: addr, Bootstrap: true,
+// stoppedN1 starts node n1 on a new data directory, commits an entry and
+// stops it, returning its configuration.
+func stoppedN1(t *testing.T) node.Config {
+	t.Helper()
+	cfg := node.Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: loopbackAddr(t), Bootstrap: true,
 		AdminToken: "t", ClusterSecret: "s", Logger: hclog.NewNullLogger()}
 	n, err := node.New(cfg)
 	if err != nil {
@@ -41,6 +37,17 @@ func TestDataDirectoryRefusesAnotherNodeID(t *testing.T) {
 	if err := n.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+// TestDataDirectoryRefusesAnotherNodeID: a data directory is one member's
+// raft log and vote. Started under another --id (swapped volumes, a copied
+// directory) the node used to run on it as that id: votes cast twice in a
+// term under two names, acknowledged entries missing from a voter. It is
+// refused, naming both ids.
+func TestDataDirectoryRefusesAnotherNodeID(t *testing.T) {
+	cfg := stoppedN1(t)
+	dir := cfg.DataDir
 
 	other := cfg
 	other.ID = "n2"
@@ -64,7 +71,7 @@ func TestDataDirectoryRefusesAnotherNodeID(t *testing.T) {
 	}
 
 	// Its own id starts it (and marks the directory again).
-	n, err = node.New(cfg)
+	n, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,19 +87,8 @@ func TestDataDirectoryRefusesAnotherNodeID(t *testing.T) {
 // raft configuration still refuses another member at this address, and
 // the node's own id starts it and marks the directory again.
 func TestEmptyNodeIDMarkIsAnUnmarkedDirectory(t *testing.T) {
-	dir := t.TempDir()
-	cfg := node.Config{ID: "n1", DataDir: dir, RaftAddr: loopbackAddr(t), Bootstrap: true,
-		AdminToken: "t", ClusterSecret: "s", Logger: hclog.NewNullLogger()}
-	n, err := node.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Start()
-	propose(t, n, noop("k1"))
-	if err := n.Shutdown(); err != nil {
-		t.Fatal(err)
-	}
-	mark := filepath.Join(dir, "node-id")
+	cfg := stoppedN1(t)
+	mark := filepath.Join(cfg.DataDir, "node-id")
 	if err := os.WriteFile(mark, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +101,7 @@ func TestEmptyNodeIDMarkIsAnUnmarkedDirectory(t *testing.T) {
 	} else if !strings.Contains(err.Error(), `"n1"`) {
 		t.Fatalf("refusal does not name the member: %v", err)
 	}
-	n, err = node.New(cfg)
+	n, err := node.New(cfg)
 	if err != nil {
 		t.Fatalf("n1 refused its own directory with an empty mark: %v", err)
 	}
