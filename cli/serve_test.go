@@ -309,6 +309,20 @@ func TestServeRefusesATakenListenerBeforeTouchingRaft(t *testing.T) {
 	}
 }
 
+// tlsFiles writes a new test CA's files for node id and returns them.
+func tlsFiles(t *testing.T, id string) node.CertFiles {
+	t.Helper()
+	ca, err := node.NewCA("test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := ca.WriteFiles(t.TempDir(), id, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
 // TestServeWithTLSRefusesAnUnspecifiedAdminAddress: --admin is advertised
 // to the other members (their forwarded writes and read-index calls, and
 // admin commands relayed to the leader, go to it), and with TLS a node
@@ -316,14 +330,7 @@ func TestServeRefusesATakenListenerBeforeTouchingRaft(t *testing.T) {
 // which is itself, instead of the leader. The raft transport already
 // refuses such an address; the admin listener now does too.
 func TestServeWithTLSRefusesAnUnspecifiedAdminAddress(t *testing.T) {
-	ca, err := node.NewCA("test CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := ca.WriteFiles(t.TempDir(), "node1", true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := tlsFiles(t, "node1")
 	for _, addr := range []string{"0.0.0.0:0", "[::]:0", ":0"} {
 		args := append(files.Args(), "--admin", addr)
 		if err := serveWith(t, args...); err == nil || !strings.Contains(err.Error(), "--admin") {
@@ -340,14 +347,7 @@ func TestServeWithTLSRefusesAnUnspecifiedAdminAddress(t *testing.T) {
 // node started outside any cluster and only its log said, every few
 // seconds for two minutes, that the join failed.
 func TestServeWithTLSRefusesAMalformedJoinAddress(t *testing.T) {
-	ca, err := node.NewCA("test CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := ca.WriteFiles(t.TempDir(), "node2", true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := tlsFiles(t, "node2")
 	secret := filepath.Join(t.TempDir(), "cluster-secret")
 	if err := node.WriteSecretFile(secret, node.NewClusterSecret()); err != nil {
 		t.Fatal(err)
