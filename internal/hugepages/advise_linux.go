@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"syscall"
 	"time"
@@ -59,6 +60,8 @@ const stallCheckEvery = 10
 type Advisor struct {
 	lo, hi    uintptr
 	stalls    func() (uint64, error) // the machine's direct compactions and reclaims
+	mapped    func() uint64          // bytes the runtime has mapped, all classes
+	readMaps  func() ([]byte, error) // the process's mappings (/proc/self/maps)
 	advise    func(start, end uintptr) bool
 	mu        sync.Mutex
 	advised   map[Span]bool // the mappings advised as of the last scan
@@ -75,6 +78,23 @@ func machineStalls() (uint64, error) {
 	return Stalls(b), nil
 }
 
+// runtimeMapped reads the runtime's count of the memory it has mapped. A
+// new heap mapping raises it, and reading it costs no system call, unlike
+// a scan of /proc/self/maps (about 0.6 ms on the VMs measured, so 20 scans
+// a second were 1.2% of a core per node, idle or not).
+func runtimeMapped() func() uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
+	return func() uint64 {
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return sample[0].Value.Uint64()
+	}
+}
+
+func readSelfMaps() ([]byte, error) { return os.ReadFile("/proc/self/maps") }
+
 // NewAdvisor locates the heap.
 func NewAdvisor() *Advisor {
 	heapProbe = new([64]byte) // escapes to a global: on the heap
@@ -84,7 +104,7 @@ func NewAdvisor() *Advisor {
 		lo = p - heapWindowBelow
 	}
 	return &Advisor{lo: lo, hi: p + heapWindowAbove, stalls: machineStalls,
-		advise: madviseHuge, advised: map[Span]bool{}}
+		mapped: runtimeMapped(), readMaps: readSelfMaps, advise: madviseHuge, advised: map[Span]bool{}}
 }
 
 // Scan advises every heap mapping not advised as of the previous scan and
@@ -95,7 +115,7 @@ func NewAdvisor() *Advisor {
 // reserve fresh heap again, which grew the heap, which made a new mapping
 // to advise and merge: a reservation every other scan).
 func (a *Advisor) Scan() (int, error) {
-	maps, err := os.ReadFile("/proc/self/maps")
+	maps, err := a.readMaps()
 	if err != nil {
 		return 0, err
 	}
@@ -164,7 +184,7 @@ func (a *Advisor) Withdraw() error {
 	a.mu.Lock()
 	a.withdrawn = true
 	a.mu.Unlock()
-	maps, err := os.ReadFile("/proc/self/maps")
+	maps, err := a.readMaps()
 	if err != nil {
 		return err
 	}
@@ -204,8 +224,9 @@ func (a *Advisor) Advised() (advised, refused int) {
 	return a.count, a.refused
 }
 
-// Run advises the heap as it is, reserves ahead, then scans every interval
-// until stop is closed; when a scan finds the heap grew past the
+// Run advises the heap as it is and reserves ahead; then, until stop is
+// closed, it scans at each interval in which the runtime mapped more
+// memory; when a scan finds the heap grew past the
 // reservation, it reserves ahead again. When the machine's count of direct
 // compactions and reclaims rises (someone's page fault waited for the
 // kernel to make room), it withdraws the advice, calls withdrawn and
@@ -223,7 +244,9 @@ func (a *Advisor) Run(interval time.Duration, stop <-chan struct{}, withdrawn fu
 	reserve := reserveBytes()
 	if reserve > 0 {
 		a.Reserve(reserve)
+		_, _ = a.Scan() // take the reservation into the advised set
 	}
+	last := a.mapped()
 	for i := 1; ; i++ {
 		select {
 		case <-stop:
@@ -239,13 +262,19 @@ func (a *Advisor) Run(interval time.Duration, stop <-chan struct{}, withdrawn fu
 				return
 			}
 		}
+		// The heap gets a new mapping only when the runtime maps more
+		// memory; until then a scan would find what the last one did.
+		if now := a.mapped(); now == last {
+			continue
+		}
 		n, err := a.Scan()
 		if err != nil {
 			return
 		}
 		if n > 0 && reserve > 0 {
 			a.Reserve(reserve)
-			_, _ = a.Scan() // take the reservation into the advised set
+			_, _ = a.Scan()
 		}
+		last = a.mapped()
 	}
 }

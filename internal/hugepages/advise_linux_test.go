@@ -222,3 +222,62 @@ func TestRunWithoutStallCountersAdvisesNothing(t *testing.T) {
 		t.Fatalf("advised %d mappings without stall counters", n)
 	}
 }
+
+// A scan reads /proc/self/maps, which costs a node about 0.6 ms; Run scans
+// only after the runtime has mapped more memory, the one way a new heap
+// mapping appears, so an idle or steady node does not pay for a scan every
+// interval.
+func TestRunScansOnlyWhenTheRuntimeMappedMore(t *testing.T) {
+	a := NewAdvisor()
+	a.stalls = func() (uint64, error) { return 0, nil }
+	a.advise = func(start, end uintptr) bool { return true }
+	var mapped, reads, ticks atomic.Uint64
+	mapped.Store(1 << 30)
+	a.mapped = func() uint64 { ticks.Add(1); return mapped.Load() }
+	a.readMaps = func() ([]byte, error) { reads.Add(1); return readSelfMaps() }
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { a.Run(time.Millisecond, stop, nil); close(done) }()
+	defer func() { close(stop); <-done }()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s (%d reads, %d ticks)", what, reads.Load(), ticks.Load())
+			}
+		}
+	}
+	waitFor("the start-up scans", func() bool { return ticks.Load() >= 1 })
+	atStart := reads.Load()
+	waitFor("50 intervals", func() bool { return ticks.Load() >= 51 })
+	if n := reads.Load(); n != atStart {
+		t.Fatalf("%d scans over 50 intervals with nothing newly mapped; want none", n-atStart)
+	}
+	mapped.Add(4 << 20)
+	waitFor("a scan after the runtime mapped more", func() bool { return reads.Load() > atStart })
+	after := reads.Load()
+	from := ticks.Load()
+	waitFor("50 more intervals", func() bool { return ticks.Load() >= from+50 })
+	if n := reads.Load(); n != after {
+		t.Fatalf("%d scans after the one the new mapping asked for; want none", n-after)
+	}
+}
+
+// With the runtime's own count of mapped memory as the gate, Run still
+// finds and advises a heap mapping made while it runs.
+func TestRunAdvisesHeapMappedWhileItRuns(t *testing.T) {
+	needMadviseMode(t)
+	a := NewAdvisor()
+	a.stalls = func() (uint64, error) { return 0, nil }
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { a.Run(time.Millisecond, stop, nil); close(done) }()
+	defer func() { close(stop); <-done }()
+	time.Sleep(20 * time.Millisecond) // past the start-up scans and reservation
+	b := make([]byte, 96<<20)
+	sink = append(sink, b)
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b))) + 48<<20
+	for deadline := time.Now().Add(10 * time.Second); !hasFlag(vmFlags(t, addr), "hg"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new heap mapping was never advised: %s", vmFlags(t, addr))
+		}
+	}
+}
