@@ -68,6 +68,9 @@ func New(cfg Config) (*Node, error) {
 	if cfg.ID == "" || cfg.DataDir == "" || cfg.RaftAddr == "" {
 		return nil, errors.New("node: id, data dir and raft address are required")
 	}
+	if cfg.NoTrailingLogs && cfg.TrailingLogs != 0 {
+		return nil, fmt.Errorf("node: NoTrailingLogs with TrailingLogs %d: set one or the other", cfg.TrailingLogs)
+	}
 	if cfg.TLS == nil {
 		if err := RequireLoopback("raft address", cfg.RaftAddr); err != nil {
 			return nil, err
