@@ -13,6 +13,9 @@ import (
 	"github.com/perpd/perpd/node"
 )
 
+// TestServeChecksItsOperationsFlags: among them, --backup-every or
+// --backup-keep without --backup-dir was ignored, and the node ran without
+// backups its operator had scheduled; the defaults alone are not refused.
 func TestServeChecksItsOperationsFlags(t *testing.T) {
 	cases := []struct {
 		name string
@@ -22,6 +25,9 @@ func TestServeChecksItsOperationsFlags(t *testing.T) {
 		{"an unknown log format", []string{"--log-format", "xml"}, "--log-format"},
 		{"backups too often", []string{"--backup-dir", t.TempDir(), "--backup-every", "10s"}, "--backup-every"},
 		{"no backup kept", []string{"--backup-dir", t.TempDir(), "--backup-keep", "0"}, "--backup-keep"},
+		{"a backup interval without a backup dir", []string{"--backup-every", "5m"}, "--backup-every needs --backup-dir"},
+		{"the default backup interval given without a backup dir", []string{"--backup-every", "1h"}, "--backup-every needs --backup-dir"},
+		{"backups kept without a backup dir", []string{"--backup-keep", "3"}, "--backup-keep needs --backup-dir"},
 		{"a collector pace below 10", []string{"--gc-percent", "5"}, "--gc-percent"},
 		{"a negative memory limit", []string{"--memory-limit-mb", "-2"}, "--memory-limit-mb"},
 		{"a replica check more often than every 10s", []string{"--replica-check-interval", "9s"}, "--replica-check-interval 9s: at least 10s"},
