@@ -357,8 +357,12 @@ func (n *Node) Shutdown() error {
 		err = n.Raft.Shutdown().Error()
 		_ = n.trans.Close()
 		_ = n.store.Close()
+		// The archive keeps its first write error to here: a harness
+		// comparing replicas must learn that this one's is incomplete.
 		if n.fsm.archive != nil {
-			_ = n.fsm.archive.close()
+			if aerr := n.fsm.archive.close(); aerr != nil {
+				err = errors.Join(err, fmt.Errorf("apply archive %s: %w", n.cfg.ApplyArchive, aerr))
+			}
 		}
 		n.Events.Close()
 	})
