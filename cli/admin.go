@@ -297,6 +297,7 @@ var syncFile = (*os.File).Sync
 
 func adminSnapshotCmd(f *adminFlags) *cobra.Command {
 	var out string
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "snapshot",
 		Short: "Take a consistent snapshot and download it to a file",
@@ -304,6 +305,14 @@ func adminSnapshotCmd(f *adminFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return fmt.Errorf("--out is required")
+			}
+			// Checked before the node is asked: the rename would replace an
+			// earlier snapshot (and its checksum and manifest) without a word.
+			switch _, err := os.Lstat(out); {
+			case err == nil && !force:
+				return fmt.Errorf("--out %s exists: refusing to replace it (and its .sha256 and manifest); pass --force to overwrite", out)
+			case err != nil && !errors.Is(err, os.ErrNotExist):
+				return fmt.Errorf("--out %s: %w", out, err)
 			}
 			c, err := f.client()
 			if err != nil {
@@ -352,7 +361,8 @@ func adminSnapshotCmd(f *adminFlags) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&out, "out", "", "file to write the snapshot to (FILE.sha256 and its manifest are written beside it)")
+	cmd.Flags().StringVar(&out, "out", "", "file to write the snapshot to (FILE.sha256 and its manifest are written beside it); an existing FILE is refused")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing --out FILE and its FILE.sha256 and manifest")
 	return cmd
 }
 

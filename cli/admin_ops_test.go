@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,5 +138,50 @@ func TestAdminRefusesANonPositiveTimeout(t *testing.T) {
 		if _, err := f.client(); err == nil || !strings.Contains(err.Error(), "--timeout") {
 			t.Errorf("--timeout %v: %v, want an error naming --timeout", d, err)
 		}
+	}
+}
+
+// TestAdminSnapshotRefusesAnExistingOut: `admin snapshot --out F` renamed
+// the download over an existing F and rewrote F.sha256 and its manifest,
+// so a typo or a repeated command replaced an earlier snapshot without a
+// word. F is now refused before the node is asked, unless --force.
+func TestAdminSnapshotRefusesAnExistingOut(t *testing.T) {
+	asked := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked++
+		http.Error(w, "unexpected", http.StatusTeapot)
+	}))
+	defer srv.Close()
+	out := filepath.Join(t.TempDir(), "b.snap")
+	old := []byte("an earlier snapshot")
+	for _, f := range []string{out, out + ".sha256", cluster.ManifestPath(out)} {
+		if err := os.WriteFile(f, old, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := runAdmin(t, "snapshot", "--addr", srv.Listener.Addr().String(), "--admin-token-file", tokenFile(t, "t"), "--out", out)
+	if err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("an existing --out: %v, want a refusal naming --force", err)
+	}
+	if got, _ := os.ReadFile(out); asked != 0 || string(got) != string(old) {
+		t.Fatalf("the refusal asked the node %d times and left --out %q", asked, got)
+	}
+
+	c := clustertest.Start(t, 1)
+	n := c.Leader()
+	res, err := runAdmin(t, "snapshot", "--addr", n.AdminAddr, "--admin-token-file", tokenFile(t, c.Token), "--out", out, "--force")
+	if err != nil {
+		t.Fatalf("--force over an existing --out: %v", err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(res), &v); err != nil || v["file"] != out {
+		t.Fatalf("--force: %v %s", err, res)
+	}
+	b, err := cluster.ReadManifest(out)
+	if err == nil {
+		err = cluster.VerifyBackup(b)
+	}
+	if err != nil {
+		t.Fatalf("--force left an --out that does not verify against its manifest: %v", err)
 	}
 }

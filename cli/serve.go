@@ -46,6 +46,8 @@ func serveCmd() *cobra.Command {
 		Short: "Run one perpd node (REST, WebSocket, raft and admin listeners)",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.tokenOnArgv = cmd.Flags().Changed("admin-token")
+			f.ops.backupEverySet = cmd.Flags().Changed("backup-every")
+			f.ops.backupKeepSet = cmd.Flags().Changed("backup-keep")
 			return runServe(cmd.Context(), f)
 		},
 	}
@@ -63,8 +65,8 @@ func serveCmd() *cobra.Command {
 	addTLSFlags(fl, &f.tlsFlags, "this node's certificate (serverAuth and clientAuth) for raft and admin")
 	fl.StringVar(&f.trustedProxies, "trusted-proxies", "", "comma-separated IPs or CIDRs of reverse proxies whose X-Forwarded-For is believed (default: none)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
-	fl.Uint64Var(&f.snapThreshold, "snapshot-threshold", node.DefaultSnapshotThreshold, "log entries between snapshots")
-	fl.Uint64Var(&f.trailingLogs, "trailing-logs", node.DefaultTrailingLogs, "log entries kept after a snapshot")
+	fl.Uint64Var(&f.snapThreshold, "snapshot-threshold", node.DefaultSnapshotThreshold, "log entries between snapshots (at least 1)")
+	fl.Uint64Var(&f.trailingLogs, "trailing-logs", node.DefaultTrailingLogs, "log entries kept after a snapshot (0: none, so a follower that falls behind a snapshot always catches up from a snapshot)")
 	fl.DurationVar(&f.groupLinger, "group-linger", node.DefaultGroupLinger, "longest wait, after a group of writes commits, for its callers' next writes to join the next group; the wait also ends 1 ms after the last write that joined (negative: never wait)")
 	fl.IntVar(&f.faucetGrants, "faucet-grants-per-hour", 0, "faucet grants per account per rolling hour, fixed at genesis (0: default 3)")
 	fl.Int64Var(&f.faucetGrantSats, "faucet-grant-sats", 0, "sats per faucet grant, fixed at genesis (0: default 1000000)")
@@ -76,6 +78,9 @@ func serveCmd() *cobra.Command {
 	addOpsFlags(fl, &f.ops)
 	return cmd
 }
+
+// newNode starts serve's node (tests see the configuration it gets).
+var newNode = node.New
 
 // maxClockOffset bounds --clock-offset: a day covers every daily and
 // hourly boundary a test wants to reach.
@@ -114,6 +119,12 @@ func runServe(parent context.Context, f serveFlags) error {
 	}
 	if f.tokenOnArgv {
 		return errTokenOnArgv
+	}
+	// raft would snapshot at every check (its threshold is "at least this
+	// many new entries"), and node.Config reads 0 as the default: neither
+	// is what 0 asks for.
+	if f.snapThreshold == 0 {
+		return errors.New("--snapshot-threshold 0: must be at least 1")
 	}
 	if f.groupLinger > node.MaxGroupLinger {
 		return fmt.Errorf("--group-linger %v: at most %v (a write would wait that long for company)", f.groupLinger, node.MaxGroupLinger)
@@ -206,11 +217,11 @@ func runServe(parent context.Context, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	n, err := node.New(node.Config{
+	n, err := newNode(node.Config{
 		ID: f.id, DataDir: f.data, RaftAddr: f.raftAddr, HTTPAddr: f.httpAddr, AdminAddr: f.adminAddr,
 		Bootstrap: f.bootstrap, Deployment: f.deployment, AdminToken: token, ClusterSecret: secret, TLS: peerTLS,
 		MetricsToken: metricsToken, ReplicaCheckInterval: f.ops.replicaCheck,
-		SnapshotThreshold: f.snapThreshold, TrailingLogs: f.trailingLogs, GroupLinger: f.groupLinger,
+		SnapshotThreshold: f.snapThreshold, TrailingLogs: f.trailingLogs, NoTrailingLogs: f.trailingLogs == 0, GroupLinger: f.groupLinger,
 		CheckInvariants: f.checkInvariants, ApplyArchive: f.applyArchive, Logger: log,
 		FaucetGrantsPerHour: f.faucetGrants, FaucetGrantMsat: f.faucetGrantSats * 1000,
 		SignupsPerHour: f.signupsPerHour, SimRailDir: f.simRailDir, Clock: serveClock(f.clockOffset),

@@ -26,14 +26,18 @@ type opsFlags struct {
 	memoryLimitMB    int64
 	hugePages        bool
 	replicaCheck     time.Duration
+
+	// backupEverySet and backupKeepSet: the operator gave the flag (only
+	// then is it an error without --backup-dir).
+	backupEverySet, backupKeepSet bool
 }
 
 func addOpsFlags(fl *pflag.FlagSet, f *opsFlags) {
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text (human) or json (one object per line, for a log shipper)")
 	fl.StringVar(&f.metricsTokenFile, "metrics-token-file", "", "file (mode 0600) holding a read-only bearer token accepted by GET /metrics on the admin listener beside the admin token (default: none, the admin token only)")
 	fl.StringVar(&f.backupDir, "backup-dir", "", "directory for scheduled backups: consistent, checked snapshots with a SHA-256 and a manifest each (default: no backups)")
-	fl.DurationVar(&f.backupEvery, "backup-every", time.Hour, "interval between scheduled backups (with --backup-dir; at least 1m)")
-	fl.IntVar(&f.backupKeep, "backup-keep", 24, "backups of this node kept in --backup-dir; older ones are deleted")
+	fl.DurationVar(&f.backupEvery, "backup-every", time.Hour, "interval between scheduled backups (at least 1m; refused without --backup-dir)")
+	fl.IntVar(&f.backupKeep, "backup-keep", 24, "backups of this node kept in --backup-dir; older ones are deleted (refused without --backup-dir)")
 	fl.IntVar(&f.gcPercent, "gc-percent", DefaultGCPercent, "garbage collector pace (Go's GOGC; the GOGC environment variable wins): heap growth in percent of the live heap before a collection")
 	fl.DurationVar(&f.replicaCheck, "replica-check-interval", cluster.DefaultReplicaCheckInterval, "while this node leads, compare every member's state hash at one index this often and export the outcome as perpd_replicas_check_* metrics (at least 10s; 0: off)")
 	fl.BoolVar(&f.hugePages, "huge-pages", true, "ask Linux for transparent huge pages for the heap when the machine leaves them to each program (transparent_hugepage madvise); fewer page faults as the state grows")
@@ -55,6 +59,14 @@ func (f *opsFlags) validate() error {
 	}
 	if f.replicaCheck != 0 && f.replicaCheck < cluster.MinReplicaCheckInterval {
 		return fmt.Errorf("--replica-check-interval %v: at least %v, or 0 to switch the check off", f.replicaCheck, cluster.MinReplicaCheckInterval)
+	}
+	// Without --backup-dir no backup runs: an operator who gave either
+	// believed otherwise, and would learn it when a restore needed one.
+	if f.backupDir == "" && f.backupEverySet {
+		return fmt.Errorf("--backup-every needs --backup-dir (no backups are taken without it)")
+	}
+	if f.backupDir == "" && f.backupKeepSet {
+		return fmt.Errorf("--backup-keep needs --backup-dir (no backups are taken without it)")
 	}
 	if f.backupDir != "" {
 		if f.backupEvery < time.Minute {

@@ -2,12 +2,20 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/perpd/perpd/node"
 )
 
+// TestServeChecksItsOperationsFlags: among them, --backup-every or
+// --backup-keep without --backup-dir was ignored, and the node ran without
+// backups its operator had scheduled; the defaults alone are not refused.
 func TestServeChecksItsOperationsFlags(t *testing.T) {
 	cases := []struct {
 		name string
@@ -17,6 +25,9 @@ func TestServeChecksItsOperationsFlags(t *testing.T) {
 		{"an unknown log format", []string{"--log-format", "xml"}, "--log-format"},
 		{"backups too often", []string{"--backup-dir", t.TempDir(), "--backup-every", "10s"}, "--backup-every"},
 		{"no backup kept", []string{"--backup-dir", t.TempDir(), "--backup-keep", "0"}, "--backup-keep"},
+		{"a backup interval without a backup dir", []string{"--backup-every", "5m"}, "--backup-every needs --backup-dir"},
+		{"the default backup interval given without a backup dir", []string{"--backup-every", "1h"}, "--backup-every needs --backup-dir"},
+		{"backups kept without a backup dir", []string{"--backup-keep", "3"}, "--backup-keep needs --backup-dir"},
 		{"a collector pace below 10", []string{"--gc-percent", "5"}, "--gc-percent"},
 		{"a negative memory limit", []string{"--memory-limit-mb", "-2"}, "--memory-limit-mb"},
 		{"a replica check more often than every 10s", []string{"--replica-check-interval", "9s"}, "--replica-check-interval 9s: at least 10s"},
@@ -74,7 +85,8 @@ func TestJSONLogFormat(t *testing.T) {
 // TestServeRefusesSilentlyDefaultedFlags: a negative genesis budget was
 // taken as "the default" by the state machine, fixed for the cluster's
 // life (on bench, --signups-per-hour -1 became 3000, not bench's cap),
-// and an unknown --log-level ("warning", a typo) logged at info.
+// an unknown --log-level ("warning", a typo) logged at info, and
+// --snapshot-threshold 0 ran with the default 16384.
 func TestServeRefusesSilentlyDefaultedFlags(t *testing.T) {
 	cases := []struct {
 		name string
@@ -85,6 +97,7 @@ func TestServeRefusesSilentlyDefaultedFlags(t *testing.T) {
 		{"a negative signup cap on bench", []string{"--deployment", "bench", "--signups-per-hour", "-5"}, "--signups-per-hour"},
 		{"negative faucet grants", []string{"--faucet-grants-per-hour", "-3"}, "--faucet-grants-per-hour"},
 		{"an unknown log level", []string{"--log-level", "warning"}, "--log-level"},
+		{"a zero snapshot threshold", []string{"--snapshot-threshold", "0"}, "--snapshot-threshold 0: must be at least 1"},
 	}
 	for _, tc := range cases {
 		if err := serveWith(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -121,5 +134,30 @@ func TestServeRefusesABackupDirItCannotWrite(t *testing.T) {
 	fresh := filepath.Join(t.TempDir(), "backups", "node1")
 	if err := serveWith(t, "--backup-dir", fresh); err != nil {
 		t.Fatalf("a --backup-dir still to be made: %v", err)
+	}
+}
+
+// TestServePassesTrailingLogsZeroToRaft: --trailing-logs 0 (raft's "keep no
+// entries after a snapshot", legal there) reached node.Config as its zero
+// value and ran with the default 10240. Raft now gets 0, and other values
+// as given.
+func TestServePassesTrailingLogsZeroToRaft(t *testing.T) {
+	defer func(f func(node.Config) (*node.Node, error)) { newNode = f }(newNode)
+	var got raft.ReloadableConfig
+	newNode = func(cfg node.Config) (*node.Node, error) {
+		n, err := node.New(cfg)
+		if err == nil {
+			got = n.Raft.ReloadableConfig()
+		}
+		return n, err
+	}
+	for _, tc := range []struct{ threshold, trailing uint64 }{{1, 0}, {256, 64}} {
+		if err := serveWith(t, "--snapshot-threshold", fmt.Sprint(tc.threshold), "--trailing-logs", fmt.Sprint(tc.trailing)); err != nil {
+			t.Fatalf("--snapshot-threshold %d --trailing-logs %d: %v", tc.threshold, tc.trailing, err)
+		}
+		if got.SnapshotThreshold != tc.threshold || got.TrailingLogs != tc.trailing {
+			t.Errorf("--snapshot-threshold %d --trailing-logs %d: raft runs with %d and %d",
+				tc.threshold, tc.trailing, got.SnapshotThreshold, got.TrailingLogs)
+		}
 	}
 }

@@ -40,11 +40,18 @@ type Config struct {
 	// mutual TLS. Without it raft and admin must bind to loopback.
 	TLS *PeerTLS
 
-	// SnapshotThreshold is how many new log entries trigger a snapshot.
+	// SnapshotThreshold is how many new log entries trigger a snapshot;
+	// 0 is DefaultSnapshotThreshold.
 	SnapshotThreshold uint64
 	// TrailingLogs is how many entries are kept after a snapshot, so a
-	// briefly absent follower catches up from the log, not a snapshot.
+	// briefly absent follower catches up from the log, not a snapshot; 0
+	// is DefaultTrailingLogs unless NoTrailingLogs is set.
 	TrailingLogs uint64
+	// NoTrailingLogs keeps no entries after a snapshot (raft's TrailingLogs
+	// 0, legal there): every follower that falls behind one then catches
+	// up from a snapshot. It is how `serve --trailing-logs 0` reaches raft
+	// as asked, where a zero TrailingLogs alone means the default.
+	NoTrailingLogs bool
 	// SnapshotInterval is how often raft checks the threshold.
 	SnapshotInterval time.Duration
 	// TickInterval is how often the leader proposes a clock tick.
@@ -96,7 +103,7 @@ func (c *Config) setDefaults() {
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = DefaultSnapshotThreshold
 	}
-	if c.TrailingLogs == 0 {
+	if c.TrailingLogs == 0 && !c.NoTrailingLogs {
 		c.TrailingLogs = DefaultTrailingLogs
 	}
 	if c.SnapshotInterval == 0 {

@@ -2,6 +2,8 @@ package node_test
 
 import (
 	"net"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,5 +69,25 @@ func TestShutdownWithoutQuorumIsPrompt(t *testing.T) {
 	c.Kill(keep.ID)
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("shutdown took %v", took)
+	}
+}
+
+// TestShutdownReportsAFailedApplyArchive: the archive keeps its first write
+// error until it is closed, and Shutdown dropped what close returned, so a
+// replica whose archive stopped mid-run (a full disk) looked complete to
+// the harness comparing archives. Shutdown now returns it.
+func TestShutdownReportsAFailedApplyArchive(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full to make every archive write fail")
+	}
+	n, err := node.New(node.Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: loopbackAddr(t), Bootstrap: true,
+		AdminToken: "t", ClusterSecret: "s", ApplyArchive: "/dev/full", Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Start()
+	propose(t, n, noop("k1"))
+	if err := n.Shutdown(); err == nil || !strings.Contains(err.Error(), "apply archive") {
+		t.Fatalf("shutdown after the archive's writes failed: %v, want an error naming the apply archive", err)
 	}
 }

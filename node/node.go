@@ -68,6 +68,9 @@ func New(cfg Config) (*Node, error) {
 	if cfg.ID == "" || cfg.DataDir == "" || cfg.RaftAddr == "" {
 		return nil, errors.New("node: id, data dir and raft address are required")
 	}
+	if cfg.NoTrailingLogs && cfg.TrailingLogs != 0 {
+		return nil, fmt.Errorf("node: NoTrailingLogs with TrailingLogs %d: set one or the other", cfg.TrailingLogs)
+	}
 	if cfg.TLS == nil {
 		if err := RequireLoopback("raft address", cfg.RaftAddr); err != nil {
 			return nil, err
@@ -354,8 +357,12 @@ func (n *Node) Shutdown() error {
 		err = n.Raft.Shutdown().Error()
 		_ = n.trans.Close()
 		_ = n.store.Close()
+		// The archive keeps its first write error to here: a harness
+		// comparing replicas must learn that this one's is incomplete.
 		if n.fsm.archive != nil {
-			_ = n.fsm.archive.close()
+			if aerr := n.fsm.archive.close(); aerr != nil {
+				err = errors.Join(err, fmt.Errorf("apply archive %s: %w", n.cfg.ApplyArchive, aerr))
+			}
 		}
 		n.Events.Close()
 	})
