@@ -63,8 +63,26 @@ done
 poll 60 members3 1
 sleep 2 # the markets are listed
 for i in 1 2 3; do write "$i" "old-$i" >/dev/null; done
+# A trader on the old build: funded, a filled market order (a position), a
+# resting limit order and a dead-man switch, so the new build takes over
+# money, positions, the book and timers, not only accounts.
+key=$(curl -sf -X POST -H 'idempotency-key: trader' "http://$(http 1)/v1/signup" | sed 's/.*"apiKey":"\([^"]*\)".*/\1/')
+trade() { # I IDEM BODY PATH
+  curl -sf -o /dev/null -X POST -H "x-api-key: $key" -H "idempotency-key: $2" -H 'content-type: application/json' \
+    -d "$3" "http://$(http "$1")$4"
+}
+trade 2 fund '{}' /v1/faucet
+trade 3 mkt '{"marketId":"BTC-PERP","side":"buy","type":"market","contracts":"1000","reduceOnly":false,"leverage":"10"}' /v1/orders
+# A buy 10% under BTC-PERP's mid (the first market listed), on its tick.
+mid=$(curl -sf "http://$(http 1)/v1/markets" | grep -o '"midQ8":"[0-9]*"' | head -1 | cut -d'"' -f4)
+tick=$(curl -sf "http://$(http 1)/v1/markets" | grep -o '"tickSizeQ8":"[0-9]*"' | head -1 | cut -d'"' -f4)
+trade 1 lim '{"marketId":"BTC-PERP","side":"buy","type":"limit","contracts":"100","reduceOnly":false,"limitPriceQ8":"'$((mid * 9 / 10 / tick * tick))'"}' /v1/orders
+trade 2 dms '{"timeoutMs":"3600000"}' /v1/cancel-all-after
 poll 20 same_hash
-echo "   formed; writes through every node; one state hash: $(admin 1 state | tr -d ' \n')"
+# Each node's newest snapshot is the old build's, so each upgraded node
+# starts from a snapshot it did not write.
+for i in 1 2 3; do admin "$i" snapshot --out "$dir/old-node$i.snap" >/dev/null; done
+echo "   formed; writes and a trader's orders through every node; snapshots by the old build; one state hash: $(admin 1 state | tr -d ' \n')"
 
 upgrade() {
   local i=$1
@@ -109,6 +127,11 @@ raised() { admin "$1" feature-level | tr -d ' \n' | grep -q "\"featureLevel\":$t
 for i in 1 2 3; do poll 10 raised "$i"; done
 poll 30 same_hash
 for i in 1 2 3; do write "$i" "raised-$i" >/dev/null; done
+# The trader's position and resting order came through the upgrade.
+got=$(curl -sf -H "x-api-key: $key" "http://$(http 3)/v1/positions")
+grep -q '"contracts":"1000"' <<<"$got" || { echo "FAIL: the trader's position did not survive the upgrade: $got" >&2; exit 1; }
+got=$(curl -sf -H "x-api-key: $key" "http://$(http 2)/v1/orders")
+grep -q '"lim"' <<<"$got" || { echo "FAIL: the trader's resting order did not survive the upgrade: $got" >&2; exit 1; }
 usdx_on() { [ "$(code "$1" /v1/usdx)" = 200 ]; }
 for i in 1 2 3; do poll 10 usdx_on "$i"; done
 poll 30 same_hash
