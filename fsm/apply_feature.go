@@ -175,7 +175,8 @@ import (
 //	   (LevelPoRTagLiveKey), and an account without such a key by the
 //	   seed, not by a revoked key (LevelPoRTagNoRevokedKey); an
 //	   account's held closed withdrawals are capped at 2,000
-//	   (funds.LevelClosedWithdrawalsCapped).
+//	   (funds.LevelClosedWithdrawalsCapped); a USDx markdown closes as
+//	   many hedge orders as the loss needs (usdx.LevelMarkdownInChunks).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -183,6 +183,27 @@ const LevelMarkdownSurplusToStakers uint32 = 8
 // the remaining hedge was over-funded by it.
 const LevelHoleLeavesWithContracts uint32 = 8
 
+// LevelMarkdownInChunks is the feature level (fsm.FeatureLevel) from
+// which a markdown closes as many hedge orders as the loss needs, each of
+// at most the hedge market's maxOrderContracts, until the loss is covered
+// or the staking pool is empty. Below it the markdown was one order: a
+// loss beyond maxOrderContracts USD (an operator who lowered the largest
+// order below a hedge that had grown past it, or raised the funding cap)
+// went on to the reserve below its floor and then to the uncovered
+// shortfall while the stakers, junior to both, still held USDx (found by
+// a review on 2026-11-29: with the largest order at 2 contracts a loss of
+// 5 USD burnt 2 staked USDx and took 3,001,401 msat from the reserve below
+// its floor, 49,998 USDx still staked; TestMarkdownIsNotCappedAtOneOrder).
+const LevelMarkdownInChunks uint32 = 8
+
+// MarkdownOrdersMax bounds the hedge orders one boundary's markdown
+// places (LevelMarkdownInChunks), so the entry's work stays bounded
+// whatever the operator sets: with the hedge within its position limit
+// (PositionLimitOrders orders) and a funding cap of at most 10% an hour,
+// a boundary's loss needs one or two; past the bound the rest goes on
+// down the order of loss (the reserve below its floor, then uncovered).
+const MarkdownOrdersMax = 100
+
 // mintYield mints as many whole USDx into the staking pool as the escrow
 // pays for (margin at leverage 1 plus the taker fee of each contract),
 // within the hard cap and the open-interest limits. It needs the hedge
@@ -287,8 +308,10 @@ func (s *State) negative(e *Env, markQ8 int64, w *Waterfall) {
 	refill(esc)
 	need -= esc
 	w.FromEscrowMsat = esc
-	// 3. The staking pool.
-	if need > 0 && s.Staked > 0 {
+	// 3. The staking pool: one hedge order of at most maxOrderContracts
+	// at a time, from LevelMarkdownInChunks as many as the loss needs (at
+	// most MarkdownOrdersMax).
+	for orders := 0; need > 0 && s.Staked > 0 && orders < MarkdownOrdersMax; orders++ {
 		k, freed, carried, carriedHole := s.markdown(e, need)
 		if k > 0 {
 			// The closed contracts already bore carried of the loss
@@ -307,13 +330,16 @@ func (s *State) negative(e *Env, markQ8 int64, w *Waterfall) {
 				// takes the loss and no more.
 				s.move(e, hf, YieldEscrow, surplus)
 				s.YieldEscrowMsat += surplus
-				w.ToStakersMsat = surplus
+				w.ToStakersMsat += surplus
 			} else {
 				s.move(e, hf, Reserve, surplus)
 				s.ReserveMsat += surplus
 			}
 			need -= carried + cover
-			w.Markdown = k
+			w.Markdown += k
+		}
+		if k == 0 || e.T.Level < LevelMarkdownInChunks {
+			break
 		}
 	}
 	// 4. The reserve below its floor.
