@@ -176,7 +176,9 @@ import (
 //	   seed, not by a revoked key (LevelPoRTagNoRevokedKey); an
 //	   account's held closed withdrawals are capped at 2,000
 //	   (funds.LevelClosedWithdrawalsCapped); a USDx markdown closes as
-//	   many hedge orders as the loss needs (usdx.LevelMarkdownInChunks).
+//	   many hedge orders as the loss needs (usdx.LevelMarkdownInChunks),
+//	   and the mint velocity's rolling hour counts a minute until its end
+//	   is an hour old (usdx.LevelVelocityWholeHour).
 const FeatureLevel uint32 = 8
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -56,3 +56,52 @@ func TestMarkdownIsNotCappedAtOneOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestVelocityCountsAWholeHour: the velocity limit at 1,000 USDx an hour
+// (its floor; no supply-based part). 1,000 USDx minted at the end of a
+// minute, then 1,000 more 59 minutes later. The rolling hour is counted
+// in minute buckets; below usdx.LevelVelocityWholeHour a bucket left the
+// count when its minute's start was an hour old, so a mint made in its
+// last second dropped out after 59 minutes and the second 1,000 were
+// minted: 2,000 USDx within 59 minutes under a limit of 1,000 an hour.
+// From it a bucket counts until its minute's end is an hour old, so the
+// count covers at least the last 60 minutes (at most 61), and the second
+// mint is refused until the first is an hour old.
+func TestVelocityCountsAWholeHour(t *testing.T) {
+	for _, level := range []uint32{usdx.LevelVelocityWholeHour - 1, usdx.LevelVelocityWholeHour} {
+		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
+			w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
+			w.params(USDxParamsPayload{MintVelocityFloor: i64(1_000), MintVelocityQ9PerH: i64(0)})
+			a, k := w.account(btcBTC)
+			minute := (w.ts/60_000 + 2) * 60_000
+			w.walkTo(minute - 10)
+			wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+			first := w.mintN(a, k, 1_000)
+			if int64(first.CreatedTsMs) >= minute {
+				t.Fatalf("the first mint at %d, not before %d", first.CreatedTsMs, minute)
+			}
+			w.walkTo(minute + 59*60_000)
+			wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+			res, q := w.quote(a, k, usdx.SideMint, 1_000)
+			t.Logf("level %d: first mint at %d, second quote at %d (%d ms later): %d %s; mintedLastHour %s",
+				level, first.CreatedTsMs, w.ts, w.ts-int64(first.CreatedTsMs), res.Status, res.Code, w.public().MintedLastHour)
+			if w.ts-int64(first.CreatedTsMs) >= 3_600_000 {
+				t.Fatal("the second quote is not within the hour")
+			}
+			if level < usdx.LevelVelocityWholeHour {
+				wantOK(t, res)
+				res, _ = w.mint(a, k, q.QuoteID)
+				wantOK(t, res)
+				return
+			}
+			wantRefused(t, res, 409, "usdx_capacity")
+			if got := w.public().MintedLastHour; got != "1000" {
+				t.Fatalf("mintedLastHour %s", got)
+			}
+			// An hour after the first mint's minute ended, it is out.
+			w.walkTo(minute + 60*60_000)
+			wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+			w.mintN(a, k, 1_000)
+		})
+	}
+}

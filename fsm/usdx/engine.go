@@ -229,7 +229,7 @@ func (s *State) Capacity(e *Env) Capacity {
 		}
 	}
 	per["skew"] = skew
-	per["velocity"] = max(p.MintVelocityFloor, mulDivFloor(s.Supply, p.MintVelocityQ9PerH, Q9)) - s.mintedLastHour(e.now())
+	per["velocity"] = max(p.MintVelocityFloor, mulDivFloor(s.Supply, p.MintVelocityQ9PerH, Q9)) - s.mintedLastHour(e.T.Level, e.now())
 	c := Capacity{Known: true, Per: per, Headroom: math.MaxInt64}
 	for _, name := range LimitNames {
 		per[name] = max(per[name], 0)
@@ -240,9 +240,18 @@ func (s *State) Capacity(e *Env) Capacity {
 	return c
 }
 
-func (s *State) windowSums(nowMs int64) (minted, redeemed int64) {
+// windowSums adds up the buckets of the rolling hour at nowMs: from
+// LevelVelocityWholeHour every minute that ended less than an hour ago
+// (so at least the last 60 minutes, at most 61: the rounding is the
+// venue's), below it every minute that began less than an hour ago (the
+// last 59 to 60 minutes).
+func (s *State) windowSums(level uint32, nowMs int64) (minted, redeemed int64) {
+	start := nowMs - VelocityWindowMs
+	if level >= LevelVelocityWholeHour {
+		start -= velocityBucketMs
+	}
 	for _, b := range s.Buckets {
-		if b.MinuteMs > nowMs-VelocityWindowMs {
+		if b.MinuteMs > start {
 			minted += b.Minted
 			redeemed += b.Redeemed
 		}
@@ -250,10 +259,20 @@ func (s *State) windowSums(nowMs int64) (minted, redeemed int64) {
 	return minted, redeemed
 }
 
-func (s *State) mintedLastHour(nowMs int64) int64 {
-	m, _ := s.windowSums(nowMs)
+func (s *State) mintedLastHour(level uint32, nowMs int64) int64 {
+	m, _ := s.windowSums(level, nowMs)
 	return m
 }
+
+// LevelVelocityWholeHour is the feature level (fsm.FeatureLevel) from
+// which the velocity limit's rolling hour counts a minute bucket until the
+// minute's end is an hour old. Below it a bucket left the count when its
+// minute's start was an hour old, so a mint in the last second of a minute
+// left it after 59 minutes and a second mint of the whole limit was taken
+// 59 minutes after the first: twice mintVelocityQ9PerH within an hour
+// (found by a review on 2026-11-29, TestVelocityCountsAWholeHour).
+// record keeps 61 buckets, so the 61st was there to count already.
+const LevelVelocityWholeHour uint32 = 8
 
 // record adds a mint or redemption to its minute's bucket and drops
 // buckets that left the hour (at most 61 are kept).

@@ -441,7 +441,7 @@ func (s *State) Public(e *Env) PublicView {
 		t, f, _ := s.ReserveBounds(pr.MidQ8)
 		v.ReserveTargetMsat, v.ReserveFloorMsat = wire.Ptr(t), wire.Ptr(f)
 	}
-	minted, redeemed := s.windowSums(e.now())
+	minted, redeemed := s.windowSums(e.T.Level, e.now())
 	v.MintedLastHour, v.RedeemedLastHour = itoa(minted), itoa(redeemed)
 	if c := s.Capacity(e); c.Known {
 		h, l := itoa(c.Headroom), c.Limit
