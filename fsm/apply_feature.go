@@ -175,11 +175,12 @@ import (
 //	   (LevelPoRTagLiveKey), and an account without such a key by the
 //	   seed, not by a revoked key (LevelPoRTagNoRevokedKey); an
 //	   account's held closed withdrawals are capped at 2,000
-//	   (funds.LevelClosedWithdrawalsCapped); a USDx markdown closes as
-//	   many hedge orders as the loss needs (usdx.LevelMarkdownInChunks),
-//	   and the mint velocity's rolling hour counts a minute until its end
-//	   is an hour old (usdx.LevelVelocityWholeHour).
-const FeatureLevel uint32 = 8
+//	   (funds.LevelClosedWithdrawalsCapped).
+//	9: a USDx markdown closes as many hedge orders as the loss needs
+//	   (usdx.LevelMarkdownInChunks), and the mint velocity's rolling
+//	   hour counts a minute until its end is an hour old
+//	   (usdx.LevelVelocityWholeHour).
+const FeatureLevel uint32 = 9
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
 // and leaderboard programmes (issue 15) and Proof of Reserves (issue 14):

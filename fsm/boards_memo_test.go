@@ -12,7 +12,7 @@ import "testing"
 func TestBoardsRecomputeWithMemosAsFromScratch(t *testing.T) {
 	t.Parallel() // CPU-bound and self-contained (its own Machine): beside the other heavy tests
 	_, log := timersScenario(t)
-	r := newBenchWorld(t, 0, 0)
+	r := newBenchWorldAt(t, timersScenarioLevel, 0, 0)
 	r.addAccounts(0, 400, btcBTC/10)
 	computed := func(w *benchWorld) (ts int64) {
 		w.m.Read(func(st *State, _ uint64) { ts = st.Growth.Board.ComputedTsMs })

@@ -38,8 +38,14 @@ const (
 
 func newBenchWorld(tb testing.TB, accounts int, fundMsat int64) *benchWorld {
 	tb.Helper()
+	return newBenchWorldAt(tb, FeatureLevel, accounts, fundMsat)
+}
+
+// newBenchWorldAt is newBenchWorld at a given feature level.
+func newBenchWorldAt(tb testing.TB, level uint32, accounts int, fundMsat int64) *benchWorld {
+	tb.Helper()
 	w := &benchWorld{tb: tb, m: NewMachine(Options{}), ts: mktLaunchMs, mid: map[string]int64{}}
-	w.mustOK(w.apply(mustCommand(tb, CmdGenesis, 0, GenesisPayload{FeatureLevel: FeatureLevel, Seed: 42, Deployment: "testnet",
+	w.mustOK(w.apply(mustCommand(tb, CmdGenesis, 0, GenesisPayload{FeatureLevel: level, Seed: 42, Deployment: "testnet",
 		SignupsPerHour: 1 << 30})))
 	w.mustOK(w.apply(mustCommand(tb, CmdMarketsGenesis, 0, defaultMarketsGenesis())))
 	w.print("BTCUSD", benchBTCMidQ8)

@@ -272,7 +272,7 @@ func (s *State) mintedLastHour(level uint32, nowMs int64) int64 {
 // 59 minutes after the first: twice mintVelocityQ9PerH within an hour
 // (found by a review on 2026-11-29, TestVelocityCountsAWholeHour).
 // record keeps 61 buckets, so the 61st was there to count already.
-const LevelVelocityWholeHour uint32 = 8
+const LevelVelocityWholeHour uint32 = 9
 
 // record adds a mint or redemption to its minute's bucket and drops
 // buckets that left the hour (at most 61 are kept).

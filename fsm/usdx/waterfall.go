@@ -194,7 +194,7 @@ const LevelHoleLeavesWithContracts uint32 = 8
 // a review on 2026-11-29: with the largest order at 2 contracts a loss of
 // 5 USD burnt 2 staked USDx and took 3,001,401 msat from the reserve below
 // its floor, 49,998 USDx still staked; TestMarkdownIsNotCappedAtOneOrder).
-const LevelMarkdownInChunks uint32 = 8
+const LevelMarkdownInChunks uint32 = 9
 
 // MarkdownOrdersMax bounds the hedge orders one boundary's markdown
 // places (LevelMarkdownInChunks), so the entry's work stays bounded
