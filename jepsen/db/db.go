@@ -56,6 +56,11 @@ type Config struct {
 	ArchiveDir string
 	// IPBase puts node i at 127.0.0.(IPBase+i) (default DefaultIPBase).
 	IPBase int
+	// OnExit, when set, is called (on its own goroutine) when a node's
+	// process ends without the harness having stopped or killed it: a
+	// crash, a node that gave up, or a signal from outside the run.
+	// status is how it ended ("exit status 2", "signal: terminated").
+	OnExit func(n *Node, status string)
 }
 
 // ArchivePath is where node n records what it applies, or "" when the
@@ -287,7 +292,13 @@ func (c *Cluster) Start(n *Node, joinVia string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.cmd != nil {
-		return fmt.Errorf("%s is already running", n.ID)
+		select {
+		case <-n.exited:
+			// Ended on its own (Config.OnExit said so): start it again.
+			n.cmd = nil
+		default:
+			return fmt.Errorf("%s is already running", n.ID)
+		}
 	}
 	// The parent must be traversable by the node's own uid.
 	if err := os.MkdirAll(filepath.Dir(n.Data), 0o755); err != nil {
@@ -334,12 +345,37 @@ func (c *Cluster) Start(n *Node, joinVia string) error {
 	}
 	exited := make(chan struct{})
 	go func() {
-		_ = cmd.Wait()
+		err := cmd.Wait()
+		status := exitStatus(cmd, err)
+		// Stop and Kill let go of the process before they signal it, so
+		// a process still held here ended without the harness asking.
+		n.mu.Lock()
+		unexpected := n.cmd == cmd
+		n.mu.Unlock()
+		how := "stopped by the harness"
+		if unexpected {
+			how = "NOT stopped by the harness"
+		}
+		fmt.Fprintf(logf, "\n==== jepsen: %s exited (%s): %s\n", time.Now().Format(time.RFC3339Nano), how, status)
 		_ = logf.Close()
 		close(exited)
+		if unexpected && c.cfg.OnExit != nil {
+			c.cfg.OnExit(n, status)
+		}
 	}()
 	n.cmd, n.exited, n.paused, n.started = cmd, exited, false, true
 	return nil
+}
+
+// exitStatus says how cmd ended: "exit status 1", "signal: terminated".
+func exitStatus(cmd *exec.Cmd, err error) string {
+	if cmd.ProcessState != nil {
+		return cmd.ProcessState.String()
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "ended"
 }
 
 func chownTree(dir string, uid int) error {

@@ -206,7 +206,7 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	ownUIDs := contains(names, "partition")
 	r.cluster, err = db.New(db.Config{Bin: r.bin, Nodes: o.Nodes, DataDir: filepath.Join(work, "data"),
 		LogDir: filepath.Join(r.dir, "nodes"), Token: hex.EncodeToString(tok[:]), OwnUIDs: ownUIDs, ExtraArgs: extra,
-		ArchiveDir: r.archives, IPBase: o.IPBase})
+		ArchiveDir: r.archives, IPBase: o.IPBase, OnExit: r.nodeExited})
 	if err != nil {
 		return nil, err
 	}
@@ -436,6 +436,13 @@ func (r *run) runPhase(ctx context.Context, nemeses []nemesis.Nemesis) {
 	}()
 	wg.Wait()
 	r.sum.Faults = sched.Faults
+}
+
+// nodeExited reports a node process that ended without the harness
+// stopping or killing it (a crash, a node that gave up, or a signal from
+// outside the run). It stays down until the final heal starts it again.
+func (r *run) nodeExited(n *db.Node, status string) {
+	r.problem("%s exited on its own (%s); see %s (down until a nemesis or the final restart starts it again)", n.ID, status, n.Log)
 }
 
 func (r *run) recoverInto(what string) {
