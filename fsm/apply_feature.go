@@ -176,7 +176,10 @@ import (
 //	   seed, not by a revoked key (LevelPoRTagNoRevokedKey); an
 //	   account's held closed withdrawals are capped at 2,000
 //	   (funds.LevelClosedWithdrawalsCapped).
-const FeatureLevel uint32 = 8
+//	9: a bracket entry that opens fewer contracts than it has (it first
+//	   closed an opposite position) sizes its legs to what it opened
+//	   (trade.LevelLegsSizedToEntry).
+const FeatureLevel uint32 = 9
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
 // and leaderboard programmes (issue 15) and Proof of Reserves (issue 14):
