@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/perpd/perpd/fsm/market"
@@ -17,7 +18,8 @@ import (
 //   - an armed bracket leg always faces a position: its account holds one
 //     on the other side in its market (a leg never waits on a flat or
 //     flipped account, where it would close the next position);
-//   - a reduce-only order or trigger never opens contracts;
+//   - a reduce-only order or trigger never opens contracts, and a
+//     bracket's legs never close more than its entry opened;
 //   - an order that ended (filled, canceled, rejected) never changes or
 //     fills again;
 //   - a refused command changes nothing: same state hash, no event.
@@ -49,6 +51,8 @@ func trigProps(t *testing.T, seed uint64, entries int) {
 	var mi int
 	lvl := func(ref, off int64) int64 { return max((ref+off*ref/1000)/ticks[mi]*ticks[mi], ticks[mi]) }
 	ended := map[string]bool{} // acct/id of orders that ended
+	// acct/bracket id -> contracts its entry opened, and its legs closed
+	openedN, legsClosed := map[string]int64{}, map[string]int64{}
 	var ids []string
 	lev := func() int64 {
 		if rng.IntN(3) == 0 {
@@ -200,6 +204,14 @@ func trigProps(t *testing.T, seed uint64, entries int) {
 				key += f.OrderID
 				if ended[key] {
 					t.Fatalf("entry %d: order %s filled after it ended", i, key)
+				}
+				openedN[key] += int64(f.OpenedContracts)
+				for _, suffix := range []string{trade.StopLegSuffix, trade.TakeProfitLegSuffix} {
+					if g, ok := strings.CutSuffix(key, suffix); ok {
+						if legsClosed[g] += int64(f.ClosedContracts); legsClosed[g] > openedN[g] {
+							t.Fatalf("entry %d: the legs of bracket %s closed %d contracts, its entry opened %d", i, g, legsClosed[g], openedN[g])
+						}
+					}
 				}
 				var o trade.Order
 				w.m.Read(func(st *State, _ uint64) {
