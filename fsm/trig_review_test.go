@@ -22,6 +22,8 @@ import (
 //     bracket's legs never close more than its entry opened;
 //   - an order that ended (filled, canceled, rejected) never changes or
 //     fills again;
+//   - once a dead-man switch's deadline came, no order its account placed
+//     before the deadline is live;
 //   - a refused command changes nothing: same state hash, no event.
 func TestTriggerPropertiesHoldUnderRandomFlow(t *testing.T) {
 	t.Parallel() // CPU-bound and self-contained, as the trading simulation
@@ -53,6 +55,7 @@ func trigProps(t *testing.T, seed uint64, entries int) {
 	ended := map[string]bool{} // acct/id of orders that ended
 	// acct/bracket id -> contracts its entry opened, and its legs closed
 	openedN, legsClosed := map[string]int64{}, map[string]int64{}
+	deadline := map[string]int64{} // armed dead-man switches, from their answers
 	var ids []string
 	lev := func() int64 {
 		if rng.IntN(3) == 0 {
@@ -194,7 +197,33 @@ func trigProps(t *testing.T, seed uint64, entries int) {
 				if len(evs) != 0 || w.hash() != before {
 					t.Fatalf("entry %d: refused %d %s changed the state (%d events)", i, res.Status, res.Body, len(evs))
 				}
+			} else if cmd.Type == CmdCancelAllAfter {
+				var v trade.CancelAfterView
+				if err := res.Decode(&v); err != nil {
+					t.Fatal(err)
+				}
+				deadline[a.acct] = 0
+				if v.Armed {
+					deadline[a.acct] = int64(*v.DeadlineTsMs)
+				}
 			}
+		}
+		// A switch whose deadline came has cancelled every order of its
+		// account placed before it.
+		now := w.now()
+		for _, acct := range accts {
+			d := deadline[acct.acct]
+			if d == 0 || now < d {
+				continue
+			}
+			deadline[acct.acct] = 0
+			w.m.Read(func(st *State, _ uint64) {
+				for _, no := range st.Trade.Accounts[acct.acct].Live {
+					if o := st.Trade.Orders[no]; o.CreatedTsMs < d {
+						t.Fatalf("entry %d: %s/%s placed at %d outlived the switch's deadline %d (now %d)", i, acct.acct, o.OrderID, o.CreatedTsMs, d, now)
+					}
+				}
+			})
 		}
 		for _, ev := range w.events {
 			key := ev.Account + "/"
