@@ -24,7 +24,8 @@ import (
 //     fills again;
 //   - once a dead-man switch's deadline came, no order its account placed
 //     before the deadline is live;
-//   - a refused command changes nothing: same state hash, no event.
+//   - a refused command changes nothing: same state hash, no event; a
+//     retry of an accepted one answers the same and changes nothing.
 func TestTriggerPropertiesHoldUnderRandomFlow(t *testing.T) {
 	t.Parallel() // CPU-bound and self-contained, as the trading simulation
 	seeds, entries := uint64(4), 1200
@@ -193,6 +194,18 @@ func trigProps(t *testing.T, seed uint64, entries int) {
 			w.events = append(w.events, evs...)
 			w.check()
 			tally[fmt.Sprint(res.Status, res.Code)]++
+			if res.Status < 400 && rng.IntN(8) == 0 {
+				// A client's retry, in the same log time: the same answer,
+				// nothing else.
+				after := w.hash()
+				again, evs := w.m.Apply(w.next, b)
+				w.next++
+				w.log = append(w.log, b)
+				if again.Status != res.Status || string(again.Body) != string(res.Body) || len(evs) != 0 || w.hash() != after {
+					t.Fatalf("entry %d: a retry of %d %s answered %d %s with %d events", i, res.Status, res.Body, again.Status, again.Body, len(evs))
+				}
+				tally["retry"]++
+			}
 			if res.Status >= 400 {
 				if len(evs) != 0 || w.hash() != before {
 					t.Fatalf("entry %d: refused %d %s changed the state (%d events)", i, res.Status, res.Body, len(evs))
