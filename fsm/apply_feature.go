@@ -179,7 +179,9 @@ import (
 //	9: a USDx markdown closes as many hedge orders as the loss needs
 //	   (usdx.LevelMarkdownInChunks), and the mint velocity's rolling
 //	   hour counts a minute until its end is an hour old
-//	   (usdx.LevelVelocityWholeHour).
+//	   (usdx.LevelVelocityWholeHour); a bracket entry that opens fewer
+//	   contracts than it has (it first closed an opposite position)
+//	   sizes its legs to what it opened (trade.LevelLegsSizedToEntry).
 const FeatureLevel uint32 = 9
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

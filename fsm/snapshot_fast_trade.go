@@ -89,6 +89,8 @@ func decOrder(d *rd, o *trade.Order) {
 			o.Legs = d.u64s()
 		case 28:
 			o.Leverage = d.i64()
+		case 29:
+			o.Opened = d.i64()
 		default:
 			failf("unknown trade.Order field")
 		}

@@ -111,7 +111,10 @@ func runTradeSim(t *testing.T, cfg simConfig) *tradeWorld {
 	// LevelPartialLegsKeepSibling both legs may execute, the second only
 	// for what the first left, so the legs never close more than the
 	// entry opened.
-	filledN, legsClosed := map[string]int64{}, map[string]int64{}
+	// From LevelLegsSizedToEntry the legs never close more than the entry
+	// opened on its side either (openedN: an entry that first closed an
+	// opposite position opens less than its contracts).
+	filledN, openedN, legsClosed := map[string]int64{}, map[string]int64{}, map[string]int64{}
 	w.events = nil
 	for i := 0; i < cfg.entries; i++ {
 		ak := pick()
@@ -225,11 +228,15 @@ func runTradeSim(t *testing.T, cfg simConfig) *tradeWorld {
 				touched[f.AccountID+"/"+f.MarketID] = true
 				checkSimFill(t, w, f)
 				filledN[ev.Account+"/"+f.OrderID] += int64(f.ClosedContracts + f.OpenedContracts)
+				openedN[ev.Account+"/"+f.OrderID] += int64(f.OpenedContracts)
 				for _, suffix := range []string{trade.StopLegSuffix, trade.TakeProfitLegSuffix} {
 					if g, ok := strings.CutSuffix(f.OrderID, suffix); ok {
 						g = ev.Account + "/" + g
 						if legsClosed[g] += int64(f.ClosedContracts); legsClosed[g] > filledN[g] {
 							t.Fatalf("entry %d: the legs of bracket %s closed %d contracts, its entry filled %d", i, g, legsClosed[g], filledN[g])
+						}
+						if legsClosed[g] > openedN[g] {
+							t.Fatalf("entry %d: the legs of bracket %s closed %d contracts, its entry opened %d", i, g, legsClosed[g], openedN[g])
 						}
 					}
 				}

@@ -190,6 +190,10 @@ type Order struct {
 	Legs []uint64 `cbor:"27,keyasint,omitempty"`
 	// Leverage is what the order asked for (0: maxLeverage).
 	Leverage int64 `cbor:"28,keyasint,omitempty"`
+	// Opened is what a bracket entry opened on its side when that is
+	// fewer than its Contracts (it first closed an opposite position),
+	// from LevelLegsSizedToEntry; 0 otherwise.
+	Opened int64 `cbor:"29,keyasint,omitempty"`
 }
 
 // Fill is a fill record with every field of SPEC's Fill.

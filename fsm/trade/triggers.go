@@ -501,11 +501,21 @@ func (s *State) afterFill(env *Env, a *Account, o *Order, pl Plan) {
 	// its legs to protect: they go rather than wait, armed, for whatever
 	// position the account opens next.
 	orphan := env.Level >= LevelLegsNeedPosition && (pl.After.Contracts == 0 || pl.After.Side != pl.Side)
+	// From LevelLegsSizedToEntry, an entry that opened fewer contracts
+	// than it has (it first closed an opposite position) arms its legs
+	// for what it opened only, and keeps that figure for bracketLeft.
+	sized := len(o.Legs) > 0 && !orphan && env.Level >= LevelLegsSizedToEntry && pl.Opened < o.Contracts
+	if sized {
+		o.Opened = pl.Opened
+	}
 	for _, no := range o.Legs {
 		if leg, ok := s.Orders[no]; ok && leg.Status == StatusAccepted && leg.TrigState == TrigResting {
 			if orphan {
 				s.finish(env, leg, StatusCanceled, ReasonPositionClosed)
 				continue
+			}
+			if sized && leg.Contracts > pl.Opened {
+				leg.Contracts = pl.Opened // armLeg announces the new size
 			}
 			s.armLeg(env, leg)
 		}
@@ -524,7 +534,11 @@ func (s *State) bracketLeft(env *Env, o *Order, pl Plan) int64 {
 	if !ok || entry.Status != StatusFilled {
 		return 0
 	}
-	return min(max(entry.Contracts-pl.Closed, 0), pl.After.Contracts)
+	opened := entry.Contracts
+	if env.Level >= LevelLegsSizedToEntry && entry.Opened > 0 {
+		opened = entry.Opened
+	}
+	return min(max(opened-pl.Closed, 0), pl.After.Contracts)
 }
 
 // LevelPartialLegsKeepSibling is the feature level (fsm.FeatureLevel) from
@@ -544,6 +558,18 @@ const LevelPartialLegsKeepSibling uint32 = 8
 // legs on a flat account; an unrelated 500-contract long opened later was
 // then closed by the orphan take-profit at 111,000.
 const LevelLegsNeedPosition uint32 = 8
+
+// LevelLegsSizedToEntry is the feature level (fsm.FeatureLevel) from
+// which a bracket entry that opens fewer contracts than it has (it first
+// closed an opposite position: a buy of 1,000 on a 800-contract short
+// opens 200) arms its legs trimmed to what it opened, records that in
+// Order.Opened, and a partial leg trims the other to what is left of it
+// (bracketLeft). Found by a review on 2026-11-29: the legs kept the
+// entry's 1,000, and after the trader bought 2,000 more with another
+// order the bracket's stop closed 1,000, 800 of them contracts the stop
+// never protected (LevelLegsNeedPosition covered only an entry that
+// opened nothing).
+const LevelLegsSizedToEntry uint32 = 9
 
 // cancelLegs cancels the trading account a's armed bracket legs in a
 // market: the position they protected closed or flipped.

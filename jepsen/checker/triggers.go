@@ -24,7 +24,10 @@ import (
 //     (feature level 8, trade.LevelPartialLegsKeepSibling): then the other
 //     stays armed for the rest, trimmed to at most what was left (the
 //     entry's contracts less the first leg's, and no more than the
-//     position the first leg's fill left), and fills at most that;
+//     position the first leg's fill left), and fills at most that; from
+//     feature level 9 (trade.LevelLegsSizedToEntry) an entry that first
+//     closed an opposite position arms its legs trimmed to what it
+//     opened, which then stands for its contracts;
 //   - a leg executes only after its entry: the bracket's own id has a
 //     fill with a smaller seq (seqs come from one increasing space);
 //   - an acknowledged trigger (or trigger-entry bracket) answered
@@ -183,8 +186,40 @@ func legsLeft(fillsOf map[string][]FillFinal, placed map[string]placement) map[s
 		if after < 0 {
 			after = -after
 		}
-		if left := min(p.spec().Contracts-f.Closed, after, legs[other].Contracts); left > 0 {
+		opened := entryOpened(fillsOf, id, p.spec().Contracts)
+		if left := min(opened-f.Closed, after, legs[other].Contracts, opened); left > 0 {
 			out[legs[other].ID] = left
+		}
+	}
+	return out
+}
+
+// entryOpened is what bracket id's entry opened on its side: its
+// contracts, or fewer when its fill first closed an opposite position
+// (feature level 9, trade.LevelLegsSizedToEntry: the legs then arm
+// trimmed to it).
+func entryOpened(fillsOf map[string][]FillFinal, id string, contracts int64) int64 {
+	if ef := fillsOf[id]; len(ef) > 0 && ef[0].Opened > 0 && ef[0].Opened < contracts {
+		return ef[0].Opened
+	}
+	return contracts
+}
+
+// legsArmed finds the legs whose bracket's entry opened fewer contracts
+// than it has (entryOpened): they arm trimmed to what it opened, and may
+// be listed so.
+func legsArmed(fillsOf map[string][]FillFinal, placed map[string]placement) map[string]int64 {
+	out := map[string]int64{}
+	for _, id := range sortedMapKeys(placed) {
+		p := placed[id]
+		if p.leg != nil || p.spec() == nil || p.spec().Kind != history.KindBracket {
+			continue
+		}
+		opened := entryOpened(fillsOf, id, p.spec().Contracts)
+		for _, l := range p.spec().Legs {
+			if l.Contracts > opened {
+				out[l.ID] = opened
+			}
 		}
 	}
 	return out
@@ -195,7 +230,7 @@ func legsLeft(fillsOf map[string][]FillFinal, placed map[string]placement) map[s
 // entry.
 func checkSpecs(bad func(*int, string, ...any), v *TraderView, placed map[string]placement) {
 	fillsOf := fillsByOrder(v)
-	left := legsLeft(fillsOf, placed)
+	left, armed := legsLeft(fillsOf, placed), legsArmed(fillsOf, placed)
 	for _, id := range sortedMapKeys(fillsOf) {
 		want := placed[id].want()
 		if want == nil {
@@ -258,7 +293,7 @@ func checkSpecs(bad func(*int, string, ...any), v *TraderView, placed map[string
 		if want == nil || o.Type == "" {
 			continue
 		}
-		if o.Type != want.orderType || o.Buy != want.buy || !listedContracts(o.Contracts, want.contracts, left, o.OrderID) || o.MarketID != want.market {
+		if o.Type != want.orderType || o.Buy != want.buy || !listedContracts(o.Contracts, want.contracts, left, armed, o.OrderID) || o.MarketID != want.market {
 			bad(nil, "order %s is listed as %s %s %d in %s, it was placed as %s %s %d in %s", o.OrderID,
 				o.Type, sideName(o.Buy), o.Contracts, o.MarketID, want.orderType, sideName(want.buy), want.contracts, want.market)
 		}
@@ -281,9 +316,13 @@ func legFilledFirst(fillsOf map[string][]FillFinal, filled []string, l string) b
 }
 
 // listedContracts: an order is listed with the contracts it was placed
-// with, or a leg with what its partially filled sibling left it.
-func listedContracts(got, placed int64, left map[string]int64, id string) bool {
+// with, or a leg with what its partially filled sibling left it, or
+// with what its entry opened (legsArmed).
+func listedContracts(got, placed int64, left, armed map[string]int64, id string) bool {
 	if n, ok := left[id]; ok && got == n {
+		return true
+	}
+	if n, ok := armed[id]; ok && got == n {
 		return true
 	}
 	return got == placed
@@ -298,7 +337,8 @@ func checkTriggers(res *Result, a, node string, v *TraderView, placed map[string
 		res.addf("%s on %s: "+format, append([]any{a, node}, args...)...)
 	}
 	onPage := map[string]bool{}
-	left := legsLeft(fillsByOrder(v), placed)
+	fillsOf := fillsByOrder(v)
+	left, armed := legsLeft(fillsOf, placed), legsArmed(fillsOf, placed)
 	for _, t := range v.Triggers {
 		if onPage[t.OrderID] {
 			bad("trigger %s is on the triggers page twice", t.OrderID)
@@ -314,7 +354,7 @@ func checkTriggers(res *Result, a, node string, v *TraderView, placed map[string
 		case want == nil:
 		case !want.trigger:
 			bad("order %s (%s) is on the triggers page", t.OrderID, want.kind)
-		case t.Kind != want.kind || t.Buy != want.buy || !listedContracts(t.Contracts, want.contracts, left, t.OrderID) || t.LevelQ8 != want.levelQ8 ||
+		case t.Kind != want.kind || t.Buy != want.buy || !listedContracts(t.Contracts, want.contracts, left, armed, t.OrderID) || t.LevelQ8 != want.levelQ8 ||
 			t.ReduceOnly != want.reduceOnly || t.OCOGroup != want.ocoGroup || t.MarketID != want.market:
 			bad("trigger %s is listed as %+v, it was placed as %s %s %d at %d reduceOnly=%t oco=%q in %s", t.OrderID, t,
 				want.kind, sideName(want.buy), want.contracts, want.levelQ8, want.reduceOnly, want.ocoGroup, want.market)

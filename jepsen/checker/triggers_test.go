@@ -278,7 +278,7 @@ func TestLegsLeftAfterAPartialLeg(t *testing.T) {
 	if len(left) != 1 || left["b1.stop"] != 2 {
 		t.Fatalf("left %v, want b1.stop: 2", left)
 	}
-	if !listedContracts(2, 5, left, "b1.stop") || !listedContracts(5, 5, left, "b1.stop") || listedContracts(3, 5, left, "b1.stop") {
+	if !listedContracts(2, 5, left, nil, "b1.stop") || !listedContracts(5, 5, left, nil, "b1.stop") || listedContracts(3, 5, left, nil, "b1.stop") {
 		t.Fatal("a trimmed leg is listed with its placed contracts or what was left, nothing else")
 	}
 	fills["b1.tp"][0].Closed = 5
@@ -289,6 +289,34 @@ func TestLegsLeftAfterAPartialLeg(t *testing.T) {
 	fills["b1.tp"][0].Closed, fills["b1.tp"][0].AfterContracts = 3, -1
 	if left := legsLeft(fills, placed); left["b1.stop"] != 1 {
 		t.Fatalf("left %v, want b1.stop: 1 (the position left)", left)
+	}
+}
+
+// TestLegsArmedToWhatTheEntryOpened: b1 buys 5 with a stop for 5 and a
+// take-profit for 3 on a short of 3, so its entry opens 2 (feature level
+// 9): both legs arm for 2 and may be listed so; once the take-profit
+// filled for 2 of a position grown to 10 by another order, the stop is
+// left nothing of the bracket and must not fill.
+func TestLegsArmedToWhatTheEntryOpened(t *testing.T) {
+	placed := placements([]Write{{Invoke: history.Op{IdemKey: "b1", Spec: &history.OrderSpec{Market: "BTC-PERP", Buy: true, Contracts: 5,
+		Kind: history.KindBracket, Legs: []history.LegSpec{{ID: "b1.stop", Kind: history.KindStop, Contracts: 5},
+			{ID: "b1.tp", Kind: history.KindTakeProfit, Contracts: 3}}}}}})
+	fills := map[string][]FillFinal{"b1": {{OrderID: "b1", Closed: 3, Opened: 2, AfterContracts: 2, Seq: "20"}}}
+	armed := legsArmed(fills, placed)
+	if len(armed) != 2 || armed["b1.stop"] != 2 || armed["b1.tp"] != 2 {
+		t.Fatalf("armed %v, want both legs at 2", armed)
+	}
+	if !listedContracts(2, 5, nil, armed, "b1.stop") || !listedContracts(5, 5, nil, armed, "b1.stop") || listedContracts(4, 5, nil, armed, "b1.stop") {
+		t.Fatal("a leg is listed with its placed contracts or what its entry opened, nothing else")
+	}
+	fills["b1.tp"] = []FillFinal{{OrderID: "b1.tp", Closed: 2, AfterContracts: 10, Seq: "25"}}
+	if left := legsLeft(fills, placed); len(left) != 0 {
+		t.Fatalf("a take-profit for all the entry opened left %v", left)
+	}
+	// An entry that opened all it has arms its legs as placed.
+	fills["b1"][0].Closed, fills["b1"][0].Opened = 0, 5
+	if armed := legsArmed(fills, placed); len(armed) != 0 {
+		t.Fatalf("armed %v for an entry that opened all it has", armed)
 	}
 }
 
