@@ -110,3 +110,30 @@ func TestLLMSFullDefinesEveryShape(t *testing.T) {
 		t.Errorf("GET /por: the snapshot is SPEC's \"any\":\n%s", block("GET /por"))
 	}
 }
+
+// TestSignupResultAlwaysCarriesTheKey: SPEC's signup result is {apiKey:
+// string; accountId; railAddress; ...}, and every 201 carries the key, but
+// the description declared apiKey optional (llms-full.txt: apiKey?:string),
+// the stored answer's shape, which never holds it: an agent's generated
+// client had to handle a signup without a key.
+func TestSignupResultAlwaysCarriesTheKey(t *testing.T) {
+	a := newTestAPI(t)
+	r := a.do(req{method: "POST", path: "/v1/signup", idem: nextIdem(), body: map[string]any{}})
+	if r.status != 201 || r.json(t)["apiKey"] == "" {
+		t.Fatalf("signup: %d %s", r.status, r.body)
+	}
+	schemas := a.srv.OpenAPI()["components"].(map[string]any)["schemas"].(map[string]any)
+	sr, _ := schemas["SignupResult"].(map[string]any)
+	req, _ := sr["required"].([]string)
+	if !strings.Contains(strings.Join(req, ","), "apiKey") {
+		t.Errorf("SignupResult does not require apiKey: %v", sr)
+	}
+	full := a.srv.LLMSText(true)
+	_, rest, _ := strings.Cut(full, "- POST /v1/signup (")
+	if end := strings.Index(rest, "\n- "); end >= 0 {
+		rest = rest[:end]
+	}
+	if !strings.Contains(rest, "201: {apiKey:string,") {
+		t.Errorf("llms-full.txt signup:\n%s", rest)
+	}
+}
