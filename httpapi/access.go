@@ -47,11 +47,20 @@ const (
 	PageLimitMax     = 200
 )
 
+// SignupResult is the 201 answer of POST /v1/signup (SPEC section 2): the
+// stored fsm.SignupResult, which never holds the key, with the key this
+// handler drew, so apiKey is always there.
+type SignupResult struct {
+	APIKey      string `json:"apiKey"`
+	AccountID   string `json:"accountId"`
+	RailAddress string `json:"railAddress"`
+}
+
 func (s *Server) accessRoutes() []*Route {
 	return []*Route{
 		{Method: http.MethodPost, Path: "/v1/signup", Summary: "Create an account and its full-scope master key (testnet only)",
 			Budget: "signup", Idem: true, Request: Empty{},
-			Responses: map[int]any{201: fsm.SignupResult{}, 403: wire.ErrorBody{}, 409: wire.ErrorBody{}},
+			Responses: map[int]any{201: SignupResult{}, 403: wire.ErrorBody{}, 409: wire.ErrorBody{}},
 			Refuses:   map[int][]string{403: {wire.CodeFeatureUnavailable}}, Handler: s.signup,
 			Notes: map[int]string{409: signupRetry409, 429: signupCap429}, IdemRetry: signupIdemRetry},
 		{Method: http.MethodPost, Path: "/v1/faucet", Summary: "Credit test sats through the deposit path (limited per hour)",
@@ -169,8 +178,7 @@ func (s *Server) signup(c *gin.Context) {
 		fail(c, http.StatusConflict, wire.CodeConflict, signupReplayed)
 		return
 	}
-	out.APIKey = key
-	c.JSON(res.Status, out)
+	c.JSON(res.Status, SignupResult{APIKey: key, AccountID: out.AccountID, RailAddress: out.RailAddress})
 }
 
 func (s *Server) faucet(c *gin.Context) {

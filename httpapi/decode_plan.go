@@ -150,7 +150,7 @@ func (fp *fieldPlan) check(v reflect.Value, p fieldPath) error {
 			return fp.enumErr(p.String())
 		}
 		if fp.maxLen >= 0 && len(s) > fp.maxLen {
-			return fieldErr(p.String(), "is longer than %d", fp.maxLen)
+			return fieldErr(p.String(), "is longer than %d bytes", fp.maxLen)
 		}
 		return nil
 	case wireIntKind, intKind:
@@ -177,9 +177,18 @@ func (fp *fieldPlan) check(v reflect.Value, p fieldPath) error {
 		}
 	}
 	if fp.maxLen >= 0 && (v.Kind() == reflect.String || v.Kind() == reflect.Slice) && v.Len() > fp.maxLen {
-		return fieldErr(p.String(), "is longer than %d", fp.maxLen)
+		return fieldErr(p.String(), "is longer than %d%s", fp.maxLen, lenUnit(v.Kind()))
 	}
 	return nil
+}
+
+// lenUnit names what a maxLen bound counts: bytes of a string (UTF-8, as
+// /openapi.json says beside maxLength), elements of an array.
+func lenUnit(k reflect.Kind) string {
+	if k == reflect.String {
+		return " bytes"
+	}
+	return ""
 }
 
 func (fp *fieldPlan) checkInt(n int64, p fieldPath) error {

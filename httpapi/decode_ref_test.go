@@ -337,7 +337,7 @@ func (fp *refFieldPlan) refCheck(v reflect.Value, path string) error {
 		}
 	}
 	if fp.maxLen >= 0 && (v.Kind() == reflect.String || v.Kind() == reflect.Slice) && v.Len() > fp.maxLen {
-		return fieldErr(path, "is longer than %d", fp.maxLen)
+		return fieldErr(path, "is longer than %d%s", fp.maxLen, lenUnit(v.Kind()))
 	}
 	return nil
 }

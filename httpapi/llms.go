@@ -34,6 +34,7 @@ func (s *Server) LLMSText(full bool) string {
 	b.WriteString("Reads accept X-Min-Index: N (wait until this node applied log index N, as returned in X-Raft-Index) and X-Consistency: linearizable, each at most once (given twice: 400 validation).\n\n")
 	b.WriteString("Typical loop: POST /v1/signup, POST /v1/faucet, GET /v1/markets, subscribe to prices on /v1/ws, POST /v1/orders, POST /v1/sessions for a read+trade delegate key, POST /v1/cancel-all-after, POST /v1/withdrawals/quote then POST /v1/withdrawals.\n\n")
 	b.WriteString("## Endpoints\n\n")
+	lt := newLLMSTypes(s.Routes)
 	routes := append([]*Route(nil), s.Routes...)
 	sort.SliceStable(routes, func(i, j int) bool { return routes[i].Path < routes[j].Path })
 	for _, r := range routes {
@@ -54,10 +55,10 @@ func (s *Server) LLMSText(full bool) string {
 			continue
 		}
 		if r.Query != nil {
-			fmt.Fprintf(&b, "  query: %s\n", fieldList(reflect.TypeOf(r.Query), true))
+			fmt.Fprintf(&b, "  query: %s\n", lt.fieldList(reflect.TypeOf(r.Query), true))
 		}
 		if r.Request != nil {
-			fmt.Fprintf(&b, "  body: %s\n", fieldList(reflect.TypeOf(r.Request), true))
+			fmt.Fprintf(&b, "  body: %s\n", lt.fieldList(reflect.TypeOf(r.Request), true))
 		}
 		statuses := make([]int, 0, len(r.Responses))
 		for st := range r.Responses {
@@ -65,11 +66,9 @@ func (s *Server) LLMSText(full bool) string {
 		}
 		sort.Ints(statuses)
 		for _, st := range statuses {
-			body := r.Responses[st]
-			if body == nil || reflect.TypeOf(body).Kind() != reflect.Struct {
-				continue
+			if shape := lt.body(r, st); shape != "" {
+				fmt.Fprintf(&b, "  %d: %s\n", st, shape)
 			}
-			fmt.Fprintf(&b, "  %d: %s\n", st, fieldList(reflect.TypeOf(body), false))
 		}
 		if len(r.Refuses) > 0 {
 			fmt.Fprintf(&b, "  refuses: %s\n", refusesList(r.Refuses))
@@ -79,6 +78,7 @@ func (s *Server) LLMSText(full bool) string {
 		}
 	}
 	if full {
+		lt.writeTypes(&b)
 		b.WriteString(wsProtocol)
 	}
 	return b.String()
@@ -116,12 +116,56 @@ func refusesList(m map[int][]string) string {
 	return strings.Join(parts, "; ")
 }
 
+// llmsTypes renders shapes for llms-full.txt: a named struct is written
+// by its name, the name /openapi.json gives it in components/schemas, and
+// every name written is defined once under "## Types".
+type llmsTypes struct {
+	names   map[reflect.Type]string
+	used    map[reflect.Type]bool // true: reached from a request
+	pending []reflect.Type
+}
+
+// newLLMSTypes names the shapes of routes as OpenAPI does (same walk, same
+// order), so a name in the index is a schema of the description.
+func newLLMSTypes(routes []*Route) *llmsTypes {
+	g := newSchemaGen()
+	for _, r := range routes {
+		g.operation(r)
+	}
+	return &llmsTypes{names: g.names, used: map[reflect.Type]bool{}}
+}
+
+// body renders the response body of status st of route r: a struct's
+// fields, an array or a choice of named shapes; "" for a body that is not
+// JSON (PNG, HTML, text) or has no fixed shape.
+func (lt *llmsTypes) body(r *Route, st int) string {
+	body := r.Responses[st]
+	if body == nil || st < 400 && r.Content != "" && r.Content != "application/json" {
+		return ""
+	}
+	if alts, ok := body.(oneOf); ok {
+		parts := make([]string, len(alts))
+		for i, alt := range alts {
+			parts[i] = lt.label(reflect.TypeOf(alt), false)
+		}
+		return strings.Join(parts, " | ")
+	}
+	t := reflect.TypeOf(body)
+	switch {
+	case t.Kind() == reflect.Struct && t != intType:
+		return lt.fieldList(t, false)
+	case t.Kind() == reflect.Slice:
+		return lt.label(t, false)
+	}
+	return ""
+}
+
 // fieldList renders a struct's fields as name:type[unit] in SPEC's
 // notation, as the OpenAPI description reads them: "!" marks a required
 // request field, "?" a response field that may be absent, and "|null" a
 // value that may be null (a response pointer that is not omitted, or a
 // request field tagged nullable).
-func fieldList(t reflect.Type, request bool) string {
+func (lt *llmsTypes) fieldList(t reflect.Type, request bool) string {
 	var parts []string
 	for _, wf := range wireFields(t) {
 		sf, name, ft := wf.Field, wf.Name, wf.Type
@@ -132,7 +176,7 @@ func fieldList(t reflect.Type, request bool) string {
 		if request && sf.Tag.Get("req") == "true" {
 			mark = "!"
 		}
-		typ := typeLabel(ft)
+		typ := lt.label(ft, request)
 		if u := sf.Tag.Get("unit"); u != "" {
 			// A unit is a decimal-integer string (SPEC's str/<unit>), also
 			// where the Go type is a string formatted by hand.
@@ -143,6 +187,10 @@ func fieldList(t reflect.Type, request bool) string {
 		}
 		if e := sf.Tag.Get("enum"); e != "" {
 			typ += "(" + strings.ReplaceAll(e, ",", "|") + ")"
+		}
+		if sf.Tag.Get("repeat") == "true" && ft.Kind() != reflect.Slice {
+			// A repeatable query parameter: the description's array.
+			typ = "[]" + typ
 		}
 		if request && sf.Tag.Get("nullable") == "true" || !request && wf.Pointer && !wf.OmitEmpty {
 			typ += "|null"
@@ -155,17 +203,62 @@ func fieldList(t reflect.Type, request bool) string {
 	return "{" + strings.Join(parts, ", ") + "}"
 }
 
-func typeLabel(t reflect.Type) string {
+// label is a type in the index's words: str, string, bool, int (a JSON
+// number), []T, {string:T}, any, or a named shape defined under Types.
+func (lt *llmsTypes) label(t reflect.Type, request bool) string {
 	if t == intType {
 		return "str"
 	}
 	switch t.Kind() {
-	case reflect.Slice:
-		return "[]" + typeLabel(t.Elem())
+	case reflect.Pointer:
+		return lt.label(t.Elem(), request)
+	case reflect.Slice, reflect.Array:
+		return "[]" + lt.label(t.Elem(), request)
+	case reflect.Map:
+		return "{string:" + lt.label(t.Elem(), request) + "}"
+	case reflect.Interface:
+		return "any"
 	case reflect.Struct:
-		return t.Name()
-	case reflect.Int, reflect.Int64, reflect.Int32:
+		if t.Name() == "" {
+			return lt.fieldList(t, request)
+		}
+		if _, seen := lt.used[t]; !seen {
+			lt.pending = append(lt.pending, t)
+			lt.used[t] = request
+		}
+		return lt.name(t)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		return "int"
+	case reflect.Float32, reflect.Float64:
+		return "number"
 	}
 	return t.Kind().String()
+}
+
+func (lt *llmsTypes) name(t reflect.Type) string {
+	if n, ok := lt.names[t]; ok {
+		return n
+	}
+	return t.Name()
+}
+
+// writeTypes defines every named shape the index referred to (and those
+// their fields refer to), by name.
+func (lt *llmsTypes) writeTypes(b *strings.Builder) {
+	defs := map[string]string{}
+	for len(lt.pending) > 0 {
+		t := lt.pending[0]
+		lt.pending = lt.pending[1:]
+		defs[lt.name(t)] = lt.fieldList(t, lt.used[t])
+	}
+	names := make([]string, 0, len(defs))
+	for n := range defs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	b.WriteString("\n## Types\n\nThe named shapes above, in the same notation; each name is also a schema of /openapi.json (components/schemas).\n\n")
+	for _, n := range names {
+		fmt.Fprintf(b, "- %s: %s\n", n, defs[n])
+	}
 }

@@ -501,6 +501,17 @@ func (g *schemaGen) fieldSchema(sf reflect.StructField, t reflect.Type, request 
 	if d := sf.Tag.Get("doc"); d != "" {
 		s["description"] = d
 	}
+	if m := sf.Tag.Get("maxLen"); m != "" && t.Kind() == reflect.String {
+		// The decoder counts bytes; maxLength counts characters, so it is
+		// only an upper bound for text that is not ASCII.
+		d, _ := s["description"].(string)
+		if !strings.Contains(d, "bytes") {
+			if d != "" {
+				d += "; "
+			}
+			s["description"] = d + "at most " + m + " bytes of UTF-8 (maxLength counts characters: a character beyond ASCII takes 2 to 4 bytes)"
+		}
+	}
 	if t.Kind() != reflect.Struct || t == intType {
 		for _, k := range []string{"min", "max"} {
 			if v := sf.Tag.Get(k); v != "" && t != intType {
