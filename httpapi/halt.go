@@ -20,6 +20,13 @@ import (
 // prod cluster's testnet-only signup and faucet, the signup cap). The
 // catalogue follows the genesis within the same second (/healthz waits for
 // both).
+//
+// Both refusals carry HeaderNotApplied: the guard is the first of every
+// route's guards, and the engine's middleware before it (request log,
+// recovery, path and body checks, index stamp) proposes nothing, so a
+// write refused here certainly was not applied. A client can count it
+// failed instead of unknown (the Jepsen harness does), and need not retry
+// it to find out.
 func (s *Server) haltGuard(r *Route) gin.HandlerFunc {
 	if r.Path == healthzPath {
 		return nil
@@ -27,12 +34,14 @@ func (s *Server) haltGuard(r *Route) gin.HandlerFunc {
 	stateBacked := strings.HasPrefix(r.Path, "/v1/") || r.Path == "/por" || strings.HasPrefix(r.Path, "/por/")
 	return func(c *gin.Context) {
 		if h := s.Node.Halted(); h != nil {
+			c.Header(HeaderNotApplied, "1")
 			unavailable(c, haltedMessage(h.Index))
 			return
 		}
 		if stateBacked && !s.started.Load() {
 			if msg := s.notStarted(); msg != "" {
 				c.Header("Retry-After", "1")
+				c.Header(HeaderNotApplied, "1")
 				unavailable(c, msg)
 				return
 			}
@@ -40,6 +49,16 @@ func (s *Server) haltGuard(r *Route) gin.HandlerFunc {
 		c.Next()
 	}
 }
+
+// HeaderNotApplied ("X-Not-Applied: 1") marks a refusal given before
+// anything of the request was proposed to the log: whatever its status (a
+// 503 here), the write was not applied by this request. Only haltGuard
+// sets it; a 503 without it (a propose timeout, a lost leader) may hide a
+// committed write. It speaks for this one request only: a client whose
+// HTTP stack resent the request (Go's transport does, on a reused
+// connection, for a request with an idempotency key) cannot tell from it
+// whether an earlier copy was applied.
+const HeaderNotApplied = "X-Not-Applied"
 
 func haltedMessage(index uint64) string {
 	return fmt.Sprintf("this replica halted on a broken invariant at log index %d and serves nothing; use another node", index)

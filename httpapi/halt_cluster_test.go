@@ -15,6 +15,7 @@ import (
 	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/fsm/ledger"
 	"github.com/perpd/perpd/fsm/wire"
+	"github.com/perpd/perpd/httpapi"
 )
 
 // Test-only commands: a handler that credits money and then panics, the
@@ -78,9 +79,10 @@ func wantHaltedNode(t *testing.T, c *clustertest.Cluster, id string, index uint6
 		{"GET", "/deployment", ""},
 		{"POST", "/v1/signup", "after-halt-" + id},
 	} {
-		st, _, b := call(t, c.HTTP(id), r.method, r.path, "", r.idem, "{}")
-		if st != http.StatusServiceUnavailable || !strings.Contains(string(b), `"code":"unavailable"`) || !strings.Contains(string(b), "halted") {
-			t.Fatalf("%s %s %s on a halted node: %d %s", id, r.method, r.path, st, b)
+		st, h, b := call(t, c.HTTP(id), r.method, r.path, "", r.idem, "{}")
+		if st != http.StatusServiceUnavailable || !strings.Contains(string(b), `"code":"unavailable"`) || !strings.Contains(string(b), "halted") ||
+			h.Get(httpapi.HeaderNotApplied) != "1" {
+			t.Fatalf("%s %s %s on a halted node: %d %v %s", id, r.method, r.path, st, h, b)
 		}
 	}
 	if m.Node.Machine().Applied() >= index {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/fsm/wire"
 	"github.com/perpd/perpd/node"
 )
@@ -68,7 +70,7 @@ func TestRoutesWaitForTheGenesis(t *testing.T) {
 		var e struct{ Error, Code string }
 		_ = json.Unmarshal(b, &e)
 		if status != http.StatusServiceUnavailable || e.Code != wire.CodeUnavailable || h.Get("Retry-After") != "1" ||
-			!strings.Contains(e.Error, "genesis") {
+			h.Get(HeaderNotApplied) != "1" || !strings.Contains(e.Error, "genesis") {
 			t.Fatalf("%s %s before the genesis: %d %q retry-after %q: %s", c.method, c.path, status, e.Code, h.Get("Retry-After"), b)
 		}
 	}
@@ -93,7 +95,25 @@ func TestRoutesWaitForTheGenesis(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if status, _, b := call(http.MethodPost, "/v1/signup", "k2"); status != http.StatusCreated {
-		t.Fatalf("signup after the genesis: %d %s", status, b)
+	if status, h, b := call(http.MethodPost, "/v1/signup", "k2"); status != http.StatusCreated || h.Get(HeaderNotApplied) != "" {
+		t.Fatalf("signup after the genesis: %d %s %v", status, b, h)
+	}
+	// A 503 given after proposing (no leader took the write in time) may
+	// hide a committed write: it must not say "not applied".
+	lost := httptest.NewServer(New(n, cfg.Logger, WithProposer(func(context.Context, *fsm.Command) (*fsm.Result, error) {
+		return nil, node.ErrUnavailable
+	})))
+	t.Cleanup(lost.Close)
+	req, _ := http.NewRequest(http.MethodPost, lost.URL+"/v1/signup", strings.NewReader("{}"))
+	req.Header.Set("content-type", "application/json")
+	req.Header.Set("idempotency-key", "k3")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get(HeaderNotApplied) != "" {
+		t.Fatalf("a propose timeout answered %d %v: %s", res.StatusCode, res.Header, b)
 	}
 }

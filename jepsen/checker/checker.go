@@ -155,7 +155,19 @@ func conclusiveFail(op *history.Op) bool {
 // Settles reports whether a retry's completion settles the write it
 // retried: an acknowledgement (the original answer or a first apply) or a
 // refusal the state machine gave after looking at the idempotency key.
-func Settles(done history.Op) bool { return done.Type == history.OK || conclusiveFail(&done) }
+//
+// An acknowledgement settles whenever it came: the state machine stores a
+// success under the key, so whichever of the original and its retries is
+// applied first takes effect, once, and every later one (the original
+// still in flight included) is answered the stored result. The effect
+// thus happened between the original's invocation and the retry's answer.
+// A refusal is not stored (fsm/machine.go), so it proves nothing about an
+// original that may still be in flight: it settles only a retry sent after
+// the faults healed (the harness's final resolution), never one sent
+// while the clients ran (Op.InRun).
+func Settles(done history.Op) bool {
+	return done.Type == history.OK || (!done.InRun && conclusiveFail(&done))
+}
 
 // Writes settles every write of the functions fs: a write that failed
 // conclusively was not applied, an acknowledged one was, and one with an

@@ -31,7 +31,7 @@ func (b *builder) add(op history.Op, t int64) {
 func (b *builder) op(proc int, f, acct, key string, call, ret int64, typ history.Type, done history.Op) int {
 	b.next++
 	id := b.next
-	b.add(history.Op{ID: id, Type: history.Invoke, Process: proc, F: f, Account: acct, IdemKey: key, Resolves: done.Resolves}, call)
+	b.add(history.Op{ID: id, Type: history.Invoke, Process: proc, F: f, Account: acct, IdemKey: key, Resolves: done.Resolves, InRun: done.InRun}, call)
 	if typ != "" {
 		done.ID, done.Type, done.Process, done.F, done.Account = id, typ, proc, f, acct
 		b.add(done, ret)

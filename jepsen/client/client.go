@@ -110,13 +110,13 @@ func (c *Client) Do(ctx context.Context, req Request) Result {
 	// header after a network error on a reused connection: the attempt
 	// that reached the node may end in an error of the retry's dial. Only
 	// a request no attempt ever wrote can be called never sent.
-	var wrote atomic.Bool
+	var wrote atomic.Int32 // attempts written
 	hr = hr.WithContext(httptrace.WithClientTrace(hr.Context(), &httptrace.ClientTrace{
-		WroteHeaders: func() { wrote.Store(true) },
+		WroteHeaders: func() { wrote.Add(1) },
 	}))
 	resp, err := c.HTTP.Do(hr)
 	if err != nil {
-		return Result{Type: transportOutcome(err, req.IsWrite, wrote.Load()), Error: err.Error()}
+		return Result{Type: transportOutcome(err, req.IsWrite, wrote.Load() > 0), Error: err.Error()}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
@@ -136,16 +136,25 @@ func (c *Client) Do(ctx context.Context, req Request) Result {
 	} else {
 		res.Error = strings.TrimSpace(string(b))
 	}
-	res.Type = statusOutcome(resp.StatusCode, req.IsWrite)
+	res.Type = statusOutcome(resp.StatusCode, req.IsWrite, resp.Header.Get(HeaderNotApplied) == "1" && wrote.Load() == 1)
 	return res
 }
+
+// HeaderNotApplied is httpapi.HeaderNotApplied: the node refused the
+// request before proposing anything (a halted replica, or one that has not
+// applied the genesis yet).
+const HeaderNotApplied = "X-Not-Applied"
 
 // statusOutcome: a refusal (4xx) was decided before or by the state
 // machine, so nothing was applied. A 5xx from a write means the node lost
 // track of it (503 unavailable after the propose timeout): it may have
-// been committed.
-func statusOutcome(status int, isWrite bool) history.Type {
-	if status >= 500 && isWrite {
+// been committed, unless notApplied: the node said it proposed nothing,
+// and the transport sent the request only once (Go's transport resends a
+// request with an idempotency key after a network error on a reused
+// connection, and an earlier copy may have reached a node and been
+// proposed: then the header speaks only for the last copy).
+func statusOutcome(status int, isWrite, notApplied bool) history.Type {
+	if status >= 500 && isWrite && !notApplied {
 		return history.Info
 	}
 	return history.Fail

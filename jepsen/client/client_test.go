@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -27,6 +28,10 @@ func TestAnswersAreSortedIntoOkFailAndInfo(t *testing.T) {
 		case "/unavailable":
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte(`{"error":"no leader","code":"unavailable"}`))
+		case "/not-started":
+			w.Header().Set(HeaderNotApplied, "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":"this node is starting","code":"unavailable"}`))
 		case "/limited":
 			w.WriteHeader(http.StatusTooManyRequests)
 			_, _ = w.Write([]byte(`{"error":"slow down","code":"rate_limited"}`))
@@ -50,6 +55,8 @@ func TestAnswersAreSortedIntoOkFailAndInfo(t *testing.T) {
 		{"/created", true, history.OK},
 		{"/unavailable", true, history.Info}, // the write may have committed
 		{"/unavailable", false, history.Fail},
+		{"/not-started", true, history.Fail}, // refused before proposing
+		{"/not-started", false, history.Fail},
 		{"/limited", true, history.Fail},
 		{"/hang", true, history.Info}, // sent, never answered
 		{"/hang", false, history.Fail},
@@ -119,5 +126,60 @@ func TestAWriteThatReachedADyingNodeIsIndeterminate(t *testing.T) {
 	res := c.Do(context.Background(), Request{Method: http.MethodPost, Addr: addr, Path: "/v1/faucet", Header: hdr, Body: struct{}{}, IsWrite: true})
 	if res.Type != history.Info {
 		t.Fatalf("a write the dying node received: %s (%s), want info", res.Type, res.Error)
+	}
+}
+
+// X-Not-Applied speaks for the copy of the request it answers. When Go's
+// transport resent a write (the first copy reached a node on a kept-alive
+// connection, which then died without answering), a restarted node's
+// "not applied" refusal of the resent copy says nothing of the first: the
+// write stays indeterminate.
+func TestNotAppliedAfterATransportResendIsIndeterminate(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		br := bufio.NewReader(conn)
+		if req, err := http.ReadRequest(br); err == nil {
+			_, _ = io.Copy(io.Discard, req.Body)
+			_, _ = conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: application/json\r\n\r\n{}"))
+		}
+		// The second copy arrives whole; the node dies without answering.
+		if req, err := http.ReadRequest(br); err == nil {
+			_, _ = io.Copy(io.Discard, req.Body)
+		}
+		conn.Close()
+		// The restarted node refuses the resent copy before proposing.
+		conn, err = ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		br = bufio.NewReader(conn)
+		if req, err := http.ReadRequest(br); err == nil {
+			_, _ = io.Copy(io.Discard, req.Body)
+			body := `{"error":"this node is starting","code":"unavailable"}`
+			_, _ = fmt.Fprintf(conn, "HTTP/1.1 503 Service Unavailable\r\nX-Not-Applied: 1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		}
+	}()
+	c := New(2 * time.Second)
+	hdr := map[string]string{"idempotency-key": "k1"}
+	if res := c.Do(context.Background(), Request{Method: http.MethodPost, Addr: addr, Path: "/v1/faucet", Header: hdr, Body: struct{}{}, IsWrite: true}); res.Type != history.OK {
+		t.Fatalf("first write: %s %s", res.Type, res.Error)
+	}
+	hdr["idempotency-key"] = "k2"
+	res := c.Do(context.Background(), Request{Method: http.MethodPost, Addr: addr, Path: "/v1/faucet", Header: hdr, Body: struct{}{}, IsWrite: true})
+	if res.Status != http.StatusServiceUnavailable {
+		t.Fatalf("the resent copy was not answered by the restarted node: %d %s %s", res.Status, res.Type, res.Error)
+	}
+	if res.Type != history.Info {
+		t.Fatalf("a write resent after reaching a dying node, refused as not applied: %s, want info", res.Type)
 	}
 }

@@ -623,7 +623,9 @@ func (r *run) check(final *checker.Final, start, end int64, probeTook time.Durat
 		}
 	}
 	r.logf("checking %d operations", r.sum.Ops)
+	linStart := time.Now()
 	lin, files := checker.Linearizability(ops, checker.LinearizabilityOptions{TimeoutPerAccount: r.opts.PorcupineTimeout, OutDir: r.dir})
+	r.logf("linearizability: %s in %v", lin.Verdict, time.Since(linStart).Round(time.Millisecond))
 	lost, counts := checker.LostWrites(ops, final)
 	money, mrep := checker.Money(ops, final)
 	trading, trep := checker.Trading(ops, final)

@@ -119,6 +119,14 @@ type Op struct {
 	// Resolves is the ID of an earlier info operation this one settles by
 	// retrying it with the same idempotency key.
 	Resolves int `json:"resolves,omitempty"`
+	// InRun marks a retry (Resolves set) sent while the clients ran, right
+	// after the unknown outcome, with faults possibly still active: the
+	// original attempt may still be in flight in the log then, and
+	// refusals are not stored under the idempotency key (a refused command
+	// leaves no record, fsm/machine.go), so the original could still apply
+	// after a refused retry. Only an acknowledgement of such a retry
+	// settles the original (checker.Settles).
+	InRun bool `json:"inRun,omitempty"`
 	// TimeNs is monotonic nanoseconds since the run started.
 	TimeNs int64 `json:"timeNs"`
 }
@@ -239,6 +247,7 @@ func (r *Recorder) Complete(inv Op, done Op) Op {
 	if done.Resolves == 0 {
 		done.Resolves = inv.Resolves
 	}
+	done.InRun = done.InRun || inv.InRun
 	r.appendLocked(&done)
 	return done
 }

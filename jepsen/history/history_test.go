@@ -51,3 +51,20 @@ func TestRecorderStreamsAHistoryThatLoadsBackPaired(t *testing.T) {
 		t.Fatal("an invocation that never completed must count as info")
 	}
 }
+
+// A retry's completion carries what it settles and whether it was sent
+// while the clients ran (the checkers judge the completion).
+func TestCompleteCarriesTheRetrysMarks(t *testing.T) {
+	r, err := NewRecorder("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := r.Invoke(Op{Process: 1, F: FFaucet, IdemKey: "k1", Resolves: 7, InRun: true})
+	done := r.Complete(inv, Op{Type: Fail, Status: 409})
+	if done.Resolves != 7 || !done.InRun || done.IdemKey != "k1" {
+		t.Fatalf("completion %+v", done)
+	}
+	if plain := r.Complete(r.Invoke(Op{Process: 2, F: FFaucet}), Op{Type: OK}); plain.InRun || plain.Resolves != 0 {
+		t.Fatalf("completion %+v", plain)
+	}
+}

@@ -95,8 +95,16 @@ func MintKey(ctx context.Context, e *Env, p *Process, acct *Account) history.Typ
 // completion; whether it settles the original is the checker's rule
 // (checker.Settles).
 func Retry(ctx context.Context, e *Env, pid int, node string, pend Pending) history.Op {
+	return retry(ctx, e, pid, node, pend, false)
+}
+
+// retry is Retry; inRun marks an attempt sent while the clients run
+// (history.Op.InRun), which only an acknowledgement lets settle the
+// original.
+func retry(ctx context.Context, e *Env, pid int, node string, pend Pending, inRun bool) history.Op {
 	inv := e.Rec.Invoke(history.Op{Process: pid, Node: node, F: pend.Op.F, Account: pend.Op.Account,
-		IdemKey: pend.Op.IdemKey, Order: pend.Op.Order, TimeoutMs: pend.Op.TimeoutMs, Msat: pend.Op.Msat, Path: pend.Op.Path, Resolves: pend.Op.ID})
+		IdemKey: pend.Op.IdemKey, Order: pend.Op.Order, TimeoutMs: pend.Op.TimeoutMs, Msat: pend.Op.Msat, Path: pend.Op.Path,
+		Resolves: pend.Op.ID, InRun: inRun})
 	octx, cancel := opCtx(ctx)
 	defer cancel()
 	done := history.Op{}

@@ -92,7 +92,13 @@ func (e *Env) TakePending() []Pending {
 
 // Process is one logical client: it runs one operation at a time against
 // its node. After an operation with an unknown outcome it takes a new
-// process id, as in Jepsen (the old process may still be "in flight").
+// process id, as in Jepsen (the old process may still be "in flight"),
+// and keeps its node: the workers of Run are spread evenly over the nodes
+// and stay so through faults. (Moving every worker that timed out on a
+// node to the same next node herded them all onto one node within
+// minutes.) The write left unknown is retried at once on the other nodes
+// (settle.go), so a faulty node's refusals do not pile up unknown
+// outcomes.
 type Process struct {
 	ID   int
 	Node string
@@ -174,7 +180,7 @@ func Run(ctx context.Context, e *Env, opts Options) (int64, error) {
 				}
 			}()
 			rng := rand.New(rand.NewSource(opts.Seed + int64(w)*7919))
-			p := &Process{ID: int(e.nextPID.Add(1)) - 1, Node: e.Nodes[w%len(e.Nodes)], Rand: rng}
+			p := &Process{ID: e.newPID(), Node: e.Nodes[w%len(e.Nodes)], Rand: rng}
 			for ctx.Err() == nil {
 				k := pickKind(opts.Kinds, total, rng)
 				acct := e.Accounts[rng.Intn(len(e.Accounts))]
@@ -188,9 +194,13 @@ func Run(ctx context.Context, e *Env, opts Options) (int64, error) {
 				}
 				invoked.Add(1)
 				if k.Run(ctx, e, p, acct) == history.Info {
-					// Crashed process: continue as a new one on the next node.
-					p.ID = int(e.nextPID.Add(1)) - 1
-					p.Node = e.Nodes[(indexOf(e.Nodes, p.Node)+1)%len(e.Nodes)]
+					// Crashed process: continue as a new one on the same
+					// node, first settling what the old one left unknown.
+					old := p.ID
+					p.ID = e.newPID()
+					for _, pend := range e.takePendingOf(old) {
+						settleNow(ctx, e, p, pend)
+					}
 				}
 				jitter := time.Duration(rng.Int63n(int64(think) + 1))
 				select {
@@ -214,15 +224,6 @@ func pickKind(kinds []Kind, total int, rng *rand.Rand) Kind {
 		r -= k.Weight
 	}
 	return kinds[len(kinds)-1]
-}
-
-func indexOf(xs []string, x string) int {
-	for i, v := range xs {
-		if v == x {
-			return i
-		}
-	}
-	return 0
 }
 
 // idemKey draws a fresh idempotency key.
