@@ -163,7 +163,10 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	flags := serveFlags(ctx, r.bin)
+	flags, err := serveFlags(ctx, r.bin)
+	if err != nil {
+		return nil, err
+	}
 
 	r.rec, err = history.NewRecorder(filepath.Join(r.dir, "history.jsonl"))
 	if err != nil {

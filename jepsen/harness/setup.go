@@ -67,9 +67,33 @@ func copyBin(src, dir string) (string, error) {
 
 // serveFlags reads `perpd serve --help` to learn which optional flags the
 // build under test has (the harness runs against whatever is checked in).
-func serveFlags(ctx context.Context, bin string) string {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, _ := exec.CommandContext(ctx, bin, "serve", "--help").CombinedOutput()
-	return string(out)
+// A help text without the --data flag every build has is no answer (the
+// command failed or timed out on a loaded machine): it is tried again, and
+// then an error, not an empty list that would quietly turn the clock
+// nemesis and the funding boundary off.
+func serveFlags(ctx context.Context, bin string) (string, error) {
+	return readServeFlags(ctx, func(ctx context.Context) ([]byte, error) {
+		return exec.CommandContext(ctx, bin, "serve", "--help").CombinedOutput()
+	})
+}
+
+func readServeFlags(ctx context.Context, help func(context.Context) ([]byte, error)) (string, error) {
+	var out []byte
+	var err error
+	for attempt := range 3 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(time.Second):
+			}
+		}
+		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		out, err = help(actx)
+		cancel()
+		if strings.Contains(string(out), "--data") {
+			return string(out), nil
+		}
+	}
+	return "", fmt.Errorf("perpd serve --help gave no flag list (%v): %.200q", err, out)
 }
