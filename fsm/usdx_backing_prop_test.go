@@ -106,25 +106,17 @@ func backingProp(t *testing.T, seed uint64, entries int) {
 			res = w.cmd(ac.a, ac.k, CmdUSDxUnstake, USDxAmountPayload{Amount: min(n, s)}, "")
 		case op < 75:
 			kind = "withdraw"
-			id := w.id("wd")
-			res = w.cmd(ac.a, ac.k, CmdUSDxWithdraw, USDxWithdrawPayload{ID: id, Usdx: min(n, w.holder(ac.a).Usdx), SparkAddress: "sprt1sim" + ac.a[4:]}, "")
-			if res.OK() {
-				wids = append(wids, id)
-			}
+			res = w.simWithdraw(ac.a, ac.k, n, &wids)
 		case op < 78:
 			kind = "paid"
-			if len(wids) == 0 {
+			if res = w.simPaid(&wids); res == nil {
 				continue
 			}
-			res = w.op(CmdUSDxWithdrawalPaid, USDxWithdrawalPaidPayload{WithdrawalID: wids[0], IssuerRef: "iss-" + wids[0]})
-			wids = wids[1:]
 		case op < 81:
 			kind = "deposit"
-			out := w.st().u.Outside
-			if out == 0 {
+			if res = w.simDeposit(ac.a, n); res == nil {
 				continue
 			}
-			res = w.op(CmdUSDxDeposited, USDxDepositedPayload{AccountID: ac.a, Usdx: min(n, out), IssuerRef: w.id("dep")})
 		case op < 92:
 			kind = "trade"
 			tr := traders[rng.IntN(len(traders))]

@@ -92,25 +92,17 @@ func TestUSDxSimulationKeepsTheIdentityAndConservation(t *testing.T) {
 			res = w.cmd(ac.a, ac.k, CmdUSDxUnstake, USDxAmountPayload{Amount: min(n, w.holder(ac.a).Susdx)}, "")
 		case op < 79:
 			kind = "withdraw"
-			id := w.id("wd")
-			res = w.cmd(ac.a, ac.k, CmdUSDxWithdraw, USDxWithdrawPayload{ID: id, Usdx: min(n, w.holder(ac.a).Usdx), SparkAddress: "sprt1sim" + ac.a[4:]}, "")
-			if res.OK() {
-				wids = append(wids, id)
-			}
+			res = w.simWithdraw(ac.a, ac.k, n, &wids)
 		case op < 83:
 			kind = "paid"
-			if len(wids) == 0 {
+			if res = w.simPaid(&wids); res == nil {
 				continue
 			}
-			res = w.op(CmdUSDxWithdrawalPaid, USDxWithdrawalPaidPayload{WithdrawalID: wids[0], IssuerRef: "iss-" + wids[0]})
-			wids = wids[1:]
 		case op < 86:
 			kind = "deposit"
-			out := w.st().u.Outside
-			if out == 0 {
+			if res = w.simDeposit(ac.a, n); res == nil {
 				continue
 			}
-			res = w.op(CmdUSDxDeposited, USDxDepositedPayload{AccountID: ac.a, Usdx: min(n, out), IssuerRef: w.id("dep")})
 		case op < 95:
 			kind = "trade"
 			tr := traders[rng.IntN(len(traders))]
@@ -215,4 +207,36 @@ func waterfallCounts(history []usdx.Waterfall) (pos, neg, marked, minted int) {
 		}
 	}
 	return pos, neg, marked, minted
+}
+
+// simWithdraw requests a USDx withdrawal of up to n of a's USDx and queues
+// its id in wids when it is accepted (the simulations' custody worker).
+func (w *usdxWorld) simWithdraw(a, k string, n int64, wids *[]string) *Result {
+	id := w.id("wd")
+	res := w.cmd(a, k, CmdUSDxWithdraw, USDxWithdrawPayload{ID: id, Usdx: min(n, w.holder(a).Usdx), SparkAddress: "sprt1sim" + a[4:]}, "")
+	if res.OK() {
+		*wids = append(*wids, id)
+	}
+	return res
+}
+
+// simPaid reports the oldest queued withdrawal paid, or returns nil when
+// none is queued.
+func (w *usdxWorld) simPaid(wids *[]string) *Result {
+	if len(*wids) == 0 {
+		return nil
+	}
+	id := (*wids)[0]
+	*wids = (*wids)[1:]
+	return w.op(CmdUSDxWithdrawalPaid, USDxWithdrawalPaidPayload{WithdrawalID: id, IssuerRef: "iss-" + id})
+}
+
+// simDeposit credits a with up to n of the USDx outside custody, or
+// returns nil when none is outside.
+func (w *usdxWorld) simDeposit(a string, n int64) *Result {
+	out := w.st().u.Outside
+	if out == 0 {
+		return nil
+	}
+	return w.op(CmdUSDxDeposited, USDxDepositedPayload{AccountID: a, Usdx: min(n, out), IssuerRef: w.id("dep")})
 }
