@@ -103,17 +103,9 @@ func TestAWriteThatReachedADyingNodeIsIndeterminate(t *testing.T) {
 		if err != nil {
 			return
 		}
-		br := bufio.NewReader(conn)
-		// The first request is answered, keeping the connection alive.
-		if req, err := http.ReadRequest(br); err == nil {
-			_, _ = io.Copy(io.Discard, req.Body)
-			_, _ = conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: application/json\r\n\r\n{}"))
-		}
-		// The second arrives whole, then the node dies: no answer, and
-		// nobody listens any more.
-		if req, err := http.ReadRequest(br); err == nil {
-			_, _ = io.Copy(io.Discard, req.Body)
-		}
+		// The second request arrives whole, then the node dies: no
+		// answer, and nobody listens any more.
+		answerOneThenTakeOne(conn)
 		ln.Close()
 		conn.Close()
 	}()
@@ -146,15 +138,8 @@ func TestNotAppliedAfterATransportResendIsIndeterminate(t *testing.T) {
 		if err != nil {
 			return
 		}
-		br := bufio.NewReader(conn)
-		if req, err := http.ReadRequest(br); err == nil {
-			_, _ = io.Copy(io.Discard, req.Body)
-			_, _ = conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: application/json\r\n\r\n{}"))
-		}
 		// The second copy arrives whole; the node dies without answering.
-		if req, err := http.ReadRequest(br); err == nil {
-			_, _ = io.Copy(io.Discard, req.Body)
-		}
+		answerOneThenTakeOne(conn)
 		conn.Close()
 		// The restarted node refuses the resent copy before proposing.
 		conn, err = ln.Accept()
@@ -162,7 +147,7 @@ func TestNotAppliedAfterATransportResendIsIndeterminate(t *testing.T) {
 			return
 		}
 		defer conn.Close()
-		br = bufio.NewReader(conn)
+		br := bufio.NewReader(conn)
 		if req, err := http.ReadRequest(br); err == nil {
 			_, _ = io.Copy(io.Discard, req.Body)
 			body := `{"error":"this node is starting","code":"unavailable"}`
@@ -181,5 +166,19 @@ func TestNotAppliedAfterATransportResendIsIndeterminate(t *testing.T) {
 	}
 	if res.Type != history.Info {
 		t.Fatalf("a write resent after reaching a dying node, refused as not applied: %s, want info", res.Type)
+	}
+}
+
+// answerOneThenTakeOne plays a node on conn: it answers the first request
+// (200, keeping the connection alive) and reads the second whole without
+// answering it.
+func answerOneThenTakeOne(conn net.Conn) {
+	br := bufio.NewReader(conn)
+	if req, err := http.ReadRequest(br); err == nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		_, _ = conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: application/json\r\n\r\n{}"))
+	}
+	if req, err := http.ReadRequest(br); err == nil {
+		_, _ = io.Copy(io.Discard, req.Body)
 	}
 }
