@@ -324,10 +324,23 @@ func (g *schemaGen) response(status int, body any, content string, codes []strin
 		schema = map[string]any{"type": "string", "format": "binary"}
 	}
 	out := map[string]any{"description": desc, "content": map[string]any{content: map[string]any{"schema": schema}}}
-	if status == 429 {
+	switch status {
+	case 429:
 		out["headers"] = rateHeaders429
+	case 503:
+		out["headers"] = headers503
 	}
 	return out
+}
+
+// headers503 are the headers a 503 may carry: X-Not-Applied on the
+// refusals given before anything was proposed (halt.go), so a client can
+// tell a write that certainly was not applied from one that may have been.
+var headers503 = map[string]any{
+	HeaderNotApplied: map[string]any{"schema": map[string]any{"type": "string", "enum": []any{"1"}},
+		"description": "present (1) when the request was refused before anything was proposed (a halted replica, or a node that has not applied the cluster's genesis): the write was not applied and can go to another node; a 503 without it may hide a committed write, so retry with the same idempotency-key"},
+	"Retry-After": map[string]any{"schema": map[string]any{"type": "integer"},
+		"description": "seconds to wait, when the node expects to serve soon"},
 }
 
 // rateHeaders429 are the headers of a 429 (SPEC section 8). Most 429s

@@ -117,3 +117,27 @@ func TestRoutesWaitForTheGenesis(t *testing.T) {
 		t.Fatalf("a propose timeout answered %d %v: %s", res.StatusCode, res.Header, b)
 	}
 }
+
+// The description declares X-Not-Applied on every 503 a write can get, so
+// a generated client knows the header that tells it a write certainly was
+// not applied.
+func TestNotAppliedIsDescribedOnEvery503(t *testing.T) {
+	a := newTestAPI(t)
+	doc := a.srv.OpenAPI()
+	seen := 0
+	for path, item := range doc["paths"].(map[string]any) {
+		for method, op := range item.(map[string]any) {
+			resp, ok := op.(map[string]any)["responses"].(map[string]any)["503"].(map[string]any)
+			if !ok {
+				continue
+			}
+			seen++
+			if headers, _ := resp["headers"].(map[string]any); headers[HeaderNotApplied] == nil {
+				t.Errorf("%s %s: its 503 does not declare %s", method, path, HeaderNotApplied)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no route declares a 503")
+	}
+}
