@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,6 +28,9 @@ type DevnetNode struct {
 	Admin string `json:"admin"`
 	Data  string `json:"data"`
 	cmd   *exec.Cmd
+	log   string        // its log file, "" when DevnetConfig.Stdout took it
+	done  chan struct{} // closed once the process has ended; exit says how
+	exit  error
 }
 
 // Devnet is a local N-node cluster of child processes, over mutual TLS.
@@ -202,8 +206,10 @@ func (d *Devnet) start(n *DevnetNode, cfg DevnetConfig, args []string) error {
 	}
 	cmd := exec.Command(cfg.Binary, args...)
 	out := cfg.Stdout
+	n.log = ""
 	if out == nil {
-		f, err := os.OpenFile(filepath.Join(cfg.Dir, n.ID+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		n.log = filepath.Join(cfg.Dir, n.ID+".log")
+		f, err := os.OpenFile(n.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 		if err != nil {
 			return err
 		}
@@ -214,10 +220,36 @@ func (d *Devnet) start(n *DevnetNode, cfg DevnetConfig, args []string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", n.ID, err)
 	}
+	done := make(chan struct{})
 	d.mu.Lock()
-	n.cmd = cmd
+	n.cmd, n.done = cmd, done
 	d.mu.Unlock()
+	go func() { n.exit = cmd.Wait(); close(done) }()
 	return nil
+}
+
+// exited returns an error naming how n's process ended and the last line
+// it wrote, or nil while it runs: a child that cannot start (a taken
+// port, a bad flag) ends at once, and waiting a minute for a leader it
+// will never report would hide why.
+func (d *Devnet) exited(n *DevnetNode) error {
+	d.mu.Lock()
+	done := n.done
+	d.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+	default:
+		return nil
+	}
+	last := ""
+	if b, err := os.ReadFile(n.log); n.log != "" && err == nil {
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		last = ": " + lines[len(lines)-1]
+	}
+	return fmt.Errorf("devnet: %s ended (%v)%s", n.ID, n.exit, last)
 }
 
 // WaitLeader waits until node1 reports a leader and at least `members`
@@ -230,6 +262,9 @@ func (d *Devnet) WaitLeader(ctx context.Context, members int) error {
 		for i, n := range d.Nodes {
 			if i >= members {
 				break
+			}
+			if err := d.exited(n); err != nil {
+				return err
 			}
 			c := d.AdminClient(n.Admin)
 			c.HTTP.Timeout = time.Second
@@ -278,18 +313,16 @@ func (d *Devnet) Stop() {
 			continue
 		}
 		wg.Add(1)
-		go func(c *exec.Cmd) {
+		go func(c *exec.Cmd, done <-chan struct{}) {
 			defer wg.Done()
 			_ = c.Process.Signal(syscall.SIGTERM)
-			done := make(chan struct{})
-			go func() { _ = c.Wait(); close(done) }()
 			select {
 			case <-done:
 			case <-time.After(10 * time.Second):
 				_ = c.Process.Kill()
 				<-done
 			}
-		}(n.cmd)
+		}(n.cmd, n.done)
 		n.cmd = nil
 	}
 	wg.Wait()

@@ -44,3 +44,29 @@ func TestDevnetRefusesPortsOutOfRangeOrShared(t *testing.T) {
 		}
 	}
 }
+
+// A child that cannot start (here it says its port is taken and exits, as
+// perpd serve does) ends the devnet's start at once with its reason. The
+// devnet used to poll for a leader for a minute and then say only "no
+// leader with 1 members in time".
+func TestDevnetSaysWhyAChildEnded(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "perpd")
+	script := "#!/bin/sh\necho 'error: listen 127.0.0.1:18080: bind: address already in use' >&2\nexit 1\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	d, err := cluster.StartDevnet(ctx, cluster.DevnetConfig{Binary: bin, Nodes: 3, Dir: filepath.Join(dir, "devnet"), HTTPBase: 18080})
+	if d != nil {
+		d.Stop()
+	}
+	if err == nil || !strings.Contains(err.Error(), "node1") || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("StartDevnet: %v, want node1's own reason", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the reason came after %v", took)
+	}
+}
