@@ -109,13 +109,7 @@ func TestAWriteThatReachedADyingNodeIsIndeterminate(t *testing.T) {
 		ln.Close()
 		conn.Close()
 	}()
-	c := New(2 * time.Second)
-	hdr := map[string]string{"idempotency-key": "k1"}
-	if res := c.Do(context.Background(), Request{Method: http.MethodPost, Addr: addr, Path: "/v1/faucet", Header: hdr, Body: struct{}{}, IsWrite: true}); res.Type != history.OK {
-		t.Fatalf("first write: %s %s", res.Type, res.Error)
-	}
-	hdr["idempotency-key"] = "k2"
-	res := c.Do(context.Background(), Request{Method: http.MethodPost, Addr: addr, Path: "/v1/faucet", Header: hdr, Body: struct{}{}, IsWrite: true})
+	res := secondWrite(t, addr)
 	if res.Type != history.Info {
 		t.Fatalf("a write the dying node received: %s (%s), want info", res.Type, res.Error)
 	}
@@ -154,13 +148,7 @@ func TestNotAppliedAfterATransportResendIsIndeterminate(t *testing.T) {
 			_, _ = fmt.Fprintf(conn, "HTTP/1.1 503 Service Unavailable\r\nX-Not-Applied: 1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 		}
 	}()
-	c := New(2 * time.Second)
-	hdr := map[string]string{"idempotency-key": "k1"}
-	if res := c.Do(context.Background(), Request{Method: http.MethodPost, Addr: addr, Path: "/v1/faucet", Header: hdr, Body: struct{}{}, IsWrite: true}); res.Type != history.OK {
-		t.Fatalf("first write: %s %s", res.Type, res.Error)
-	}
-	hdr["idempotency-key"] = "k2"
-	res := c.Do(context.Background(), Request{Method: http.MethodPost, Addr: addr, Path: "/v1/faucet", Header: hdr, Body: struct{}{}, IsWrite: true})
+	res := secondWrite(t, addr)
 	if res.Status != http.StatusServiceUnavailable {
 		t.Fatalf("the resent copy was not answered by the restarted node: %d %s %s", res.Status, res.Type, res.Error)
 	}
@@ -181,4 +169,18 @@ func answerOneThenTakeOne(conn net.Conn) {
 	if req, err := http.ReadRequest(br); err == nil {
 		_, _ = io.Copy(io.Discard, req.Body)
 	}
+}
+
+// secondWrite sends two faucet writes (keys k1, k2) on one client, so the
+// second can ride the connection the first kept alive; the first must
+// succeed, and the second's result is returned.
+func secondWrite(t *testing.T, addr string) Result {
+	t.Helper()
+	c := New(2 * time.Second)
+	hdr := map[string]string{"idempotency-key": "k1"}
+	if res := c.Do(context.Background(), Request{Method: http.MethodPost, Addr: addr, Path: "/v1/faucet", Header: hdr, Body: struct{}{}, IsWrite: true}); res.Type != history.OK {
+		t.Fatalf("first write: %s %s", res.Type, res.Error)
+	}
+	hdr["idempotency-key"] = "k2"
+	return c.Do(context.Background(), Request{Method: http.MethodPost, Addr: addr, Path: "/v1/faucet", Header: hdr, Body: struct{}{}, IsWrite: true})
 }
