@@ -23,6 +23,7 @@ import (
 // through the follower reaches every node; a second revocation is 409.
 func TestPromoterReviewThroughAFollower(t *testing.T) {
 	c := clustertest.Start(t, 3, clustertest.Assemble(cli.Assemble))
+	railMinIndex.Store(0) // a fresh cluster: indexes another test's cluster reported mean nothing here
 	f := c.Followers()[0].ID
 	base := c.HTTP(f)
 	st, r := railCall(t, base, "POST", "/v1/signup", "", "review-signup", map[string]any{})

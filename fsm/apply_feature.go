@@ -182,7 +182,10 @@ import (
 //	   (usdx.LevelVelocityWholeHour); a bracket entry that opens fewer
 //	   contracts than it has (it first closed an opposite position)
 //	   sizes its legs to what it opened (trade.LevelLegsSizedToEntry).
-const FeatureLevel uint32 = 9
+//	10: a Proof of Reserves snapshot is published por.PublishDelayMs
+//	   after the entry whose time made it due, still of the state at that
+//	   entry, so a node builds it beside apply (LevelPoRBesideApply).
+const FeatureLevel uint32 = 10
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
 // and leaderboard programmes (issue 15) and Proof of Reserves (issue 14):

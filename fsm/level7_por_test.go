@@ -25,7 +25,7 @@ func TestPoROneAccountRootCommitsToItsBalance(t *testing.T) {
 		t.Run(fmt.Sprintf("level=%d", level), func(t *testing.T) {
 			w := newTradeWorldAt(t, level)
 			acct, _ := w.account(btcBTC)
-			w.walkTo((w.ts/por.CadenceMs + 1) * por.CadenceMs)
+			w.walkToNextPoR()
 			wantOK(t, w.print("BTCUSD", usdQ8(100_100)))
 			snap, _ := w.porSnap(w.replica)
 			tr := snap.Msat

@@ -32,7 +32,7 @@ func (w *tradeWorld) revokeKey(acct, caller, id string) {
 // nextPoRTree walks log time to the next tree and returns its sats tree.
 func (w *tradeWorld) nextPoRTree() *por.TreeState {
 	w.t.Helper()
-	w.walkTo((w.ts/por.CadenceMs + 1) * por.CadenceMs)
+	w.walkToNextPoR()
 	wantOK(w.t, w.print("BTCUSD", usdQ8(100_000)))
 	snap, _ := w.porSnap(w.replica)
 	return snap.Msat

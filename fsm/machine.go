@@ -18,6 +18,10 @@ type Options struct {
 	// CheckInvariants runs the full ledger conservation check after every
 	// entry (tests and the simulation; O(accounts) per entry).
 	CheckInvariants bool
+	// PoRBuilds, when set, builds Proof of Reserves snapshots off this
+	// machine's apply path (LevelPoRBesideApply): a live node's machine,
+	// whose snapshot shadow builds them.
+	PoRBuilds PoRBuilds
 }
 
 // Machine applies log entries to State. It is safe for concurrent use: one
@@ -274,6 +278,7 @@ func (m *Machine) applyDecoded(index uint64, cmd *Command, err error) (res *Resu
 		return res, nil
 	}
 	c := m.ctx.begin(m.st, cmd, index)
+	c.porBuilds = m.opts.PoRBuilds
 	c.commands++
 	mark := len(c.events)
 	defer func() {
@@ -399,6 +404,8 @@ type Ctx struct {
 	// a batch of accepted commands makes its answers in one allocation.
 	resultBlock []Result
 	resultsLeft int
+	// porBuilds is the machine's Options.PoRBuilds.
+	porBuilds PoRBuilds
 }
 
 // newResult is a zero Result for the command being applied: the next of

@@ -50,7 +50,7 @@ func TestPoRTreesCoverEveryAccountAndReplicasAgree(t *testing.T) {
 	w.mintN(minter, mk, 1000)
 	wantOK(t, w.cmd(minter, mk, CmdUSDxStake, USDxAmountPayload{Amount: 300}, ""))
 	before := w.ts
-	w.walkTo((w.ts/por.CadenceMs + 1) * por.CadenceMs)
+	w.walkToNextPoR()
 	wantOK(t, w.print("BTCUSD", usdQ8(100_100)))
 
 	snap, hist := w.porSnap(w.replica)
@@ -143,7 +143,7 @@ func TestPoRTreesCoverEveryAccountAndReplicasAgree(t *testing.T) {
 	if _, h2 := w.porSnap(w.replica); len(h2) != n {
 		t.Fatalf("a second tree in the same minute (%d -> %d)", n, len(h2))
 	}
-	w.walkTo(w.ts + por.CadenceMs)
+	w.walkToNextPoR()
 	wantOK(t, w.print("BTCUSD", usdQ8(100_200)))
 	if _, h2 := w.porSnap(w.replica); len(h2) != n+1 {
 		t.Fatalf("no tree in the next minute (%d -> %d)", n, len(h2))
@@ -158,7 +158,7 @@ func TestPoRShortfallPages(t *testing.T) {
 	trader, tk := w.account(10 * btcBTC)
 	_, _ = w.account(1 * btcBTC)
 	wantOK(t, w.order(trader, tk, levered(mktOrder("o1", "BTC-PERP", "buy", 1_000_000), 10)))
-	w.walkTo((w.ts/por.CadenceMs + 1) * por.CadenceMs)
+	w.walkToNextPoR()
 	wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
 	snap, _ := w.porSnap(w.replica)
 	if snap.Status != por.StatusClean || snap.DriftMsat <= 0 {
@@ -168,7 +168,7 @@ func TestPoRShortfallPages(t *testing.T) {
 		wantOK(t, w.print("BTCUSD", usdQ8(p)))
 	}
 	wantOK(t, w.order(trader, tk, mktOrder("o2", "BTC-PERP", "sell", 1_000_000)))
-	w.walkTo((w.ts/por.CadenceMs + 1) * por.CadenceMs)
+	w.walkToNextPoR()
 	wantOK(t, w.print("BTCUSD", usdQ8(120_000)))
 	snap, _ = w.porSnap(w.replica)
 	var house int64
@@ -287,7 +287,7 @@ func TestPoRCountsReferralRewardsOwed(t *testing.T) {
 	wantOK(t, w.createCode(referrer, rk, "PORCODE1"))
 	wantOK(t, w.bind(referee, ek, "PORCODE1"))
 	wantOK(t, w.order(referee, ek, levered(mktOrder("r-1", "BTC-PERP", "buy", 100_000), 10)))
-	w.walkTo((w.ts/por.CadenceMs + 1) * por.CadenceMs)
+	w.walkToNextPoR()
 	wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
 
 	var owed, payable int64
@@ -324,12 +324,12 @@ func TestPoRDriftCountsOpenPositionsAtTheMark(t *testing.T) {
 			wantOK(t, w.order(trader, tk, levered(mktOrder("o1", "BTC-PERP", "buy", 1_000_000), 10)))
 			// A small short whose loss is counted only down to its margin.
 			wantOK(t, w.order(loser, lk, levered(mktOrder("s1", "BTC-PERP", "sell", 10_000), 50)))
-			w.walkTo((w.ts/por.CadenceMs + 1) * por.CadenceMs)
+			w.walkToNextPoR()
 			wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
 			for p := int64(101_000); p <= 120_000; p += 1000 {
 				wantOK(t, w.print("BTCUSD", usdQ8(p)))
 			}
-			w.walkTo((w.ts/por.CadenceMs + 1) * por.CadenceMs)
+			w.walkToNextPoR()
 			wantOK(t, w.print("BTCUSD", usdQ8(120_000)))
 			open, _ := w.porSnap(w.replica)
 			if level < LevelPoRDriftAtMark {
@@ -363,12 +363,26 @@ func TestPoRDriftCountsOpenPositionsAtTheMark(t *testing.T) {
 			// drift stays a shortfall, a little smaller by what the close
 			// paid the venue (fee and spread).
 			wantOK(t, w.order(trader, tk, mktOrder("o2", "BTC-PERP", "sell", 1_000_000)))
-			w.walkTo((w.ts/por.CadenceMs + 1) * por.CadenceMs)
+			w.walkToNextPoR()
 			wantOK(t, w.print("BTCUSD", usdQ8(120_000)))
 			closed, _ := w.porSnap(w.replica)
 			if closed.Status != por.StatusPage || closed.DriftMsat < open.DriftMsat || closed.DriftMsat-open.DriftMsat > want/50 {
 				t.Fatalf("after the close: %s drift %d (open: %d, positions %d)", closed.Status, closed.DriftMsat, open.DriftMsat, want)
 			}
 		})
+	}
+}
+
+// walkToNextPoR walks to the next minute's boundary, where a Proof of
+// Reserves snapshot is due, and from LevelPoRBesideApply on past its
+// publication, por.PublishDelayMs later: the snapshot is of the state at
+// the boundary either way.
+func (w *tradeWorld) walkToNextPoR() {
+	w.t.Helper()
+	w.walkTo((w.ts/por.CadenceMs + 1) * por.CadenceMs)
+	var level uint32
+	w.m.Read(func(st *State, _ uint64) { level = st.FeatureLevel })
+	if level >= LevelPoRBesideApply {
+		w.walkTo(w.ts + por.PublishDelayMs)
 	}
 }

@@ -32,7 +32,7 @@ func TestPoRIndependentVerifierOnARealTree(t *testing.T) {
 	keys[trader] = tk
 	wantOK(t, w.order(trader, tk, levered(mktOrder("o1", "BTC-PERP", "buy", 200_000), 10)))
 	created(t, w.order(trader, tk, levered(limitOrder("o2", "BTC-PERP", "buy", 50_000, usdQ8(90_000)), 5)), "resting")
-	w.walkTo((w.ts/por.CadenceMs + 1) * por.CadenceMs)
+	w.walkToNextPoR()
 	wantOK(t, w.print("BTCUSD", usdQ8(100_100)))
 
 	snap, _ := w.porSnap(w.replica)

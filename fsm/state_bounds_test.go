@@ -226,6 +226,13 @@ var stateCollectionBounds = []collectionBound{
 	{"PoR.Latest.Usdx.Amounts", perAccount, "one leaf per USDx holder", "State keeps only the latest snapshot"},
 	{"PoR.Latest.Problems", total, "10", "(sorted, at most 10, never an account id)"},
 	{"PoR.History", total, "por.HistoryMax (1440)", "at most 1440 outcomes"},
+	{"PoR.Pending.Snap.Msat.Accounts", perAccount, "one leaf per account (one pending tree)", "at most one pending"},
+	{"PoR.Pending.Snap.Msat.Tags", perAccount, "one leaf per account", "at most one pending"},
+	{"PoR.Pending.Snap.Msat.Amounts", perAccount, "one leaf per account", "at most one pending"},
+	{"PoR.Pending.Snap.Usdx.Accounts", perAccount, "one leaf per USDx holder", "at most one pending"},
+	{"PoR.Pending.Snap.Usdx.Tags", perAccount, "one leaf per USDx holder", "at most one pending"},
+	{"PoR.Pending.Snap.Usdx.Amounts", perAccount, "one leaf per USDx holder", "at most one pending"},
+	{"PoR.Pending.Snap.Problems", total, "10", "(sorted, at most 10, never an account id)"},
 }
 
 // TestEveryStateCollectionHasAWrittenBound fails for a collection of State

@@ -11,6 +11,7 @@ import (
 
 	"github.com/perpd/perpd/fsm/growth"
 	"github.com/perpd/perpd/fsm/market"
+	"github.com/perpd/perpd/fsm/por"
 )
 
 // Timer benchmarks: what one entry costs when its time makes a timer of
@@ -275,21 +276,12 @@ func BenchmarkTimers(b *testing.B) {
 				restore()
 			}
 		})
-		b.Run(fmt.Sprintf("accounts=%d/por", n), func(b *testing.B) {
-			w := timerWorld(b, n)
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.StopTimer()
-			cadence := int64(growth.CadenceMinutes * 60_000)
-			for i := 0; i < b.N; i++ {
-				minute := (w.ts/60_000 + 1) * 60_000
-				if minute%cadence == 0 {
-					minute += 60_000
-				}
-				w.walkBefore(minute)
-				timedTick(b, w, minute)
-			}
-		})
+		b.Run(fmt.Sprintf("accounts=%d/por", n), func(b *testing.B) { benchPoRMinutes(b, timerWorld(b, n), false) })
+		// por-beside: the same minute from LevelPoRBesideApply on a
+		// node's machine, whose trees its shadow builds (stood in for by
+		// a tree built once, untimed): the entry that makes the tree due
+		// and the one that publishes it, PublishDelayMs later, both timed.
+		b.Run(fmt.Sprintf("accounts=%d/por-beside", n), func(b *testing.B) { benchPoRMinutes(b, timerWorld(b, n), true) })
 		b.Run(fmt.Sprintf("accounts=%d/referralday", n), func(b *testing.B) {
 			w := timerWorld(b, n)
 			entries := make([][]byte, 0, n+n/10*9)
@@ -383,4 +375,43 @@ func (w *benchWorld) positions() (n int) {
 		}
 	})
 	return n
+}
+
+// benchPoRMinutes times the entry at each minute's start (not a
+// leaderboard's), where a Proof of Reserves tree is due; beside, that
+// entry and the tree's publication on a machine whose trees a presetPoR
+// builds.
+func benchPoRMinutes(b *testing.B, w *benchWorld, beside bool) {
+	if beside {
+		var built *por.Snapshot
+		w.m.Read(func(st *State, _ uint64) { built = BuildPoR(st) })
+		w.m.opts.PoRBuilds = presetPoR{built}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.StopTimer()
+	cadence := int64(growth.CadenceMinutes * 60_000)
+	for i := 0; i < b.N; i++ {
+		minute := (w.ts/60_000 + 1) * 60_000
+		if minute%cadence == 0 {
+			minute += 60_000
+		}
+		w.walkBefore(minute)
+		timedTick(b, w, minute)
+		if beside {
+			timedTick(b, w, minute+por.PublishDelayMs)
+		}
+	}
+}
+
+// presetPoR stands in for a node's shadow (node/porbuild.go): every tree
+// it is asked for is one built before the benchmark, at its time.
+type presetPoR struct{ snap *por.Snapshot }
+
+func (presetPoR) Want(uint64, int64, int) bool { return true }
+
+func (p presetPoR) Await(_ uint64, tsMs int64) (*por.Snapshot, error) {
+	s := *p.snap
+	s.TsMs = tsMs
+	return &s, nil
 }

@@ -69,7 +69,7 @@ type PorDetailView struct {
 	HedgeBackingMsat wire.Int `json:"hedgeBackingMsat" unit:"msat"`
 	// Open positions at the mark, which the drift takes off.
 	PositionsAtMarkMsat wire.Int `json:"positionsAtMarkMsat" unit:"msat" doc:"what the traders' open positions add to what the venue owes at their markets' last mids (each loss counted down to its margin only); driftMsat = reservesMsat - liabilitiesMsat - positionsAtMarkMsat"`
-	CadenceMs           wire.Int `json:"cadenceMs" unit:"ms"`
+	CadenceMs           wire.Int `json:"cadenceMs" unit:"ms" doc:"a snapshot is taken of the state at the first entry of each period of this length; it is published 10000 ms of log time later (built beside apply), still of the state at tsMs"`
 	WarnBandQ9          wire.Int `json:"warnBandQ9" unit:"q9"`
 	Problems            []string `json:"problems"`
 }

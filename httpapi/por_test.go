@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/fsm/por"
 	"github.com/perpd/perpd/node"
 )
@@ -27,14 +28,17 @@ func (c *skewClock) Mono() time.Duration {
 	return time.Since(c.start) + time.Duration(c.offset.Load())*time.Millisecond
 }
 
-// nextPorTree moves log time past the next tree boundary and waits until
-// GET /por shows a tree newer than after.
+// nextPorTree moves log time past the next tree boundary and the tree's
+// publication, por.PublishDelayMs later (the first tree is due at once),
+// and waits until GET /por shows a tree newer than after.
 func (a *testAPI) nextPorTree(clk *skewClock, after int64) map[string]any {
 	a.t.Helper()
 	if after > 0 {
-		clk.offset.Add(por.CadenceMs + 1000)
+		clk.offset.Add(por.CadenceMs + por.PublishDelayMs + 1000)
+	} else {
+		clk.offset.Add(por.PublishDelayMs + 1000)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		r := a.get("/por")
 		if r.status == 200 {
@@ -43,22 +47,25 @@ func (a *testAPI) nextPorTree(clk *skewClock, after int64) map[string]any {
 				return m
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // GET /por spends the unauthenticated budget
 	}
 	a.t.Fatal("no new Proof of Reserves tree")
 	return nil
 }
 
 // settledPor moves log time to the next tree, then waits until GET /por
-// keeps the same tree for half a second (log time has caught up with the
-// moved clock, and the next tree is a minute away) and returns it.
+// keeps the same tree for half a second with no tree pending behind it
+// (log time has caught up with the moved clock, and the next tree is a
+// minute away) and returns it.
 func (a *testAPI) settledPor(clk *skewClock) map[string]any {
 	a.t.Helper()
 	m := a.nextPorTree(clk, porTs(a.nextPorTree(clk, 0)))
 	for i := 0; i < 100; i++ {
 		time.Sleep(500 * time.Millisecond)
 		again := a.get("/por").json(a.t)
-		if again["tsMs"] == m["tsMs"] {
+		pending := false
+		a.node.Machine().Read(func(st *fsm.State, _ uint64) { pending = st.PoR.Pending != nil })
+		if again["tsMs"] == m["tsMs"] && !pending {
 			return again
 		}
 		m = again

@@ -29,7 +29,7 @@ func stateNow(n *node.Node) int64 {
 	return now
 }
 
-func startClockedNode(t *testing.T, clk node.Clock) *node.Node {
+func startClockedNode(t *testing.T, clk node.Clock, beforeStart ...func(*node.Node)) *node.Node {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -41,6 +41,9 @@ func startClockedNode(t *testing.T, clk node.Clock) *node.Node {
 		AdminToken: "t", Logger: hclog.NewNullLogger(), Clock: clk, TickInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range beforeStart {
+		f(n)
 	}
 	n.Start()
 	t.Cleanup(func() { _ = n.Shutdown() })

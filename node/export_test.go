@@ -9,3 +9,7 @@ func (n *Node) SetBeforeBatch(hook func()) {
 	}
 	n.fsm.beforeBatch.Store(&hook)
 }
+
+// SetPoRBesideApplyFrom sets the number of accounts from which the node
+// builds its Proof of Reserves trees beside apply (PoRBesideApplyFrom).
+func (n *Node) SetPoRBesideApplyFrom(accounts int64) { n.porBuilds.minAccounts.Store(accounts) }

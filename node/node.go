@@ -26,9 +26,12 @@ type Node struct {
 	// hashes runs state hashes on the shadow, one at a time, and
 	// remembers recent ones (statehash.go).
 	hashes *stateHasher
-	store  *watchedStore
-	snaps  *raft.FileSnapshotStore
-	trans  *snapshotGuard
+	// porBuilds builds Proof of Reserves snapshots beside apply, on the
+	// snapshot shadow (porbuild.go).
+	porBuilds *porBuilder
+	store     *watchedStore
+	snaps     *raft.FileSnapshotStore
+	trans     *snapshotGuard
 	// dialRaft opens a connection to a peer's raft listener the way raft
 	// does (with TLS, a handshake as a member of this cluster).
 	dialRaft func(raft.ServerAddress, time.Duration) (net.Conn, error)
@@ -102,7 +105,8 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, keys: ks, Events: NewBus(), stop: make(chan struct{}), clock: newLogClock(cfg.Clock)}
-	n.machine = fsm.NewMachine(fsm.Options{CheckInvariants: cfg.CheckInvariants})
+	n.porBuilds = newPoRBuilder()
+	n.machine = fsm.NewMachine(fsm.Options{CheckInvariants: cfg.CheckInvariants, PoRBuilds: n.porBuilds})
 	n.fsm = newRaftFSM(n.machine, n.Events.Publish)
 	n.fsm.gap = n.Events.Gap
 	n.fsm.halted = n.onHalt
@@ -156,6 +160,8 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.fsm.shadow = &shadow{logs: logs, snaps: snaps}
+	n.porBuilds.shadow = n.fsm.shadow
+	n.fsm.porBuilds = n.porBuilds
 	n.hashes = &stateHasher{hashAt: n.fsm.shadow.hashAt}
 	if cfg.ApplyArchive != "" {
 		if n.fsm.archive, err = openApplyArchive(cfg.ApplyArchive); err != nil {

@@ -30,6 +30,9 @@ type raftFSM struct {
 
 	// shadow encodes snapshots off the apply path (shadow.go).
 	shadow *shadow
+	// porBuilds builds the machine's Proof of Reserves snapshots on the
+	// shadow (porbuild.go); dropped with the shadow on a restore.
+	porBuilds *porBuilder
 	// archive, when a test turns it on, records what was applied
 	// (archive.go).
 	archive *applyArchive
@@ -216,6 +219,9 @@ func (f *raftFSM) Restore(rc io.ReadCloser) error {
 	f.publishFigures()
 	if f.shadow != nil {
 		f.shadow.reset() // rebuilt from the store at the next snapshot
+	}
+	if f.porBuilds != nil {
+		f.porBuilds.reset()
 	}
 	if f.archive != nil {
 		f.archive.restored(f.m.Applied())

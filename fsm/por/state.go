@@ -189,13 +189,43 @@ type Snapshot struct {
 type State struct {
 	Latest  *Snapshot      `cbor:"1,keyasint,omitempty"`
 	History []HistoryEntry `cbor:"2,keyasint,omitempty"` // oldest first, at most HistoryMax
+	// Pending is the snapshot built from the state at its entry, not yet
+	// published (from fsm.LevelPoRBesideApply): at most one.
+	Pending *Pending `cbor:"3,keyasint,omitempty"`
 }
+
+// PublishDelayMs is how long after its state's time a snapshot built
+// beside apply is published (fsm.LevelPoRBesideApply): by the first entry
+// at or past TsMs + PublishDelayMs. It is the time a replica has to build
+// the trees off its apply path; a replica that has not built them by then
+// waits at that entry.
+const PublishDelayMs = 10_000
+
+// Pending is a snapshot due at an entry and not yet published. It is a
+// function of the state at that point of the entry alone, so every
+// replica has the same one; Snap is that snapshot. A replica whose
+// machine defers the build (fsm.Options.PoRBuilds) holds Snap nil until
+// its build arrives, and never encodes it so.
+type Pending struct {
+	TsMs  int64     `cbor:"1,keyasint"`
+	Index uint64    `cbor:"2,keyasint"`
+	Snap  *Snapshot `cbor:"3,keyasint,omitempty"`
+}
+
+// Publishable reports whether the pending snapshot is published at nowMs.
+func (p *Pending) Publishable(nowMs int64) bool { return nowMs-p.TsMs >= PublishDelayMs }
 
 // NewState returns an empty state.
 func NewState() *State { return &State{} }
 
-// Due reports whether a tree is due at nowMs.
+// Due reports whether a tree is due at nowMs: none is pending, and none
+// was published of nowMs's cadence period. A period that starts while a
+// tree is pending (the first tree is due at once, not at a period's
+// start) gets its tree at that one's publication.
 func (s *State) Due(nowMs int64) bool {
+	if s.Pending != nil {
+		return false
+	}
 	return s.Latest == nil || nowMs/CadenceMs > s.Latest.TsMs/CadenceMs
 }
 
