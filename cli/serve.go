@@ -32,6 +32,7 @@ type serveFlags struct {
 	tlsFlags
 	bootstrap, checkInvariants   bool
 	snapThreshold, trailingLogs  uint64
+	porBesideApplyFrom           int
 	groupLinger                  time.Duration
 	faucetGrants, signupsPerHour int
 	faucetGrantSats              int64
@@ -67,6 +68,7 @@ func serveCmd() *cobra.Command {
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fl.Uint64Var(&f.snapThreshold, "snapshot-threshold", node.DefaultSnapshotThreshold, "log entries between snapshots (at least 1)")
 	fl.Uint64Var(&f.trailingLogs, "trailing-logs", node.DefaultTrailingLogs, "log entries kept after a snapshot (0: none, so a follower that falls behind a snapshot always catches up from a snapshot)")
+	fl.IntVar(&f.porBesideApplyFrom, "por-beside-apply-from", node.PoRBesideApplyFrom, "accounts from which Proof of Reserves trees are built beside apply, on the snapshot shadow (at least 1; below it inside apply, which is cheaper for a small state; either way the same trees)")
 	fl.DurationVar(&f.groupLinger, "group-linger", node.DefaultGroupLinger, "longest wait, after a group of writes commits, for its callers' next writes to join the next group; the wait also ends 1 ms after the last write that joined (negative: never wait)")
 	fl.IntVar(&f.faucetGrants, "faucet-grants-per-hour", 0, "faucet grants per account per rolling hour, fixed at genesis (0: default 3)")
 	fl.Int64Var(&f.faucetGrantSats, "faucet-grant-sats", 0, "sats per faucet grant, fixed at genesis (0: default 1000000)")
@@ -125,6 +127,9 @@ func runServe(parent context.Context, f serveFlags) error {
 	// is what 0 asks for.
 	if f.snapThreshold == 0 {
 		return errors.New("--snapshot-threshold 0: must be at least 1")
+	}
+	if f.porBesideApplyFrom < 1 {
+		return fmt.Errorf("--por-beside-apply-from %d: must be at least 1", f.porBesideApplyFrom)
 	}
 	if f.groupLinger > node.MaxGroupLinger {
 		return fmt.Errorf("--group-linger %v: at most %v (a write would wait that long for company)", f.groupLinger, node.MaxGroupLinger)
@@ -221,7 +226,7 @@ func runServe(parent context.Context, f serveFlags) error {
 		ID: f.id, DataDir: f.data, RaftAddr: f.raftAddr, HTTPAddr: f.httpAddr, AdminAddr: f.adminAddr,
 		Bootstrap: f.bootstrap, Deployment: f.deployment, AdminToken: token, ClusterSecret: secret, TLS: peerTLS,
 		MetricsToken: metricsToken, ReplicaCheckInterval: f.ops.replicaCheck,
-		SnapshotThreshold: f.snapThreshold, TrailingLogs: f.trailingLogs, NoTrailingLogs: f.trailingLogs == 0, GroupLinger: f.groupLinger,
+		SnapshotThreshold: f.snapThreshold, PoRBesideApplyFrom: f.porBesideApplyFrom, TrailingLogs: f.trailingLogs, NoTrailingLogs: f.trailingLogs == 0, GroupLinger: f.groupLinger,
 		CheckInvariants: f.checkInvariants, ApplyArchive: f.applyArchive, Logger: log,
 		FaucetGrantsPerHour: f.faucetGrants, FaucetGrantMsat: f.faucetGrantSats * 1000,
 		SignupsPerHour: f.signupsPerHour, SimRailDir: f.simRailDir, Clock: serveClock(f.clockOffset),

@@ -98,6 +98,7 @@ func TestServeRefusesSilentlyDefaultedFlags(t *testing.T) {
 		{"negative faucet grants", []string{"--faucet-grants-per-hour", "-3"}, "--faucet-grants-per-hour"},
 		{"an unknown log level", []string{"--log-level", "warning"}, "--log-level"},
 		{"a zero snapshot threshold", []string{"--snapshot-threshold", "0"}, "--snapshot-threshold 0: must be at least 1"},
+		{"a zero PoR threshold", []string{"--por-beside-apply-from", "0"}, "--por-beside-apply-from 0: must be at least 1"},
 	}
 	for _, tc := range cases {
 		if err := serveWith(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {

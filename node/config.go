@@ -43,6 +43,11 @@ type Config struct {
 	// SnapshotThreshold is how many new log entries trigger a snapshot;
 	// 0 is DefaultSnapshotThreshold.
 	SnapshotThreshold uint64
+	// PoRBesideApplyFrom is the number of accounts from which the node
+	// builds its Proof of Reserves trees on its snapshot shadow, beside
+	// apply (porbuild.go); 0 is PoRBesideApplyFrom. Where a tree is
+	// built never changes what is published.
+	PoRBesideApplyFrom int
 	// TrailingLogs is how many entries are kept after a snapshot, so a
 	// briefly absent follower catches up from the log, not a snapshot; 0
 	// is DefaultTrailingLogs unless NoTrailingLogs is set.
@@ -102,6 +107,9 @@ const (
 func (c *Config) setDefaults() {
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = DefaultSnapshotThreshold
+	}
+	if c.PoRBesideApplyFrom == 0 {
+		c.PoRBesideApplyFrom = PoRBesideApplyFrom
 	}
 	if c.TrailingLogs == 0 && !c.NoTrailingLogs {
 		c.TrailingLogs = DefaultTrailingLogs

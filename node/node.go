@@ -106,6 +106,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, keys: ks, Events: NewBus(), stop: make(chan struct{}), clock: newLogClock(cfg.Clock)}
 	n.porBuilds = newPoRBuilder()
+	n.porBuilds.minAccounts.Store(int64(cfg.PoRBesideApplyFrom))
 	n.machine = fsm.NewMachine(fsm.Options{CheckInvariants: cfg.CheckInvariants, PoRBuilds: n.porBuilds})
 	n.fsm = newRaftFSM(n.machine, n.Events.Publish)
 	n.fsm.gap = n.Events.Gap

@@ -3,6 +3,7 @@ package node
 import (
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/perpd/perpd/fsm"
@@ -115,5 +116,21 @@ func TestShadowBuildsEachDueTreeAsInline(t *testing.T) {
 	gone := &porBuilder{shadow: &shadow{logs: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore()}}
 	if _, err := gone.Await(keys[0].index, keys[0].tsMs); err == nil {
 		t.Fatal("a build from a log without the entry succeeded")
+	}
+}
+
+// Config.PoRBesideApplyFrom reaches the node's builder; 0 is the default.
+func TestPoRBesideApplyFromReachesTheBuilder(t *testing.T) {
+	for _, tc := range []struct{ set, want int }{{0, PoRBesideApplyFrom}, {3, 3}} {
+		n, err := New(Config{ID: "n", DataDir: t.TempDir(), RaftAddr: freeAddr(t), HTTPAddr: "127.0.0.1:1",
+			AdminToken: "t", Logger: hclog.NewNullLogger(), PoRBesideApplyFrom: tc.set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := n.porBuilds.minAccounts.Load()
+		_ = n.Shutdown()
+		if got != int64(tc.want) {
+			t.Fatalf("PoRBesideApplyFrom %d: the builder takes states from %d accounts, want %d", tc.set, got, tc.want)
+		}
 	}
 }

@@ -180,6 +180,11 @@ func (r *run) run(ctx context.Context) (*report.Summary, error) {
 	if strings.Contains(flags, "--check-invariants") {
 		extra = append(extra, "--check-invariants")
 	}
+	if strings.Contains(flags, "--por-beside-apply-from") {
+		// The runs' states are small, which a node would build inside
+		// apply: build every tree beside it, so faults meet that path.
+		extra = append(extra, "--por-beside-apply-from", "1")
+	}
 	if strings.Contains(flags, "--faucet-grants-per-hour") {
 		extra = append(extra, "--faucet-grants-per-hour", "1000000")
 	} else {
