@@ -268,24 +268,30 @@ func (s *Server) porProof(c *gin.Context) {
 		lead       bool
 		treeExists bool
 	)
+	// A published snapshot is never changed (por.Snapshot), so only
+	// taking it needs the state's lock: the leaf's linear search (about
+	// 1 ms at 100,000 accounts) and the leaves' copy run outside it, where
+	// they never hold apply back.
+	var latest *por.Snapshot
 	s.Node.Machine().Read(func(st *fsm.State, _ uint64) {
-		if st.PoR == nil || st.PoR.Latest == nil {
-			return
-		}
-		tr := st.PoR.Latest.Msat
-		if asset == por.AssetUsdx {
-			tr = st.PoR.Latest.Usdx
-		}
-		treeExists = true
-		if idx = tr.Index(acct); idx < 0 {
-			return
-		}
-		found, tag, salt, root, tsMs, width = true, tr.Tags[idx], tr.Salt, tr.RootHash, tr.TsMs, tr.Width()
-		tagKeyID = fsm.PoRTagKeyID(st, acct, asset, tsMs, tag)
-		if hit, build, lead = porTreeLookup(asset, salt, root); lead {
-			leaves = tr.Leaves() // a copy: built into levels outside the lock
+		if st.PoR != nil {
+			latest = st.PoR.Latest
 		}
 	})
+	if latest != nil {
+		tr := latest.Msat
+		if asset == por.AssetUsdx {
+			tr = latest.Usdx
+		}
+		treeExists = true
+		if idx = tr.Index(acct); idx >= 0 {
+			found, tag, salt, root, tsMs, width = true, tr.Tags[idx], tr.Salt, tr.RootHash, tr.TsMs, tr.Width()
+			s.Node.Machine().Read(func(st *fsm.State, _ uint64) { tagKeyID = fsm.PoRTagKeyID(st, acct, asset, tsMs, tag) })
+			if hit, build, lead = porTreeLookup(asset, salt, root); lead {
+				leaves = tr.Leaves() // built into levels below
+			}
+		}
+	}
 	if !treeExists {
 		fail(c, http.StatusNotFound, wire.CodeNotFound, "no Proof of Reserves tree yet: the first is built within a minute of log time")
 		return

@@ -156,7 +156,9 @@ type Vault struct {
 	Verified bool `cbor:"4,keyasint,omitempty"`
 }
 
-// Snapshot is the latest Proof of Reserves.
+// Snapshot is the latest Proof of Reserves. Once built it is never
+// changed: readers keep it outside the state's lock, and a node's live
+// machine shares the one its snapshot shadow built (fsm.PoRBuilds).
 type Snapshot struct {
 	TsMs int64      `cbor:"1,keyasint"`
 	Msat *TreeState `cbor:"2,keyasint"`
