@@ -147,6 +147,12 @@ func New(n *node.Node) (*Registry, error) {
 		r.leaderChanges, &nodeCollector{n: n})
 	n.SetObserver(r)
 	r.watchLeader()
+	r.Counter("por_beside_apply_builds_total", "Proof of Reserves trees this node built on its snapshot shadow, beside apply.",
+		func() float64 { return float64(n.PoRBuildStats().Built) })
+	r.Counter("por_beside_apply_waits_total", "Times this node's apply (or an encoding of its state) waited for a Proof of Reserves tree its shadow had not built yet.",
+		func() float64 { return float64(n.PoRBuildStats().Waits) })
+	r.Counter("por_beside_apply_wait_seconds_total", "Time this node's apply (or an encoding of its state) spent waiting for Proof of Reserves trees from its shadow.",
+		func() float64 { return n.PoRBuildStats().Waited.Seconds() })
 	return r, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/perpd/perpd/fsm"
 	"github.com/perpd/perpd/fsm/por"
@@ -25,6 +26,25 @@ type porBuilder struct {
 
 	mu     sync.Mutex
 	builds map[porKey]*porBuild
+
+	// For operators (PoRBuildStats): builds run here, and the times and
+	// nanoseconds a caller (apply, or an encoding of the live state)
+	// waited for one that was not done yet.
+	built, waits, waitedNs atomic.Uint64
+}
+
+// PoRBuildStats are the node's Proof of Reserves builds beside apply:
+// how many ran on the shadow, and how often and how long the live
+// machine waited for one (at a publication, or to encode its state).
+type PoRBuildStats struct {
+	Built, Waits uint64
+	Waited       time.Duration
+}
+
+// PoRBuildStats reports the node's builds beside apply.
+func (n *Node) PoRBuildStats() PoRBuildStats {
+	b := n.porBuilds
+	return PoRBuildStats{Built: b.built.Load(), Waits: b.waits.Load(), Waited: time.Duration(b.waitedNs.Load())}
 }
 
 // porKey names a due snapshot: the entry that made it due, and its time.
@@ -81,7 +101,14 @@ func (b *porBuilder) Await(index uint64, tsMs int64) (*por.Snapshot, error) {
 	b.mu.Lock()
 	x := b.startLocked(porKey{index, tsMs})
 	b.mu.Unlock()
-	<-x.done
+	select {
+	case <-x.done:
+	default:
+		start := time.Now()
+		<-x.done
+		b.waits.Add(1)
+		b.waitedNs.Add(uint64(time.Since(start)))
+	}
 	return x.snap, x.err
 }
 
@@ -101,6 +128,7 @@ func (b *porBuilder) startLocked(k porKey) *porBuild {
 			return
 		}
 		x.snap, x.err = b.shadow.porAt(k.index, k.tsMs)
+		b.built.Add(1)
 	}()
 	return x
 }

@@ -70,4 +70,7 @@ func TestNodeBuildsProofOfReservesBesideApply(t *testing.T) {
 		t.Fatalf("published %d ms after it was due", at-pd.TsMs)
 	}
 	sameAsShadow("published")
+	if st := n.PoRBuildStats(); st.Built == 0 {
+		t.Fatalf("stats %+v: no build counted on the shadow", st)
+	}
 }

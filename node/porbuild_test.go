@@ -108,6 +108,9 @@ func TestShadowBuildsEachDueTreeAsInline(t *testing.T) {
 			t.Fatalf("the builder keeps %d builds", len(b.builds))
 		}
 	}
+	if got := b.built.Load(); got != uint64(len(keys)) {
+		t.Fatalf("the builder counts %d builds, ran %d", got, len(keys))
+	}
 	// A node's builder takes states from PoRBesideApplyFrom accounts on.
 	if d := newPoRBuilder(); d.Want(1, 1, PoRBesideApplyFrom-1) || !d.Want(1, 1, PoRBesideApplyFrom) {
 		t.Fatalf("the default threshold is not %d accounts", PoRBesideApplyFrom)
