@@ -99,11 +99,8 @@ func (m *Machine) install(st *State, index uint64) error {
 	if h := m.halt.Load(); h != nil {
 		return h
 	}
-	if err := checkBuildLevel(st); err != nil {
+	if err := checkInstallable(st); err != nil {
 		return err
-	}
-	if st.PoR != nil && st.PoR.Pending != nil && st.PoR.Pending.Snap == nil {
-		return errors.New("snapshot: its pending proof of reserves has no trees")
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -142,7 +139,21 @@ func InspectSnapshot(data []byte) (SnapshotFacts, error) {
 	if st.Genesis != nil {
 		f.Deployment = st.Genesis.Deployment
 	}
-	return f, checkBuildLevel(st)
+	return f, checkInstallable(st)
+}
+
+// checkInstallable is what install refuses of a decoded state, so that
+// ValidateSnapshot refuses it before raft sees an operator's file (raft
+// panics when a user restore fails inside the state machine): a level
+// past this build's, or a pending proof of reserves without its trees.
+func checkInstallable(st *State) error {
+	if err := checkBuildLevel(st); err != nil {
+		return err
+	}
+	if st.PoR != nil && st.PoR.Pending != nil && st.PoR.Pending.Snap == nil {
+		return errors.New("snapshot: its pending proof of reserves has no trees")
+	}
+	return nil
 }
 
 // checkBuildLevel refuses a state raised past this build's feature level:
