@@ -196,6 +196,14 @@ func TestSnapshotWithATreelessPendingIsRefused(t *testing.T) {
 	if err := NewMachine(Options{}).Restore(bad); err == nil || !strings.Contains(err.Error(), "pending proof of reserves") {
 		t.Fatalf("restore of a treeless pending tree: %v", err)
 	}
+	// An operator's file is validated before raft sees it: raft panics
+	// when a user restore then fails inside the state machine.
+	if err := ValidateSnapshot(bad); err == nil || !strings.Contains(err.Error(), "pending proof of reserves") {
+		t.Fatalf("validation of a treeless pending tree: %v", err)
+	}
+	if err := ValidateSnapshot(good); err != nil {
+		t.Fatalf("validation of a built pending tree: %v", err)
+	}
 }
 
 // Below the level a tree is still built and published at its entry.

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/perpd/perpd/fsm/growth"
+	"github.com/perpd/perpd/fsm/por"
 	"github.com/perpd/perpd/fsm/trade"
 	"github.com/perpd/perpd/fsm/wire"
 )
@@ -22,6 +23,13 @@ type Options struct {
 	// machine's apply path (LevelPoRBesideApply): a live node's machine,
 	// whose snapshot shadow builds them.
 	PoRBuilds PoRBuilds
+	// PoRBuilt, when set, is told inside apply of each Proof of Reserves
+	// snapshot this machine builds inline from LevelPoRBesideApply, with
+	// the index of the entry that made it due: a node's snapshot shadow
+	// keeps those its builder may be asked for, which a group entry may
+	// have made due and published before the shadow can stop after it.
+	// It must not block and must not change the snapshot.
+	PoRBuilt func(index uint64, snap *por.Snapshot)
 }
 
 // Machine applies log entries to State. It is safe for concurrent use: one
@@ -278,7 +286,7 @@ func (m *Machine) applyDecoded(index uint64, cmd *Command, err error) (res *Resu
 		return res, nil
 	}
 	c := m.ctx.begin(m.st, cmd, index)
-	c.porBuilds = m.opts.PoRBuilds
+	c.porBuilds, c.porBuilt = m.opts.PoRBuilds, m.opts.PoRBuilt
 	c.commands++
 	mark := len(c.events)
 	defer func() {
@@ -406,6 +414,8 @@ type Ctx struct {
 	resultsLeft int
 	// porBuilds is the machine's Options.PoRBuilds.
 	porBuilds PoRBuilds
+	// porBuilt is the machine's Options.PoRBuilt.
+	porBuilt func(index uint64, snap *por.Snapshot)
 }
 
 // newResult is a zero Result for the command being applied: the next of

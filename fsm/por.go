@@ -49,6 +49,9 @@ func init() {
 			pd := &por.Pending{TsMs: c.Now(), Index: c.Index}
 			if c.porBuilds == nil || !c.porBuilds.Want(pd.Index, pd.TsMs, len(c.St.Access.Accounts)) {
 				pd.Snap = BuildPoR(c.St)
+				if c.porBuilt != nil {
+					c.porBuilt(pd.Index, pd.Snap)
+				}
 			}
 			p.Pending = pd
 		}

@@ -34,10 +34,9 @@ func (m *Machine) Snapshot() ([]byte, error) {
 // in memory at once. An error from the checks is a *Halt; any other is
 // the encoder's or w's, and w then holds part of a snapshot.
 func (m *Machine) SnapshotTo(w io.Writer) error {
-	if err := m.fillPendingPoR(); err != nil {
+	if err := m.rlockFilled(); err != nil {
 		return err
 	}
-	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if h := m.halt.Load(); h != nil {
 		return h
@@ -100,11 +99,8 @@ func (m *Machine) install(st *State, index uint64) error {
 	if h := m.halt.Load(); h != nil {
 		return h
 	}
-	if err := checkBuildLevel(st); err != nil {
+	if err := checkInstallable(st); err != nil {
 		return err
-	}
-	if st.PoR != nil && st.PoR.Pending != nil && st.PoR.Pending.Snap == nil {
-		return errors.New("snapshot: its pending proof of reserves has no trees")
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -143,7 +139,21 @@ func InspectSnapshot(data []byte) (SnapshotFacts, error) {
 	if st.Genesis != nil {
 		f.Deployment = st.Genesis.Deployment
 	}
-	return f, checkBuildLevel(st)
+	return f, checkInstallable(st)
+}
+
+// checkInstallable is what install refuses of a decoded state, so that
+// ValidateSnapshot refuses it before raft sees an operator's file (raft
+// panics when a user restore fails inside the state machine): a level
+// past this build's, or a pending proof of reserves without its trees.
+func checkInstallable(st *State) error {
+	if err := checkBuildLevel(st); err != nil {
+		return err
+	}
+	if st.PoR != nil && st.PoR.Pending != nil && st.PoR.Pending.Snap == nil {
+		return errors.New("snapshot: its pending proof of reserves has no trees")
+	}
+	return nil
 }
 
 // checkBuildLevel refuses a state raised past this build's feature level:
@@ -266,10 +276,9 @@ var fillHooks []func(s *State)
 // StateHash returns the applied index and the SHA-256 of the canonical
 // encoding of State, read atomically. Replicas at the same index must agree.
 func (m *Machine) StateHash() (uint64, string, error) {
-	if err := m.fillPendingPoR(); err != nil {
+	if err := m.rlockFilled(); err != nil {
 		return 0, "", err
 	}
-	m.mu.RLock()
 	defer m.mu.RUnlock()
 	h := sha256.New()
 	if err := m.writeState(h); err != nil {
@@ -280,34 +289,39 @@ func (m *Machine) StateHash() (uint64, string, error) {
 	return m.index, hex.EncodeToString(sum[:]), nil
 }
 
-// fillPendingPoR gives a pending Proof of Reserves snapshot that this
-// machine left to its PoRBuilds (LevelPoRBesideApply) its trees before
-// the state is encoded: the encoding is the state's, in which the pending
-// snapshot is the one its entry's state gives, built or not here yet.
-func (m *Machine) fillPendingPoR() error {
-	if m.opts.PoRBuilds == nil {
-		return nil
+// rlockFilled takes m.mu for reading, first giving a pending Proof of
+// Reserves snapshot that this machine left to its PoRBuilds
+// (LevelPoRBesideApply) its trees: the encoding is the state's, in which
+// the pending snapshot is the one its entry's state gives, built or not
+// here yet. The check is made under the read lock the caller then encodes
+// under: an entry applied while a build is awaited may publish that tree
+// and leave the next one pending without its trees. On an error the lock
+// is not held.
+func (m *Machine) rlockFilled() error {
+	for {
+		m.mu.RLock()
+		if m.opts.PoRBuilds == nil {
+			return nil
+		}
+		var pd *por.Pending
+		if p := m.st.PoR; p != nil && p.Pending != nil && p.Pending.Snap == nil {
+			pd = p.Pending
+		}
+		if pd == nil {
+			return nil
+		}
+		m.mu.RUnlock()
+		snap, err := m.opts.PoRBuilds.Await(pd.Index, pd.TsMs)
+		if err == nil && (snap == nil || snap.TsMs != pd.TsMs) {
+			err = errors.New("the build answered a snapshot of another time")
+		}
+		if err != nil {
+			return fmt.Errorf("proof of reserves pending since entry %d: %w", pd.Index, err)
+		}
+		m.mu.Lock()
+		if pd.Snap == nil {
+			pd.Snap = snap
+		}
+		m.mu.Unlock()
 	}
-	var pd *por.Pending
-	m.mu.RLock()
-	if p := m.st.PoR; p != nil && p.Pending != nil && p.Pending.Snap == nil {
-		pd = p.Pending
-	}
-	m.mu.RUnlock()
-	if pd == nil {
-		return nil
-	}
-	snap, err := m.opts.PoRBuilds.Await(pd.Index, pd.TsMs)
-	if err == nil && (snap == nil || snap.TsMs != pd.TsMs) {
-		err = errors.New("the build answered a snapshot of another time")
-	}
-	if err != nil {
-		return fmt.Errorf("proof of reserves pending since entry %d: %w", pd.Index, err)
-	}
-	m.mu.Lock()
-	if pd.Snap == nil {
-		pd.Snap = snap
-	}
-	m.mu.Unlock()
-	return nil
 }

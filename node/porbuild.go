@@ -149,8 +149,12 @@ func (b *porBuilder) reset() {
 func (s *shadow) porAt(index uint64, tsMs int64) (*por.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	k := porKey{index, tsMs}
 	if s.m != nil && s.m.Halted() == nil && s.m.Applied() >= index {
 		if snap := porIn(s.m, index, tsMs); snap != nil {
+			return snap, nil
+		}
+		if snap := s.built[k]; snap != nil {
 			return snap, nil
 		}
 	}
@@ -158,6 +162,9 @@ func (s *shadow) porAt(index uint64, tsMs int64) (*por.Snapshot, error) {
 		return nil, err
 	}
 	if snap := porIn(s.m, index, tsMs); snap != nil {
+		return snap, nil
+	}
+	if snap := s.built[k]; snap != nil {
 		return snap, nil
 	}
 	return nil, fmt.Errorf("the state at entry %d holds no proof of reserves of time %d", index, tsMs)

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/fsm/por"
 )
 
 // Snapshots that never stall apply. Encoding the live state takes its read
@@ -33,12 +34,18 @@ type shadow struct {
 
 	mu sync.Mutex
 	m  *fsm.Machine
+	// built holds the Proof of Reserves snapshots m built at the last
+	// entry that built any (porbuild.go): a group entry may make a tree
+	// due and publish it, then publish another, so that m, which stops
+	// only between entries, holds it neither pending nor as the latest.
+	built map[porKey]*por.Snapshot
 }
 
 // reset drops the shadow (the live machine was restored from a snapshot).
 func (s *shadow) reset() {
 	s.mu.Lock()
 	s.m = nil
+	s.built = nil
 	s.mu.Unlock()
 }
 
@@ -85,7 +92,21 @@ func (s *shadow) reach(index uint64) error {
 // fromStore builds a shadow from the newest stored snapshot at or below
 // index, or an empty machine.
 func (s *shadow) fromStore(index uint64) (*fsm.Machine, error) {
-	return machineFromStore(s.logs, s.snaps, index)
+	return machineFromStore(s.logs, s.snaps, index, fsm.Options{PoRBuilt: s.noteBuilt})
+}
+
+// noteBuilt keeps a snapshot m built inline at index (fsm.Options.PoRBuilt,
+// inside m's apply, under s.mu), forgetting those of earlier entries.
+func (s *shadow) noteBuilt(index uint64, snap *por.Snapshot) {
+	for k := range s.built {
+		if k.index < index {
+			delete(s.built, k)
+		}
+	}
+	if s.built == nil {
+		s.built = make(map[porKey]*por.Snapshot)
+	}
+	s.built[porKey{index, snap.TsMs}] = snap
 }
 
 // catchUp applies the committed log entries after the shadow's index up to
@@ -98,7 +119,7 @@ func (s *shadow) catchUp(index uint64) error { return replayLog(s.m, s.logs, ind
 // do it on a stopped node's data directory to check the state it
 // reported.
 func RebuildAt(logs raft.LogStore, snaps raft.SnapshotStore, index uint64) (*fsm.Machine, error) {
-	m, err := machineFromStore(logs, snaps, index)
+	m, err := machineFromStore(logs, snaps, index, fsm.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -108,8 +129,8 @@ func RebuildAt(logs raft.LogStore, snaps raft.SnapshotStore, index uint64) (*fsm
 	return m, nil
 }
 
-func machineFromStore(logs raft.LogStore, snaps raft.SnapshotStore, index uint64) (*fsm.Machine, error) {
-	m := fsm.NewMachine(fsm.Options{})
+func machineFromStore(logs raft.LogStore, snaps raft.SnapshotStore, index uint64, opts fsm.Options) (*fsm.Machine, error) {
+	m := fsm.NewMachine(opts)
 	list, err := snaps.List()
 	if err != nil {
 		return nil, err
