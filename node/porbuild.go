@@ -94,22 +94,45 @@ func (b *porBuilder) Want(index uint64, tsMs int64, accounts int) bool {
 	return true
 }
 
+// porBuildAttempts is how many builds Await tries before it gives up (and
+// the replica halts): a build that failed on a passing store error (a
+// snapshot removed between its listing and its opening) is tried again
+// rather than halting a replica that could have built it.
+const porBuildAttempts = 3
+
 // Await returns the snapshot due at index, waiting for its build (started
 // now if no Want started it: a machine restored with an unfilled pending
-// snapshot cannot be, but a reset may have dropped the build).
+// snapshot cannot be, but a reset may have dropped the build). A failed
+// build is forgotten and tried again, up to porBuildAttempts in all.
 func (b *porBuilder) Await(index uint64, tsMs int64) (*por.Snapshot, error) {
-	b.mu.Lock()
-	x := b.startLocked(porKey{index, tsMs})
-	b.mu.Unlock()
-	select {
-	case <-x.done:
-	default:
-		start := time.Now()
-		<-x.done
-		b.waits.Add(1)
-		b.waitedNs.Add(uint64(time.Since(start)))
+	k := porKey{index, tsMs}
+	var err error
+	for attempt := range porBuildAttempts {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * 250 * time.Millisecond)
+		}
+		b.mu.Lock()
+		x := b.startLocked(k)
+		b.mu.Unlock()
+		select {
+		case <-x.done:
+		default:
+			start := time.Now()
+			<-x.done
+			b.waits.Add(1)
+			b.waitedNs.Add(uint64(time.Since(start)))
+		}
+		if x.err == nil {
+			return x.snap, nil
+		}
+		err = x.err
+		b.mu.Lock()
+		if b.builds[k] == x {
+			delete(b.builds, k)
+		}
+		b.mu.Unlock()
 	}
-	return x.snap, x.err
+	return nil, err
 }
 
 func (b *porBuilder) startLocked(k porKey) *porBuild {

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -135,5 +137,42 @@ func TestPoRBesideApplyFromReachesTheBuilder(t *testing.T) {
 		if got != int64(tc.want) {
 			t.Fatalf("PoRBesideApplyFrom %d: the builder takes states from %d accounts, want %d", tc.set, got, tc.want)
 		}
+	}
+}
+
+// flakyLogs fails its first reads, as a store briefly unreadable would.
+type flakyLogs struct {
+	raft.LogStore
+	fails atomic.Int32
+}
+
+func (f *flakyLogs) GetLog(index uint64, l *raft.Log) error {
+	if f.fails.Add(-1) >= 0 {
+		return errors.New("the store could not be read just now")
+	}
+	return f.LogStore.GetLog(index, l)
+}
+
+// A build that failed on a passing store error is tried again, not
+// handed to apply as a failure (which halts the replica); one that keeps
+// failing still fails, after porBuildAttempts builds.
+func TestAFailedBuildIsTriedAgain(t *testing.T) {
+	logs, keys, built := porLog(t)
+	k := keys[1]
+	flaky := &flakyLogs{LogStore: logs}
+	flaky.fails.Store(1)
+	b := &porBuilder{shadow: &shadow{logs: flaky, snaps: raft.NewInmemSnapshotStore()}}
+	snap, err := b.Await(k.index, k.tsMs)
+	if err != nil || snap.Msat.RootHash != built[k].Msat.RootHash {
+		t.Fatalf("after one failed read: %v", err)
+	}
+	if got := b.built.Load(); got != 2 {
+		t.Fatalf("%d builds, want the failed one and its retry", got)
+	}
+	broken := &flakyLogs{LogStore: logs}
+	broken.fails.Store(1 << 30)
+	b = &porBuilder{shadow: &shadow{logs: broken, snaps: raft.NewInmemSnapshotStore()}}
+	if _, err := b.Await(k.index, k.tsMs); err == nil || b.built.Load() != porBuildAttempts {
+		t.Fatalf("a store that never reads: %v after %d builds", err, b.built.Load())
 	}
 }
