@@ -12,13 +12,12 @@ import (
 // to an inline machine (no PoRBuilds, as the shadow and tools) and to a
 // live machine whose builder builds on a shadow of the same log.
 type besideLog struct {
-	t      *testing.T
-	logs   *raft.InmemStore
-	ref    *fsm.Machine
-	live   *fsm.Machine
-	b      *porBuilder
-	index  uint64
-	halted bool
+	t     *testing.T
+	logs  *raft.InmemStore
+	ref   *fsm.Machine
+	live  *fsm.Machine
+	b     *porBuilder
+	index uint64
 }
 
 func newBesideLog(t *testing.T) *besideLog {
