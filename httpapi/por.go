@@ -69,14 +69,14 @@ type PorDetailView struct {
 	HedgeBackingMsat wire.Int `json:"hedgeBackingMsat" unit:"msat"`
 	// Open positions at the mark, which the drift takes off.
 	PositionsAtMarkMsat wire.Int `json:"positionsAtMarkMsat" unit:"msat" doc:"what the traders' open positions add to what the venue owes at their markets' last mids (each loss counted down to its margin only); driftMsat = reservesMsat - liabilitiesMsat - positionsAtMarkMsat"`
-	CadenceMs           wire.Int `json:"cadenceMs" unit:"ms" doc:"a snapshot is taken of the state at the first entry of each period of this length; it is published 10000 ms of log time later (built beside apply), still of the state at tsMs"`
+	CadenceMs           wire.Int `json:"cadenceMs" unit:"ms"`
 	WarnBandQ9          wire.Int `json:"warnBandQ9" unit:"q9"`
 	Problems            []string `json:"problems"`
 }
 
 // PorSnapshotView is GET /por (SPEC section 2, Proof of Reserves).
 type PorSnapshotView struct {
-	TsMs                  wire.Int             `json:"tsMs" unit:"ms"`
+	TsMs                  wire.Int             `json:"tsMs" unit:"ms" doc:"log time of the state the trees are of: a snapshot is taken at the first entry of each minute and published 10000 ms of log time later (from feature level 10), so ageMs is then at least 10000 once it shows"`
 	AgeMs                 wire.Int             `json:"ageMs" unit:"ms"`
 	StaleAfterMs          wire.Int             `json:"staleAfterMs" unit:"ms"`
 	Stale                 bool                 `json:"stale"`
