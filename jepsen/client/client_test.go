@@ -93,22 +93,12 @@ func TestARefusedConnectionIsACertainFailureEvenForWrites(t *testing.T) {
 // failure: it may have been applied (a faucet grant "from nowhere" in a
 // Jepsen run before this was fixed).
 func TestAWriteThatReachedADyingNodeIsIndeterminate(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	go func() {
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		// The second request arrives whole, then the node dies: no
-		// answer, and nobody listens any more.
-		answerOneThenTakeOne(conn)
+	// The second request arrives whole, then the node dies: no answer,
+	// and nobody listens any more.
+	addr := dyingNode(t, func(ln net.Listener, conn net.Conn) {
 		ln.Close()
 		conn.Close()
-	}()
+	})
 	res := secondWrite(t, addr)
 	if res.Type != history.Info {
 		t.Fatalf("a write the dying node received: %s (%s), want info", res.Type, res.Error)
@@ -121,22 +111,10 @@ func TestAWriteThatReachedADyingNodeIsIndeterminate(t *testing.T) {
 // "not applied" refusal of the resent copy says nothing of the first: the
 // write stays indeterminate.
 func TestNotAppliedAfterATransportResendIsIndeterminate(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	addr := ln.Addr().String()
-	go func() {
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		// The second copy arrives whole; the node dies without answering.
-		answerOneThenTakeOne(conn)
+	addr := dyingNode(t, func(ln net.Listener, conn net.Conn) {
 		conn.Close()
 		// The restarted node refuses the resent copy before proposing.
-		conn, err = ln.Accept()
+		conn, err := ln.Accept()
 		if err != nil {
 			return
 		}
@@ -147,7 +125,7 @@ func TestNotAppliedAfterATransportResendIsIndeterminate(t *testing.T) {
 			body := `{"error":"this node is starting","code":"unavailable"}`
 			_, _ = fmt.Fprintf(conn, "HTTP/1.1 503 Service Unavailable\r\nX-Not-Applied: 1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 		}
-	}()
+	})
 	res := secondWrite(t, addr)
 	if res.Status != http.StatusServiceUnavailable {
 		t.Fatalf("the resent copy was not answered by the restarted node: %d %s %s", res.Status, res.Type, res.Error)
@@ -155,6 +133,28 @@ func TestNotAppliedAfterATransportResendIsIndeterminate(t *testing.T) {
 	if res.Type != history.Info {
 		t.Fatalf("a write resent after reaching a dying node, refused as not applied: %s, want info", res.Type)
 	}
+}
+
+// dyingNode plays a node on a loopback listener: on its first connection
+// it answers one request and reads the second whole without answering
+// (answerOneThenTakeOne), then hands the listener and the connection to
+// then, which drops the connection (a restart, or nothing listening any
+// more). It returns the listener's address; the test's end closes it.
+func dyingNode(t *testing.T, then func(ln net.Listener, conn net.Conn)) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		answerOneThenTakeOne(conn)
+		then(ln, conn)
+	}()
+	return ln.Addr().String()
 }
 
 // answerOneThenTakeOne plays a node on conn: it answers the first request
