@@ -2,6 +2,7 @@ package growth
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -10,8 +11,24 @@ import (
 // fills, funding-like flows, deposits (equity moves), opt-outs, gate
 // changes, day roll-overs and memos dropped (as a restore drops them),
 // every trader's windows, curve and ranks and every board's rows equal
-// those of recomputeBySortedIDs, which folds every day from scratch.
+// those of recomputeBySortedIDs, which folds every day from scratch on one
+// goroutine. It holds with the recompute on one core and with its refolds
+// and sorts split over several (the grains lowered to this state's size).
 func TestRecomputeWithMemosAsFromScratch(t *testing.T) {
+	t.Run("one core", func(t *testing.T) {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+		recomputeAsFromScratch(t)
+	})
+	t.Run("several cores", func(t *testing.T) {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+		refold, sorts := boardsRefoldGrain, boardsSortParallelFrom
+		defer func() { boardsRefoldGrain, boardsSortParallelFrom = refold, sorts }()
+		boardsRefoldGrain, boardsSortParallelFrom = 16, 1
+		recomputeAsFromScratch(t)
+	})
+}
+
+func recomputeAsFromScratch(t *testing.T) {
 	const traders = 400
 	a, b := newLBWorld(t), newLBWorld(t)
 	ids := make([]string, traders)

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/perpd/perpd/fsm/wire"
+	"github.com/perpd/perpd/internal/par"
 )
 
 // Leaderboard bounds and defaults (docs/decisions.md, issue 15).
@@ -472,6 +473,12 @@ func (b *Boards) passes(m Metrics, equity int64) bool {
 // stamp: every trader's window metrics and curve, then per board the
 // eligible opted-in traders ranked (pnl: PnL, then ROI; roi: ROI, then PnL;
 // ties by handle), the top BoardRowsMax kept as rows.
+//
+// Both phases run on every core (par.For), as the Proof of Reserves trees
+// do: a trader's refold reads the state and writes only that trader's
+// record, and each of the six boards writes only its own rank of each
+// candidate, so the result is the same however the work falls on cores
+// (TestRecomputeWithMemosAsFromScratch runs it on one and on several).
 func (s *State) OnClockBoards(env *Env) {
 	b := s.Board
 	if env.NowMs < b.NextTsMs {
@@ -481,56 +488,116 @@ func (s *State) OnClockBoards(env *Env) {
 	b.ComputedTsMs = env.NowMs
 	b.NextTsMs = (env.NowMs/cadence + 1) * cadence
 	today := dayOf(env.NowMs)
-	// The walk's order cannot matter: each trader's snapshot is its own,
-	// and each board's order is total (ties by handle, which is unique),
-	// so no sorted copy of every id is made. A candidate holds only what
-	// the ranking reads (40 bytes, not the window's whole metrics), so the
-	// six sorts move a third of the bytes.
-	eligible := make([][]boardCand, len(WindowNames))
+	// A Go map is walked on one goroutine, so the traders are copied out
+	// first. The walk's order cannot matter: each trader's snapshot is its
+	// own, and each board's order is total (ties by handle, which is
+	// unique), so no sorted copy of every id is made.
+	ids := make([]string, 0, len(b.Traders))
+	traders := make([]*Trader, 0, len(b.Traders))
 	for id, t := range b.Traders {
-		snap := t.Snap
-		if snap == nil || len(snap.Windows) != len(WindowNames) || len(snap.Ranks) != len(BoardNames)*len(WindowNames) {
-			// A new trader (or a decoded snapshot of another shape):
-			// a fresh snapshot, folded from every day.
-			snap = &Snap{Windows: make([]Metrics, len(WindowNames)), Ranks: make([]int64, len(BoardNames)*len(WindowNames))}
-			t.Snap, t.memo.ok = snap, false
+		ids = append(ids, id)
+		traders = append(traders, t)
+	}
+	passed := make([]uint8, len(traders)) // bit wi: eligible on window wi
+	par.For(len(traders), boardsRefoldGrain, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			passed[i] = b.refold(traders[i], ids[i], today, env.Host)
 		}
-		// The snapshot is the trader's own (nothing else holds it), so it
-		// is refolded in place: its windows and curve change only where
-		// the days did, and its ranks still hold the last recompute's
-		// until the ranking below, which starts each board from them.
-		t.foldInto(snap, today)
-		snap.Windows[2] = t.allWindow()
-		equity := env.Host.Equity(id)
-		for wi := range WindowNames {
-			if m := snap.Windows[wi]; !t.OptedOut && b.passes(m, equity) {
-				eligible[wi] = append(eligible[wi], boardCand{t, id, m.PnlMsat, m.RoiQ9})
-			} else {
-				for bi := range BoardNames {
-					snap.Ranks[bi*3+wi] = 0
-				}
+	})
+	// A candidate holds only what the ranking reads (40 bytes, not the
+	// window's whole metrics), so the six sorts move a third of the bytes.
+	counts := make([]int, len(WindowNames))
+	for _, p := range passed {
+		for wi := range counts {
+			counts[wi] += int(p >> wi & 1)
+		}
+	}
+	eligible := make([][]boardCand, len(WindowNames))
+	for wi := range eligible {
+		eligible[wi] = make([]boardCand, 0, counts[wi])
+	}
+	for i, p := range passed {
+		for wi := range eligible {
+			if p>>wi&1 != 0 {
+				m := traders[i].Snap.Windows[wi]
+				eligible[wi] = append(eligible[wi], boardCand{traders[i], ids[i], m.PnlMsat, m.RoiQ9})
 			}
 		}
 	}
-	var cs, slots []boardCand
-	for bi := range BoardNames {
-		for wi := range WindowNames {
-			cs, slots = inLastOrder(cs, slots, eligible[wi], bi*3+wi)
-			if bi == 0 {
+	boards := len(BoardNames) * len(WindowNames)
+	grain := boards // small boards: one goroutine sorts all six
+	if counts[0]+counts[1]+counts[2] >= boardsSortParallelFrom {
+		grain = 1
+	}
+	rows := make([][]string, boards)
+	par.For(boards, grain, func(lo, hi int) {
+		var cs, slots []boardCand
+		for k := lo; k < hi; k++ {
+			cs, slots = inLastOrder(cs, slots, eligible[k%3], k)
+			if k/3 == 0 {
 				slices.SortFunc(cs, byPnl)
 			} else {
 				slices.SortFunc(cs, byRoi)
 			}
-			rows := make([]string, 0, min(len(cs), BoardRowsMax))
+			rows[k] = make([]string, 0, min(len(cs), BoardRowsMax))
 			for i, c := range cs {
-				c.t.Snap.Ranks[bi*3+wi] = int64(i + 1)
+				c.t.Snap.Ranks[k] = int64(i + 1)
 				if i < BoardRowsMax {
-					rows = append(rows, c.id)
+					rows[k] = append(rows[k], c.id)
 				}
 			}
-			b.Rows[boardKey(bi, wi)] = rows
+		}
+	})
+	for k, r := range rows {
+		b.Rows[boardKey(k/3, k%3)] = r
+	}
+}
+
+// The recompute's work split over cores: a trader's refold is a few
+// microseconds (an equity lookup in a ledger far larger than the cache,
+// the newest day folded), so 4,096 of them are worth a core of their own;
+// the six boards' sorts are split from 8,192 candidates in all. Tests
+// lower both to run the parallel path on small states.
+var (
+	boardsRefoldGrain      = 4096
+	boardsSortParallelFrom = 8192
+)
+
+// refold brings trader t's snapshot to today (its windows and curve; its
+// ranks stay the last recompute's until the ranking, which starts each
+// board from them) and returns the windows it is eligible on, one bit
+// each, zeroing its ranks on the others. It writes only t's record, and
+// reads the account's equity only when a window passes the other gates.
+func (b *Boards) refold(t *Trader, id string, today int64, host Host) uint8 {
+	snap := t.Snap
+	if snap == nil || len(snap.Windows) != len(WindowNames) || len(snap.Ranks) != len(BoardNames)*len(WindowNames) {
+		// A new trader (or a decoded snapshot of another shape):
+		// a fresh snapshot, folded from every day.
+		snap = &Snap{Windows: make([]Metrics, len(WindowNames)), Ranks: make([]int64, len(BoardNames)*len(WindowNames))}
+		t.Snap, t.memo.ok = snap, false
+	}
+	// The snapshot is the trader's own (nothing else holds it), so it is
+	// refolded in place: its windows and curve change only where the days
+	// did.
+	t.foldInto(snap, today)
+	snap.Windows[2] = t.allWindow()
+	var passed uint8
+	equity, looked := int64(0), false
+	for wi := range WindowNames {
+		m := snap.Windows[wi]
+		ok := !t.OptedOut && m.Trades >= b.Gates.MinTrades && m.Volume >= b.Gates.MinVolumeContracts
+		if ok && !looked {
+			equity, looked = host.Equity(id), true
+		}
+		if ok && b.passes(m, equity) {
+			passed |= 1 << wi
+			continue
+		}
+		for bi := range BoardNames {
+			snap.Ranks[bi*3+wi] = 0
 		}
 	}
+	return passed
 }
 
 // boardCand is a trader eligible on a window, as the ranking reads it.
