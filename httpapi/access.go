@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -425,15 +426,28 @@ type revokeAllHashed struct {
 // limits reports the caller's budgets: the read budget from this node's
 // meter (reads are drawn where they are served), the order and withdraw
 // budgets as the leader's meter holds them (they are drawn there).
+// LeaderBudgetsWait bounds how long GET /v1/limits on a follower waits for
+// the leader's report of the order and withdraw budgets.
+const LeaderBudgetsWait = 2 * time.Second
+
 func (s *Server) limits(c *gin.Context) {
 	cl := callerOf(c)
 	now := time.Now()
 	subject := "key:" + cl.KeyID
 	lead := []node.Draw{{Budget: "order", Subject: subject, Account: cl.AccountID},
 		{Budget: "withdraw", Subject: subject, Account: cl.AccountID}}
-	left, err := s.Node.Remaining(c.Request.Context(), lead)
+	// Bounded: a leader whose admin listener accepts and never answers
+	// (partitioned, wedged) held the request until the client left.
+	ctx, cancel := context.WithTimeout(c.Request.Context(), LeaderBudgetsWait)
+	defer cancel()
+	left, err := s.Node.Remaining(ctx, lead)
 	if err != nil {
-		unavailable(c, "cannot read the order and withdraw budgets from the leader right now: "+err.Error())
+		// err names the leader's id and admin address (an operational
+		// surface) or carries its error text: logged, not relayed.
+		if c.Request.Context().Err() == nil {
+			s.log.Warn("budget report from the leader failed", "err", err)
+		}
+		unavailable(c, "cannot read the order and withdraw budgets from the leader right now; retry or ask another node")
 		return
 	}
 	view := func(name string, remaining int) BudgetView {
