@@ -187,6 +187,7 @@ func New(n *node.Node, log hclog.Logger) *Hub {
 	})
 	m.HandleDisconnect(h.drop)
 	m.HandleMessage(h.onMessage)
+	m.HandleMessageBinary(h.onBinary)
 	m.HandleSentMessage(func(s *melody.Session, _ []byte) {
 		if c := connOf(s); c != nil {
 			c.queued.Add(-1)

@@ -61,6 +61,22 @@ func (h *Hub) onMessage(s *melody.Session, msg []byte) {
 	}
 }
 
+// onBinary handles one binary client frame. The protocol's frames are
+// JSON text, so a binary frame is ignored (SPEC section 6, rule 7), but
+// it is a client frame all the same and draws the raw budget: without it
+// (melody hands binary frames to a handler of their own) a client could
+// send binary frames without end, each read and copied by the node, and
+// never be closed.
+func (h *Hub) onBinary(s *melody.Session, _ []byte) {
+	c := connOf(s)
+	if c == nil || c.closing.Load() {
+		return
+	}
+	if !c.raw.Allow() {
+		h.closeFlood(s, c)
+	}
+}
+
 // refuse sends a refusal of a client frame. A refused frame changes
 // nothing; for an auth that means the connection keeps the identity it
 // had, and a client that just tried to change it must hear which one that
