@@ -426,9 +426,9 @@ type revokeAllHashed struct {
 // limits reports the caller's budgets: the read budget from this node's
 // meter (reads are drawn where they are served), the order and withdraw
 // budgets as the leader's meter holds them (they are drawn there).
-// LeaderBudgetsWait bounds how long GET /v1/limits on a follower waits for
+// leaderBudgetsWait bounds how long GET /v1/limits on a follower waits for
 // the leader's report of the order and withdraw budgets.
-const LeaderBudgetsWait = 2 * time.Second
+const leaderBudgetsWait = 2 * time.Second
 
 func (s *Server) limits(c *gin.Context) {
 	cl := callerOf(c)
@@ -438,7 +438,7 @@ func (s *Server) limits(c *gin.Context) {
 		{Budget: "withdraw", Subject: subject, Account: cl.AccountID}}
 	// Bounded: a leader whose admin listener accepts and never answers
 	// (partitioned, wedged) held the request until the client left.
-	ctx, cancel := context.WithTimeout(c.Request.Context(), LeaderBudgetsWait)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), leaderBudgetsWait)
 	defer cancel()
 	left, err := s.Node.Remaining(ctx, lead)
 	if err != nil {
