@@ -423,13 +423,13 @@ type revokeAllHashed struct {
 	Current string `json:"current"`
 }
 
-// limits reports the caller's budgets: the read budget from this node's
-// meter (reads are drawn where they are served), the order and withdraw
-// budgets as the leader's meter holds them (they are drawn there).
 // leaderBudgetsWait bounds how long GET /v1/limits on a follower waits for
 // the leader's report of the order and withdraw budgets.
 const leaderBudgetsWait = 2 * time.Second
 
+// limits reports the caller's budgets: the read budget from this node's
+// meter (reads are drawn where they are served), the order and withdraw
+// budgets as the leader's meter holds them (they are drawn there).
 func (s *Server) limits(c *gin.Context) {
 	cl := callerOf(c)
 	now := time.Now()
