@@ -1,7 +1,11 @@
 package httpapi
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
+	"runtime/debug"
+	"syscall"
 
 	"github.com/gin-gonic/gin"
 
@@ -23,7 +27,25 @@ func unavailable(c *gin.Context, msg string) {
 	fail(c, http.StatusServiceUnavailable, wire.CodeUnavailable, msg)
 }
 
-// recovery turns a panic into a JSON 500 instead of gin's default.
-func recovery(c *gin.Context, err any) {
-	fail(c, http.StatusInternalServerError, wire.CodeUnavailable, "internal error")
+// recoverPanics answers a handler's panic with a JSON 500 and logs the
+// panic's value and stack, never the request. gin's own recovery dumps
+// every request header of a panic that looks like a lost connection
+// (EPIPE, ECONNRESET, http.ErrAbortHandler), masking only Authorization,
+// so the caller's X-API-Key would reach the log.
+func (s *Server) recoverPanics(c *gin.Context) {
+	defer func() {
+		rec := recover()
+		if rec == nil {
+			return
+		}
+		if err, ok := rec.(error); ok && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, http.ErrAbortHandler)) {
+			// The client is gone: nothing can be answered.
+			s.log.Debug("connection lost inside a handler", "route", c.FullPath(), "err", err)
+			c.Abort()
+			return
+		}
+		s.log.Error("handler panicked", "route", c.FullPath(), "panic", fmt.Sprint(rec), "stack", string(debug.Stack()))
+		fail(c, http.StatusInternalServerError, wire.CodeUnavailable, "internal error")
+	}()
+	c.Next()
 }

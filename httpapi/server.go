@@ -96,7 +96,7 @@ func New(n *node.Node, log hclog.Logger, opts ...Option) *Server {
 	// The order and withdraw budgets are drawn by the leader from its
 	// server's buckets (see leaderBudgets).
 	n.SetMeter(leaderMeter{s})
-	e.Use(s.requestLog, gin.CustomRecoveryWithWriter(log.StandardWriter(&hclog.StandardLoggerOptions{}), recovery), s.refuseKeyInPath, unescapeParams, s.bodyLimit, s.stampIndex)
+	e.Use(s.requestLog, s.recoverPanics, s.refuseKeyInPath, unescapeParams, s.bodyLimit, s.stampIndex)
 	e.NoRoute(func(c *gin.Context) { notFound(c, "route "+boundedPath(c.Request.URL.Path)) })
 	e.NoMethod(func(c *gin.Context) {
 		fail(c, http.StatusMethodNotAllowed, wire.CodeValidation, "method "+boundedMethod(c.Request.Method)+" not allowed on "+boundedPath(c.Request.URL.Path))
