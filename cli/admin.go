@@ -14,6 +14,7 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/perpd/perpd/cluster"
 	"github.com/perpd/perpd/node"
@@ -79,13 +80,20 @@ func (f *adminFlags) humanOutput() bool {
 
 func adminCmd() *cobra.Command {
 	f := &adminFlags{}
+	var persistent *pflag.FlagSet // the connection settings, set below
 	cmd := &cobra.Command{Use: "admin", Short: "Operate a cluster through a node's admin listener",
-		// This hook replaces the root's, so it applies the environment too.
-		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			f.tokenOnArgv = cmd.Flags().Changed("admin-token")
-			return applyEnv(cmd)
+		// This hook replaces the root's, so it applies the environment too,
+		// to the connection settings only (the flags below): what a command
+		// acts on (--id, --raft, --in) and its overrides (--force,
+		// --replace, --unverified) are given on its command line. A shell
+		// with a node's env file sourced holds PERPD_ID, and `admin remove`
+		// without --id removed that node instead of refusing.
+		PersistentPreRunE: func(c *cobra.Command, args []string) error {
+			f.tokenOnArgv = c.Flags().Changed("admin-token")
+			return applyEnvTo(c, func(fl *pflag.Flag) bool { return persistent.Lookup(fl.Name) == fl })
 		}}
 	pf := cmd.PersistentFlags()
+	persistent = pf
 	pf.StringVar(&f.addr, "addr", "127.0.0.1:9080", "admin listener of any node")
 	addTokenFlags(pf, &f.token, &f.tokenFile, "file holding the node's admin token (default: PERPD_ADMIN_TOKEN, else --data/admin-token)")
 	pf.StringVar(&f.data, "data", "./data", "data directory to read the admin token from when none is given")

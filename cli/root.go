@@ -31,12 +31,17 @@ func Execute() int {
 // applyEnv fills every flag the user did not set from PERPD_<NAME>, where
 // NAME is the flag name upper-cased with dashes as underscores.
 func applyEnv(cmd *cobra.Command) error {
+	return applyEnvTo(cmd, nil)
+}
+
+// applyEnvTo is applyEnv for the flags only admits (nil: every flag).
+func applyEnvTo(cmd *cobra.Command, only func(*pflag.Flag) bool) error {
 	var err error
 	visit := func(f *pflag.Flag) {
-		if err != nil || f.Changed {
+		if err != nil || f.Changed || (only != nil && !only(f)) {
 			return
 		}
-		key := "PERPD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		key := envName(f.Name)
 		if v, ok := os.LookupEnv(key); ok {
 			if e := f.Value.Set(v); e != nil {
 				err = fmt.Errorf("%s: %w", key, e)
@@ -46,4 +51,22 @@ func applyEnv(cmd *cobra.Command) error {
 	cmd.Flags().VisitAll(visit)
 	cmd.InheritedFlags().VisitAll(visit)
 	return err
+}
+
+// envName is the environment variable of a flag: PERPD_<NAME>.
+func envName(flag string) string {
+	return "PERPD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// flagGiven reports whether the operator gave a flag: on the command line,
+// or as its PERPD_<NAME> variable (what applyEnv reads; it sets the value
+// without marking the flag changed). The deployment's env files are how a
+// production node gets its flags, so a check of what the operator asked
+// for must see them too.
+func flagGiven(cmd *cobra.Command, name string) bool {
+	if cmd.Flags().Changed(name) {
+		return true
+	}
+	_, ok := os.LookupEnv(envName(name))
+	return ok
 }

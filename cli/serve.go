@@ -47,8 +47,8 @@ func serveCmd() *cobra.Command {
 		Short: "Run one perpd node (REST, WebSocket, raft and admin listeners)",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.tokenOnArgv = cmd.Flags().Changed("admin-token")
-			f.ops.backupEverySet = cmd.Flags().Changed("backup-every")
-			f.ops.backupKeepSet = cmd.Flags().Changed("backup-keep")
+			f.ops.backupEverySet = flagGiven(cmd, "backup-every")
+			f.ops.backupKeepSet = flagGiven(cmd, "backup-keep")
 			return runServe(cmd.Context(), f)
 		},
 	}

@@ -27,8 +27,9 @@ type opsFlags struct {
 	hugePages        bool
 	replicaCheck     time.Duration
 
-	// backupEverySet and backupKeepSet: the operator gave the flag (only
-	// then is it an error without --backup-dir).
+	// backupEverySet and backupKeepSet: the operator gave the flag, on the
+	// command line or as its PERPD_ variable (only then is it an error
+	// without --backup-dir).
 	backupEverySet, backupKeepSet bool
 }
 

@@ -79,8 +79,11 @@ func clusterSecret(dataDir, file string, bootstrap bool) (string, error) {
 		path = filepath.Join(dataDir, "cluster-secret")
 	}
 	s, err := node.ReadSecretFile(path)
-	if err == nil || !errors.Is(err, os.ErrNotExist) {
-		return s, err
+	if err == nil {
+		return s, checkClusterSecret(path, s)
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
 	}
 	_, statErr := os.Stat(filepath.Join(dataDir, "raft.db"))
 	if bootstrap && errors.Is(statErr, os.ErrNotExist) {
@@ -89,4 +92,17 @@ func clusterSecret(dataDir, file string, bootstrap bool) (string, error) {
 	}
 	return "", fmt.Errorf("no cluster secret at %s: every member needs the secret of the cluster it belongs to; "+
 		"copy the cluster-secret file from a member's data directory (mode 0600), or start a new cluster's first node with --bootstrap", path)
+}
+
+// checkClusterSecret refuses a secret too short to resist an offline
+// guess: its fingerprint and the MACs of confirm tokens are public
+// (node.MinClusterSecretLen).
+func checkClusterSecret(path, s string) error {
+	if len(s) < node.MinClusterSecretLen {
+		return fmt.Errorf("the cluster secret in %s has %d characters, fewer than %d: values derived from it are public "+
+			"(the cluster's fingerprint, withdrawal confirm tokens), so a short or chosen secret can be guessed offline. "+
+			"Make one with `openssl rand -hex 32` (or let the first node's --bootstrap make it) and give every member the same file",
+			path, len(s), node.MinClusterSecretLen)
+	}
+	return nil
 }

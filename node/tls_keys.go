@@ -28,6 +28,14 @@ const (
 // ClusterSecretBytes is the size of a generated cluster secret.
 const ClusterSecretBytes = 32
 
+// MinClusterSecretLen is the fewest characters a cluster secret file may
+// hold (a generated one has 64: ClusterSecretBytes in hex). Two values
+// derived from the secret are public by design, the fingerprint (in the
+// raft handshake, in clear) and the MAC of every withdrawal confirm token a
+// trader is given, so a short or human secret could be guessed offline
+// against either.
+const MinClusterSecretLen = 32
+
 // ClusterHeader carries the caller's cluster fingerprint on node-to-node
 // calls, so a refusal can say that the two secrets differ.
 const ClusterHeader = "X-Perpd-Cluster"
