@@ -249,6 +249,11 @@ func runServe(parent context.Context, f serveFlags) error {
 			}
 			return 0
 		})
+	if peerTLS != nil {
+		expires := float64(peerTLS.Expires().Unix())
+		asm.reg.Gauge("tls_expiry_timestamp_seconds", "When this node's mutual TLS stops being accepted: the earlier of its certificate's and the cluster CA's NotAfter, as loaded at start (a renewed file counts from the next start).",
+			func() float64 { return expires })
+	}
 	n.Start()
 	asm.Run(ctx)
 	f.ops.startBackups(ctx, n, asm, log)

@@ -3,11 +3,13 @@ package node
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"slices"
+	"time"
 )
 
 // PeerTLS is the mutual TLS of the inter-node channels (raft and the admin
@@ -20,7 +22,16 @@ import (
 type PeerTLS struct {
 	cert tls.Certificate
 	pool *x509.CertPool
+	// expires is the earliest NotAfter of the node's certificate and the
+	// CA's: from then the cluster's mutual TLS refuses this member.
+	expires time.Time
 }
+
+// Expires is when this member's TLS stops being accepted: the earlier of
+// its certificate's and the cluster CA's NotAfter, as loaded at start (a
+// renewed file is read at the next start, so the gauge of it,
+// perpd_tls_expiry_timestamp_seconds, stays until then).
+func (p *PeerTLS) Expires() time.Time { return p.expires }
 
 // LoadPeerTLS reads a PEM certificate, its key and the cluster CA.
 func LoadPeerTLS(certFile, keyFile, caFile string) (*PeerTLS, error) {
@@ -57,7 +68,23 @@ func NewPeerTLS(certPEM, keyPEM, caPEM []byte) (*PeerTLS, error) {
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, errors.New("tls: the CA file holds no PEM certificate")
 	}
-	return &PeerTLS{cert: cert, pool: pool}, nil
+	leaf := cert.Leaf // X509KeyPair parses it
+	if leaf == nil {
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, fmt.Errorf("tls: certificate: %w", err)
+		}
+	}
+	expires := leaf.NotAfter
+	for rest := caPEM; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if ca, err := x509.ParseCertificate(b.Bytes); err == nil && b.Type == "CERTIFICATE" && ca.NotAfter.Before(expires) {
+			expires = ca.NotAfter
+		}
+	}
+	return &PeerTLS{cert: cert, pool: pool, expires: expires}, nil
 }
 
 // ServerConfig is for the admin listener: TLS 1.3, and a client
