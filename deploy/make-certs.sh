@@ -10,9 +10,11 @@
 #   OUTDIR/CLIENT.pem, CLIENT-key.pem  an operator or a scraper: clientAuth only
 # An existing CA in OUTDIR is reused, so run it again to add a node.
 #
-#   deploy/make-certs.sh /etc/perpd/tls node1=192.0.2.1 node2=192.0.2.2 node3=192.0.2.3 -- admin prometheus
+#   deploy/make-certs.sh ./tls node1=192.0.2.1 node2=192.0.2.2 node3=192.0.2.3 -- admin prometheus
+# on the operator's machine, not a node: then copy ca.pem, NAME.pem and NAME-key.pem to
+# /etc/perpd/tls on host NAME, and keep ca-key.pem off every node.
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n 2,14p "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n 2,15p "$0" >&2; exit 2; }
 out=$1; shift
 mkdir -p "$out"
 umask 077
