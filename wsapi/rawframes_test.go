@@ -18,10 +18,17 @@ import (
 // s), and a node allows 100 connections per address.
 func TestFrameFloodClosesTheConnection(t *testing.T) {
 	e := newEnv(t, func(h *Hub) { h.PingEvery = time.Hour })
-	c := e.dial()
 	junk := `{"x":"` + strings.Repeat("a", MaxFrameBytes-16) + `"}`
+	expectFloodClose(t, e.dial(), websocket.TextMessage, []byte(junk), "frames without an op")
+}
+
+// expectFloodClose sends RawFrameBurst+200 frames of kind holding payload
+// in a burst and fails t unless the node then closes the connection with
+// 1008 (policy violation).
+func expectFloodClose(t *testing.T, c *websocket.Conn, kind int, payload []byte, what string) {
+	t.Helper()
 	for i := 0; i < RawFrameBurst+200; i++ {
-		if err := c.WriteMessage(websocket.TextMessage, []byte(junk)); err != nil {
+		if err := c.WriteMessage(kind, payload); err != nil {
 			break // closed under us: what is wanted
 		}
 	}
@@ -33,7 +40,7 @@ func TestFrameFloodClosesTheConnection(t *testing.T) {
 		}
 		var ce *websocket.CloseError
 		if !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation {
-			t.Fatalf("after %d frames without an op, in a burst: %v; want a close 1008", RawFrameBurst+200, err)
+			t.Fatalf("after %d %s, in a burst: %v; want a close 1008", RawFrameBurst+200, what, err)
 		}
 		return
 	}
@@ -63,27 +70,9 @@ func TestFramesWithinTheRawBudgetKeepTheConnection(t *testing.T) {
 // never closed.
 func TestBinaryFrameFloodClosesTheConnection(t *testing.T) {
 	e := newEnv(t, func(h *Hub) { h.PingEvery = time.Hour })
-	c := e.dial()
-	junk := []byte(strings.Repeat("a", MaxFrameBytes-16))
-	for i := 0; i < RawFrameBurst+200; i++ {
-		if err := c.WriteMessage(websocket.BinaryMessage, junk); err != nil {
-			break // closed under us: what is wanted
-		}
-	}
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	for {
-		_, _, err := c.ReadMessage()
-		if err == nil {
-			continue
-		}
-		var ce *websocket.CloseError
-		if !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation {
-			t.Fatalf("after %d binary frames, in a burst: %v; want a close 1008", RawFrameBurst+200, err)
-		}
-		if e.hub.FloodCloses() == 0 {
-			t.Fatal("the flood close is not counted")
-		}
-		return
+	expectFloodClose(t, e.dial(), websocket.BinaryMessage, []byte(strings.Repeat("a", MaxFrameBytes-16)), "binary frames")
+	if e.hub.FloodCloses() == 0 {
+		t.Fatal("the flood close is not counted")
 	}
 }
 
