@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/perpd/perpd/cluster/clustertest"
 	"github.com/perpd/perpd/node"
 )
 
@@ -22,14 +19,7 @@ func serveFromEnv(t *testing.T, args ...string) error {
 	root := &cobra.Command{Use: "perpd", SilenceUsage: true, SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error { return applyEnv(cmd) }}
 	root.AddCommand(serveCmd())
-	root.SetOut(io.Discard)
-	root.SetErr(io.Discard)
-	base := []string{"serve", "--data", t.TempDir(), "--bootstrap", "--http", clustertest.FreeAddr(t), "--raft", clustertest.FreeAddr(t),
-		"--admin", clustertest.FreeAddr(t), "--log-level", "error"}
-	root.SetArgs(append(base, args...))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return root.ExecuteContext(ctx)
+	return executeServe(t, root, []string{"serve"}, args)
 }
 
 // TestServeRefusesBackupVariablesWithoutABackupDir: the deployment's env

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
 
 	"github.com/perpd/perpd/cluster"
 	"github.com/perpd/perpd/cluster/clustertest"
@@ -27,11 +28,19 @@ import (
 // a refused one returns its reason.
 func serveWith(t *testing.T, args ...string) error {
 	t.Helper()
-	cmd := serveCmd()
+	return executeServe(t, serveCmd(), nil, args)
+}
+
+// executeServe runs cmd (serve, or a root holding it when prefix is
+// {"serve"}) with prefix, a fresh bootstrapping loopback node's flags and
+// args, in a context already cancelled: the flags are checked, the node
+// starts and stops at once.
+func executeServe(t *testing.T, cmd *cobra.Command, prefix, args []string) error {
+	t.Helper()
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(io.Discard)
-	base := []string{"--data", t.TempDir(), "--bootstrap", "--http", clustertest.FreeAddr(t), "--raft", clustertest.FreeAddr(t),
-		"--admin", clustertest.FreeAddr(t), "--log-level", "error"}
+	base := append(prefix, "--data", t.TempDir(), "--bootstrap", "--http", clustertest.FreeAddr(t), "--raft", clustertest.FreeAddr(t),
+		"--admin", clustertest.FreeAddr(t), "--log-level", "error")
 	cmd.SetArgs(append(base, args...))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
