@@ -227,12 +227,14 @@ func Withdrawals(ops []history.Op, final *Final) (Result, WithdrawalReport) {
 			res.Verdict = worse(res.Verdict, Unknown)
 			res.addf("%s: still had open withdrawals after the run: balances, states and replicas not judged", a)
 		}
-		credit, creditKnown := listedCredit(final.Accounts[a])
+		credit, creditKnown, trimmed := depositCredit(final.Accounts[a], grants[a])
 		if !creditKnown {
 			res.Verdict = worse(res.Verdict, Unknown)
 			res.addf("%s: deposits not listed in full: balance not judged", a)
 		}
-		checkGrantCredit(&res, a, grants[a], credit, creditKnown)
+		if !trimmed { // a trimmed listing's credit is the grants' own
+			checkGrantCredit(&res, a, grants[a], credit, creditKnown)
+		}
 		var worst viewCounts
 		for i, node := range names {
 			c := checkWithdrawerView(&res, a, node, mine, wf.Nodes[node], wf.Settled, credit, creditKnown)
@@ -267,18 +269,6 @@ func Withdrawals(ops []history.Op, final *Final) (Result, WithdrawalReport) {
 	checkSimBook(&res, &rep, final.SimBook, listed, complete, settled)
 	checkPaidOut(&res, final.Ledgers, rep.PaidMsat, complete && settled)
 	return res, rep
-}
-
-// listedCredit is what an account's listed deposits credited.
-func listedCredit(af *AccountFinal) (int64, bool) {
-	if af == nil || !af.DepositsComplete {
-		return 0, false
-	}
-	var sum int64
-	for _, d := range af.Deposits {
-		sum += d.CreditedMsat
-	}
-	return sum, true
 }
 
 // checkGrantCredit: with every grant of the account settled, its listed
