@@ -16,6 +16,7 @@ func TestHistoryBoundsAreTheStateMachines(t *testing.T) {
 	}{
 		{"deposits", DepositsKept, funds.MaxDepositsPerAccount},
 		{"fills", FillsKept, trade.FillsKept},
+		{"closed orders", ClosedOrdersKept, trade.ClosedOrdersKept},
 		{"liquidations", LiquidationsKept, trade.LiquidationsKept},
 		{"funding flows", FundingFlowsKept, trade.FundingFlowsKept},
 	} {

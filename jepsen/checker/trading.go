@@ -10,6 +10,11 @@ import (
 // more, older fills are gone and sums over fills prove nothing.
 const FillsKept = 1000
 
+// ClosedOrdersKept is how many filled, canceled or rejected orders a node
+// keeps per account (fsm/trade): with that many listed, older ones may be
+// gone, so an acknowledged order missing from the listing proves nothing.
+const ClosedOrdersKept = 1000
+
 // TraderFinal is a trading account's end state as each node listed it.
 type TraderFinal struct {
 	// Nodes maps a node's address to its complete view; a node whose
@@ -213,10 +218,11 @@ func Trading(ops []history.Op, final *Final) (Result, TradingReport) {
 		first := true
 		for _, node := range sortedMapKeys(tf.Nodes) {
 			v := tf.Nodes[node]
-			if len(v.Fills) >= FillsKept || len(v.Liquidations) >= LiquidationsKept || len(v.Funding) >= FundingFlowsKept {
+			if closed := closedOrders(v); len(v.Fills) >= FillsKept || len(v.Liquidations) >= LiquidationsKept ||
+				len(v.Funding) >= FundingFlowsKept || closed >= ClosedOrdersKept {
 				res.Verdict = worse(res.Verdict, Unknown)
-				res.addf("%s on %s: %d fills, %d liquidations, %d funding flows listed, the node keeps only the newest %d of each: not checked",
-					a, node, len(v.Fills), len(v.Liquidations), len(v.Funding), FillsKept)
+				res.addf("%s on %s: %d fills, %d liquidations, %d funding flows, %d closed orders listed, the node keeps only the newest %d of each: not checked",
+					a, node, len(v.Fills), len(v.Liquidations), len(v.Funding), closed, FillsKept)
 				continue
 			}
 			net := checkView(&res, &rep, a, node, v, placed, canceled)
@@ -410,6 +416,18 @@ func checkView(res *Result, rep *TradingReport, a, node string, v *TraderView, p
 	checkSpecs(bad, v, placed)
 	checkLiquidationCancels(bad, v)
 	return net + checkRisk(bad, rep, v)
+}
+
+// closedOrders counts the orders a view lists as ended (every status but
+// a live order's accepted).
+func closedOrders(v *TraderView) int {
+	n := 0
+	for _, o := range v.Orders {
+		if o.Status != "accepted" {
+			n++
+		}
+	}
+	return n
 }
 
 // sortedMapKeys returns m's keys in order (map order must not leak into

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -155,5 +156,38 @@ func TestUnauthorizedRetryDoesNotSettle(t *testing.T) {
 	ws := Writes(f.ops, history.FOrder)
 	if len(ws) != 1 || ws[0].Outcome != Applied || ws[0].OrderStatus != "filled" {
 		t.Fatalf("writes %+v: a 401 from a lagging replica settled the order", ws)
+	}
+}
+
+// A trader whose node keeps only its newest ClosedOrdersKept closed orders
+// (a run of 25 minutes or more places that many) has older acknowledged
+// orders missing from the listing by design: its view is not checked, as
+// at the fills bound, rather than reported as orders lost.
+func TestTraderAtTheClosedOrdersBoundIsNotJudged(t *testing.T) {
+	f := newTradingFixture()
+	var closed []OrderFinal
+	for i := range ClosedOrdersKept {
+		id := fmt.Sprintf("x%d", i)
+		f.write(100+i, history.FOrder, id, id, history.OK, history.Op{OrderStatus: "resting"})
+		closed = append(closed, OrderFinal{OrderID: id, Status: "canceled"})
+	}
+	for _, v := range f.final.Traders["t"].Nodes {
+		// o1, the oldest, is dropped; the newer ones are listed.
+		v.Orders = append(append([]OrderFinal(nil), closed...), v.Orders[:2]...)
+	}
+	res, _ := Trading(f.ops, f.final)
+	if res.Verdict == Violation {
+		t.Fatalf("a listing at its bound was judged: %v", res.Details[:min(3, len(res.Details))])
+	}
+	if !strings.Contains(strings.Join(res.Details, "\n"), "not checked") {
+		t.Fatalf("the skipped view is not reported: %s %v", res.Verdict, res.Details)
+	}
+	// One below the bound, the same missing order is a loss.
+	f = newTradingFixture()
+	for _, v := range f.final.Traders["t"].Nodes {
+		v.Orders = v.Orders[:2]
+	}
+	if res, _ := Trading(f.ops, f.final); res.Verdict != Violation {
+		t.Fatalf("an acknowledged order missing below the bound: verdict %s", res.Verdict)
 	}
 }
