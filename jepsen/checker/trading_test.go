@@ -161,9 +161,9 @@ func TestUnauthorizedRetryDoesNotSettle(t *testing.T) {
 
 // A trader whose node keeps only its newest ClosedOrdersKept closed orders
 // (a run of 25 minutes or more places that many) has older acknowledged
-// orders missing from the listing by design: its view is not checked, as
-// at the fills bound, rather than reported as orders lost.
-func TestTraderAtTheClosedOrdersBoundIsNotJudged(t *testing.T) {
+// orders missing from the listing by design: they are not reported as
+// lost, and the rest of the view is still judged.
+func TestOrdersMissingAtTheClosedOrdersBoundAreNotJudged(t *testing.T) {
 	f := newTradingFixture()
 	var closed []OrderFinal
 	for i := range ClosedOrdersKept {
@@ -179,8 +179,13 @@ func TestTraderAtTheClosedOrdersBoundIsNotJudged(t *testing.T) {
 	if res.Verdict == Violation {
 		t.Fatalf("a listing at its bound was judged: %v", res.Details[:min(3, len(res.Details))])
 	}
-	if !strings.Contains(strings.Join(res.Details, "\n"), "not checked") {
-		t.Fatalf("the skipped view is not reported: %s %v", res.Verdict, res.Details)
+	if !strings.Contains(strings.Join(res.Details, "\n"), "missing from the listing not judged") {
+		t.Fatalf("the unjudged orders are not reported: %s %v", res.Verdict, res.Details)
+	}
+	// The rest is still judged: money created on a node at the bound.
+	f.final.Traders["t"].Nodes["n1"].FreeMsat++
+	if res, _ := Trading(f.ops, f.final); res.Verdict != Violation || !strings.Contains(strings.Join(res.Details, "\n"), "equity") {
+		t.Fatalf("a view at the closed-orders bound is no longer judged: verdict %s %v", res.Verdict, res.Details[:min(3, len(res.Details))])
 	}
 	// One below the bound, the same missing order is a loss.
 	f = newTradingFixture()
