@@ -228,7 +228,11 @@ func Withdrawals(ops []history.Op, final *Final) (Result, WithdrawalReport) {
 			res.addf("%s: still had open withdrawals after the run: balances, states and replicas not judged", a)
 		}
 		credit, creditKnown, trimmed := depositCredit(final.Accounts[a], grants[a])
-		if !creditKnown {
+		switch {
+		case !creditKnown && trimmed:
+			res.Verdict = worse(res.Verdict, Unknown)
+			res.addf("%s: the deposit history is at its bound and a grant is unsettled: balance not judged", a)
+		case !creditKnown:
 			res.Verdict = worse(res.Verdict, Unknown)
 			res.addf("%s: deposits not listed in full: balance not judged", a)
 		}
