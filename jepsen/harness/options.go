@@ -17,7 +17,9 @@ type Options struct {
 	Workers  int           // concurrent client processes (default 4 per node)
 	Rate     float64       // target client operations per second (default 60)
 	Accounts int           // accounts whose balance is a register (default 12)
-	Traders  int           // funded accounts that trade (default 8; -1: none)
+	// Traders are funded accounts that trade (default TradersPerSlice for
+	// each started TraderSlice of Duration; -1: none).
+	Traders int
 	// Withdrawers are funded accounts that withdraw (default 4; -1: none).
 	Withdrawers int
 	// LightningPercent is the share of withdrawals sent to a Lightning
@@ -59,6 +61,24 @@ type Options struct {
 	Log io.Writer
 }
 
+// TradersPerSlice traders share the trading load of each TraderSlice of
+// a run by default. At the default rate a trader places about 40 orders
+// and takes about 25 fills a minute, so in a slice none reaches a node's
+// per-account retention (checker.ClosedOrdersKept, checker.FillsKept),
+// past which the trading checker can judge a trader only in part or not
+// at all; a longer run spreads the same load over more traders instead.
+const (
+	TradersPerSlice = 8
+	TraderSlice     = 20 * time.Minute
+)
+
+// DefaultTraders is the number of traders a run of duration d gets when
+// none is asked for: TradersPerSlice for each started TraderSlice.
+func DefaultTraders(d time.Duration) int {
+	slices := int((d + TraderSlice - 1) / TraderSlice)
+	return TradersPerSlice * max(slices, 1)
+}
+
 func (o *Options) setDefaults() error {
 	if o.Nodes == 0 {
 		o.Nodes = 5
@@ -88,7 +108,7 @@ func (o *Options) setDefaults() error {
 		o.Accounts = 12
 	}
 	if o.Traders == 0 {
-		o.Traders = 8
+		o.Traders = DefaultTraders(o.Duration)
 	}
 	if o.Withdrawers == 0 {
 		o.Withdrawers = 4
