@@ -40,11 +40,19 @@ func (c *Client) UseTLS(cfg *tls.Config) {
 }
 
 // New returns a client whose requests time out after timeout.
-func New(timeout time.Duration) *Client {
+func New(timeout time.Duration) *Client { return NewFrom(timeout, nil) }
+
+// NewFrom is New whose connections leave from the local address from (nil:
+// the system's choice). The venue meters some budgets per client address.
+func NewFrom(timeout time.Duration, from net.IP) *Client {
+	d := &net.Dialer{Timeout: 2 * time.Second}
+	if from != nil {
+		d.LocalAddr = &net.TCPAddr{IP: from}
+	}
 	return &Client{HTTP: &http.Client{
 		Timeout: timeout,
 		Transport: &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+			DialContext:         d.DialContext,
 			MaxIdleConnsPerHost: 32,
 			IdleConnTimeout:     30 * time.Second,
 		},

@@ -140,7 +140,7 @@ func Signup(ctx context.Context, e *Env, pid int, node, key string) (*Account, h
 	inv := e.Rec.Invoke(history.Op{Process: pid, Node: node, F: history.FSignup, IdemKey: key})
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	res, a := e.Client.Signup(octx, node, key)
+	res, a := e.signupClient().Signup(octx, node, key)
 	done := history.Op{}
 	res.Fill(&done)
 	if a != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"net"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -72,6 +73,39 @@ type Env struct {
 	mu      sync.Mutex
 	pending []Pending
 	nextPID atomic.Int64
+
+	// signups counts Signup calls; signupFrom holds the clients of the
+	// further source addresses (signupClient).
+	signups    atomic.Int64
+	signupFrom map[int64]*client.Client
+}
+
+// SignupsPerAddress is how many signups go out from one client address.
+// The venue meters signups per client address (30 at once, then one a
+// minute: httpapi's "signup" budget), and a long run sets up more
+// accounts than that (harness.DefaultTraders).
+const SignupsPerAddress = 25
+
+// signupClient is the client of the next signup: Client for the first
+// SignupsPerAddress, then one leaving from 127.0.1.k for the k-th further
+// SignupsPerAddress (loopback, outside the nodes' 127.0.0.x, so no
+// partition rule touches it).
+func (e *Env) signupClient() *client.Client {
+	k := (e.signups.Add(1) - 1) / SignupsPerAddress
+	if k == 0 || k > 250 {
+		return e.Client
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c, ok := e.signupFrom[k]
+	if !ok {
+		if e.signupFrom == nil {
+			e.signupFrom = map[int64]*client.Client{}
+		}
+		c = client.NewFrom(client.DefaultTimeout, net.IPv4(127, 0, 1, byte(k)))
+		e.signupFrom[k] = c
+	}
+	return c
 }
 
 // AddPending keeps an unknown-outcome write for resolution.
