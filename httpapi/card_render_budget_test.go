@@ -40,6 +40,12 @@ func TestShareCardRendersDrawARenderBudget(t *testing.T) {
 		case r.status == 200:
 			rendered++
 		case r.status == 429 && r.code() == "rate_limited" && r.header.Get("Retry-After") != "":
+			// A refusal carries no validator or cache permission of the
+			// card: a shared cache that stored this 429 under the card's
+			// ETag (public) would serve it after every 304.
+			if et, cc := r.header.Get("ETag"), r.header.Get("Cache-Control"); et != "" || cc != "" {
+				t.Fatalf("the refusal of %s carries ETag %q, Cache-Control %q", h, et, cc)
+			}
 			refused++
 		default:
 			t.Fatalf("card of %s: %d %s", h, r.status, r.body)

@@ -434,18 +434,25 @@ func (s *Server) leaderboardCard(c *gin.Context) {
 		return
 	}
 	etag := cardETag(d)
-	c.Header("ETag", etag)
-	// no-cache: a cache keeps the card but asks (a cheap 304) before each
-	// use, so an opt-out answers 404 at once (max-age=60 showed the card
-	// for a minute after it; review of 2026-11-27).
-	c.Header("Cache-Control", "public, no-cache")
+	// Only the card's answers (200, 304) carry its validator and cache
+	// permission: a shared cache that stored a refusal (429, 503) under
+	// the card's ETag would serve it after every 304.
+	validators := func() {
+		c.Header("ETag", etag)
+		// no-cache: a cache keeps the card but asks (a cheap 304) before
+		// each use, so an opt-out answers 404 at once (max-age=60 showed
+		// the card for a minute after it; review of 2026-11-27).
+		c.Header("Cache-Control", "public, no-cache")
+	}
 	if inm := c.GetHeader("If-None-Match"); inm != "" && etagMatches(inm, etag) {
+		validators()
 		c.Status(http.StatusNotModified)
 		return
 	}
 	cards.mu.Lock()
 	defer cards.mu.Unlock()
 	if hit, ok := cards.cards[d.Handle]; ok && hit.etag == etag {
+		validators()
 		c.Data(http.StatusOK, "image/png", hit.png)
 		return
 	}
@@ -466,6 +473,7 @@ func (s *Server) leaderboardCard(c *gin.Context) {
 		cards.cards = map[string]cachedCard{}
 	}
 	cards.cards[d.Handle] = cachedCard{etag: etag, png: png}
+	validators()
 	c.Data(http.StatusOK, "image/png", png)
 }
 
