@@ -25,7 +25,7 @@ type CancelAllAfterRequest struct {
 func (s *Server) cancelAfterRoutes() []*Route {
 	return []*Route{
 		{Method: http.MethodPost, Path: "/v1/cancel-all-after", Summary: "Arm, refresh or disarm the dead-man switch",
-			Auth: Keyed, Scope: "trade", Budget: "order", Idem: true, Request: CancelAllAfterRequest{}, Routine: true,
+			Auth: Keyed, Scope: "trade", Budget: "order", Idem: true, Request: CancelAllAfterRequest{}, Routine: true, Refuses400: true,
 			Responses: map[int]any{200: trade.CancelAfterView{}, 400: wire.ErrorBody{}}, Handler: s.cancelAllAfter},
 	}
 }

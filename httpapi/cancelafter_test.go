@@ -37,11 +37,12 @@ func TestCancelAllAfterOverHTTP(t *testing.T) {
 	if r = arm("0"); r.status != 200 || string(r.body) != `{"armed":false,"deadlineTsMs":null}` {
 		t.Fatalf("disarm: %d %s", r.status, r.body)
 	}
-	// The idempotency key covers the body: another timeout under it is 409.
+	// The idempotency key covers the body: another timeout under it is
+	// refused, 400 as every refusal of cancel-all-after (SPEC section 7).
 	if r := a.do(req{method: "POST", path: "/v1/cancel-all-after", key: key, idem: "caa-k", body: map[string]any{"timeoutMs": "0"}}); r.status != 200 {
 		t.Fatalf("disarm: %d %s", r.status, r.body)
 	}
-	wantCode(t, a.do(req{method: "POST", path: "/v1/cancel-all-after", key: key, idem: "caa-k", body: map[string]any{"timeoutMs": "5000"}}), 409, "idempotency_key_reused")
+	wantCode(t, a.do(req{method: "POST", path: "/v1/cancel-all-after", key: key, idem: "caa-k", body: map[string]any{"timeoutMs": "5000"}}), 400, "idempotency_key_reused")
 	// Armed for the minimum, the resting order is canceled at the deadline
 	// and its reservation released.
 	if r = arm("1000"); r.status != 200 || r.json(t)["armed"] != true {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -194,7 +195,12 @@ func idemDoc(r *Route) string {
 		return "Optional idempotency key, scoped to the calling account; without it every call is a new request. " +
 			replay + " " + idemReused + " " + idemRefused + reservedDoc(r)
 	}
-	return "Idempotency key, scoped to the calling account. " + replay + " " + idemReused + " " + idemRefused + reservedDoc(r)
+	reused := idemReused
+	if r.Refuses400 {
+		// This route answers every refusal 400 (SPEC section 7).
+		reused = strings.ReplaceAll(reused, "409 ", "400 ")
+	}
+	return "Idempotency key, scoped to the calling account. " + replay + " " + reused + " " + idemRefused + reservedDoc(r)
 }
 
 // reservedDoc says which key prefixes a route refuses (idemGuard).
@@ -246,6 +252,14 @@ func refusalCodes(r *Route) map[int][]string {
 	for st, codes := range r.Refuses {
 		add(st, codes...)
 	}
+	if r.Refuses400 {
+		for _, st := range refusedAs400 {
+			for c := range set[st] {
+				add(400, c)
+			}
+			delete(set, st)
+		}
+	}
 	out := map[int][]string{}
 	for st, m := range set {
 		for c := range m {
@@ -270,8 +284,15 @@ func commonErrors(r *Route) []int {
 	if r.Idem || r.IdemOptional {
 		out = append(out, 409)
 	}
+	if r.Refuses400 {
+		out = slices.DeleteFunc(out, func(st int) bool { return slices.Contains(refusedAs400, st) })
+	}
 	return out
 }
+
+// refusedAs400 are the statuses a Refuses400 route answers 400
+// (status400Writer).
+var refusedAs400 = []int{http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge}
 
 // oneOf is a response body that is one of several shapes, as the query
 // decides (GET /v1/orders: the orders page, or the triggers page).

@@ -123,7 +123,8 @@ func TestOrderAnswersOnTheWire(t *testing.T) {
 			wantRe: `^\{"orderId":"wire-1","status":"filled"\}$`},
 		{name: "key reused with another body", method: "POST", path: "/v1/orders", headers: keyed,
 			body: strings.Replace(order, `"10"`, `"11"`, 1),
-			want: "HTTP/1.1 409 Conflict\nContent-Length: *\nContent-Type: application/json; charset=utf-8\n" + "X-Raft-Index: *\n" +
+			// SPEC section 7: every refusal on order placement is 400.
+			want: "HTTP/1.1 400 Bad Request\nContent-Length: *\nContent-Type: application/json; charset=utf-8\n" + "X-Raft-Index: *\n" +
 				rateLines + "X-Request-Id: *\nDate: *",
 			wantRe: `^\{"error":"[^"]+","code":"idempotency_key_reused"\}$`},
 		{name: "refused by the state machine", method: "POST", path: "/v1/orders",

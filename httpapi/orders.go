@@ -66,8 +66,8 @@ type CreatedOrder struct {
 func (s *Server) orderRoutes() []*Route {
 	return []*Route{
 		{Method: http.MethodPost, Path: "/v1/orders", Summary: "Place an order; the idempotency-key is the order id",
-			Auth: Keyed, Scope: "trade", Budget: "order", Idem: true, Request: OrderRequest{}, Routine: true,
-			Responses: map[int]any{201: CreatedOrder{}, 400: wire.ErrorBody{}, 404: wire.ErrorBody{}, 409: wire.ErrorBody{}},
+			Auth: Keyed, Scope: "trade", Budget: "order", Idem: true, Request: OrderRequest{}, Routine: true, Refuses400: true,
+			Responses: map[int]any{201: CreatedOrder{}, 400: wire.ErrorBody{}},
 			Refuses: map[int][]string{400: {wire.CodeInsufficientBalance, wire.CodeInsufficientMargin, wire.CodeMarketHalted,
 				wire.CodeOICap, wire.CodeOracleStale, wire.CodePositionLimit, wire.CodeReduceOnly}},
 			IdemRetry: idemReplay + " The key is the order id: after the 24 hours the same key and body answers 201 with the order's " +

@@ -68,6 +68,10 @@ func (s *Server) logRequest(c *gin.Context, st *reqState) {
 	}
 	st.id = id
 	st.setHeader(c, slotRequestID, RequestIDHeader, id)
+	if s.refuses400[routeKey{c.Request.Method, c.FullPath()}] {
+		st.w400.ResponseWriter = c.Writer
+		c.Writer = &st.w400
+	}
 	c.Next()
 
 	status := c.Writer.Status()

@@ -34,6 +34,9 @@ type reqState struct {
 	// hdr backs the values of the headers this package sets on most
 	// answers (setHeader), so they cost no allocation of their own.
 	hdr [hdrSlots]string
+	// w400 is the writer of a Refuses400 route, kept here so that it
+	// costs no allocation of its own.
+	w400 status400Writer
 }
 
 // The slots of reqState.hdr, one per header.

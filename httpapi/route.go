@@ -63,7 +63,15 @@ type Route struct {
 	// (reqlog.go). Keep it in step with the command types node logs the
 	// same way when they are forwarded (node/forward.go, routineCmds).
 	Routine bool
-	Handler gin.HandlerFunc
+	// Refuses400: SPEC section 7 states 400 for every "refusal on order
+	// placement and on cancel-all-after", so on such a route a refusal
+	// other routes answer 404, 409 or 413 (an idempotency key reused, a
+	// stored answer dropped early, a body too large) answers 400 with the
+	// same code and body (status400Writer). 401, 403, 429 and 5xx keep
+	// theirs: section 4 lets every keyed endpoint answer 401, 403 and 429,
+	// and a 5xx is no refusal of the request.
+	Refuses400 bool
+	Handler    gin.HandlerFunc
 }
 
 // routeKey names a route as gin matched it: method and path template.
@@ -73,6 +81,9 @@ func (s *Server) add(r *Route) {
 	s.Routes = append(s.Routes, r)
 	if r.Routine {
 		s.routine[routeKey{r.Method, r.Path}] = true
+	}
+	if r.Refuses400 {
+		s.refuses400[routeKey{r.Method, r.Path}] = true
 	}
 	chain := append(s.guards(r), r.Handler)
 	s.Engine.Handle(r.Method, r.Path, chain...)
@@ -113,4 +124,19 @@ func (s *Server) guards(r *Route) []gin.HandlerFunc {
 // level is refused last (domains.go).
 var guardFactories = []func(s *Server, r *Route) gin.HandlerFunc{
 	(*Server).haltGuard, refuseKeyInURL, authGuard, idemGuard, meterGuard, indexGuard, (*Server).domainGuard,
+}
+
+// status400Writer answers a Refuses400 route's 404, 409 and 413 as 400.
+// It sits in front of gin's writer for the whole chain (requestLog), so
+// every way a refusal is written, by a guard, a handler or a stored
+// answer of the state machine, is caught; what the state machine stores
+// is unchanged.
+type status400Writer struct{ gin.ResponseWriter }
+
+func (w *status400Writer) WriteHeader(code int) {
+	switch code {
+	case http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge:
+		code = http.StatusBadRequest
+	}
+	w.ResponseWriter.WriteHeader(code)
 }

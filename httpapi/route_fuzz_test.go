@@ -842,8 +842,14 @@ func (ft *fuzzTarget) probesFor(k routeKey) []probe {
 		p.mustRefuse = true
 		out = append(out, p)
 	}
+	// SPEC section 7: a refusal on order placement or cancel-all-after is
+	// 400, a body too large included (Route.Refuses400).
+	tooLarge := 413
+	if r.Refuses400 {
+		tooLarge = 400
+	}
 	big := withBody(mk("oversized body"), []byte(`{"x":"`+strings.Repeat("a", MaxBodyBytes)+`"}`))
-	big.mustRefuse, big.wantStatus = true, 413
+	big.mustRefuse, big.wantStatus = true, tooLarge
 	out = append(out, big)
 	bigChunked := big
 	bigChunked.name, bigChunked.chunked = "oversized body, chunked", true
@@ -852,7 +858,7 @@ func (ft *fuzzTarget) probesFor(k routeKey) []probe {
 	chunked.chunked = true
 	out = append(out, chunked)
 	padded := withBody(mk("oversized whitespace"), append(bytes.Repeat([]byte(" "), MaxBodyBytes+1), base...))
-	padded.mustRefuse, padded.wantStatus = true, 413
+	padded.mustRefuse, padded.wantStatus = true, tooLarge
 	out = append(out, padded)
 	out = append(out, withBody(mk("empty body"), []byte{}), withBody(mk("whitespace body"), []byte(" \n\t ")))
 	unknown := withBody(mk("unknown field"), []byte(setRaw(base, "unknownField", "1")))

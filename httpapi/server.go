@@ -66,6 +66,9 @@ type Server struct {
 	// routine holds the routes whose successful answers log at debug
 	// (Route.Routine).
 	routine map[routeKey]bool
+	// refuses400 holds the routes that answer their refusals 400
+	// (Route.Refuses400).
+	refuses400 map[routeKey]bool
 }
 
 // New builds the gin engine with every route of the table.
@@ -80,7 +83,7 @@ func New(n *node.Node, log hclog.Logger, opts ...Option) *Server {
 	// gin's unescaping of the values is off (unescapeParams does it).
 	e.UseEscapedPath = true
 	e.UnescapePathValues = false
-	s := &Server{Node: n, Engine: e, log: log, meter: newMeter(), touch: newTouches(), waiting: newWaiting(), leaderRefusals: newLeaderRefusals(), budgets: Budgets, routine: map[routeKey]bool{}}
+	s := &Server{Node: n, Engine: e, log: log, meter: newMeter(), touch: newTouches(), waiting: newWaiting(), leaderRefusals: newLeaderRefusals(), budgets: Budgets, routine: map[routeKey]bool{}, refuses400: map[routeKey]bool{}}
 	for _, o := range opts {
 		o(s)
 	}
