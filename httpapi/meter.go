@@ -310,7 +310,23 @@ func addressSubject(c *gin.Context) string { return "ip:" + clientaddr.Key(c.Cli
 // the X-RateLimit headers, and answers 429 itself when the budget is empty.
 func (s *Server) draw(c *gin.Context, r *Route, b Budget) bool {
 	subject, account := subjectOf(c, r)
-	return s.rateAnswer(c, b.Name, s.meter.take(b, subject, account, time.Now()))
+	v := s.meter.take(b, subject, account, time.Now())
+	st := stateOf(c)
+	st.local, st.hasLocal = v, true
+	return s.rateAnswer(c, b.Name, v)
+}
+
+// bindingVerdict is the verdict whose figures an admitted write's rate
+// headers show: the leader's, unless the write drew this node's buckets
+// too (a keyed write on a local budget) and those have fewer tokens left.
+// SPEC section 8's X-RateLimit-Remaining is "tokens left in the binding
+// budget", the one that refuses first; showing the leader's fuller bucket
+// let a client pacing on the header run into the node's 429.
+func bindingVerdict(st *reqState, leader verdict) verdict {
+	if st.hasLocal && st.local.remaining < leader.remaining {
+		return st.local
+	}
+	return leader
 }
 
 // The rate headers' canonical keys (textproto.CanonicalMIMEHeaderKey of

@@ -120,7 +120,7 @@ func (s *Server) propose(c *gin.Context, cmd *fsm.Command) (*fsm.Result, bool) {
 		return nil, false
 	}
 	if v, ok := draw.Verdict(); ok && v.Limit > 0 {
-		s.rateAnswer(c, draw.Budget, leaderVerdict(v))
+		s.rateAnswer(c, draw.Budget, bindingVerdict(stateOf(c), leaderVerdict(v)))
 	}
 	if err != nil {
 		if errors.Is(err, node.ErrUnavailable) {

@@ -27,6 +27,11 @@ type reqState struct {
 	hasIdem bool
 	draw    node.Draw
 	hasDraw bool
+	// local is this node's verdict on the request's budget, when the
+	// node drew it (Server.draw): the binding one if it has fewer tokens
+	// left than the leader's (bindingVerdict).
+	local    verdict
+	hasLocal bool
 	// linearized: authGuard already applied a read index learned after
 	// the request arrived (to judge an unknown key), which serves
 	// X-Consistency: linearizable for the read too.
