@@ -71,8 +71,9 @@ func ScaleBudgets(b map[string]Budget, k int) (map[string]Budget, error) {
 // BudgetNames in the order /v1/limits lists them.
 var BudgetNames = []string{"read", "order", "withdraw"}
 
-// meterIdle is how long an unused bucket is kept; an idle bucket is full,
-// so forgetting it changes nothing.
+// meterIdle is how long an unused bucket is kept at least; the sweep then
+// forgets it once it is full again, which changes nothing (a new bucket
+// starts full).
 const meterIdle = 10 * time.Minute
 
 // meterMaxBuckets bounds memory whatever the key churn.
@@ -140,10 +141,23 @@ func (m *meter) evict(e *list.Element) {
 	m.lru.Remove(e)
 }
 
-// sweep forgets buckets unused for idle, oldest first.
+// sweep forgets the full buckets among those unused for idle, oldest
+// first. A bucket that is not full yet stays: the signup budget's (30 at
+// once, then one a minute) takes half an hour to fill, and forgetting it
+// after ten idle minutes gave an address 30 signups every ten minutes
+// instead of one a minute (a black-box audit, 2026-11-29). The idle
+// buckets are the list's tail, so the walk stops at the first recent one.
 func (m *meter) sweep(now time.Time, idle time.Duration) {
-	for e := m.lru.Back(); e != nil && now.Sub(e.Value.(*bucket).used) >= idle; e = m.lru.Back() {
-		m.evict(e)
+	for e := m.lru.Back(); e != nil; {
+		b := e.Value.(*bucket)
+		if now.Sub(b.used) < idle {
+			break
+		}
+		prev := e.Prev()
+		if b.lim.TokensAt(now) >= float64(b.lim.Burst()) {
+			m.evict(e)
+		}
+		e = prev
 	}
 	m.swept = now
 }

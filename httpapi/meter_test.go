@@ -185,6 +185,36 @@ func TestMeterSweepForgetsOnlyIdleBuckets(t *testing.T) {
 	}
 }
 
+// A bucket idle for meterIdle is forgotten only once it is full again:
+// the signup budget refills one a minute, so a drained one is still short
+// after ten minutes, and forgetting it handed the address a fresh burst of
+// 30 (every ten minutes instead of one a minute).
+func TestMeterSweepKeepsABucketThatIsNotFullYet(t *testing.T) {
+	m := newMeter()
+	sb := Budgets["signup"]
+	for i := 0; i < sb.KeyBurst; i++ {
+		if !m.take(sb, "ip:a", "", t0).ok {
+			t.Fatalf("signup %d of the burst refused", i+1)
+		}
+	}
+	m.take(Budgets["read"], "ip:b", "", t0)
+	// 11 minutes on: the next take sweeps; the read bucket is full and
+	// goes, the signup bucket has 11 of 30 tokens and stays.
+	at := t0.Add(meterIdle + time.Minute)
+	v := m.take(sb, "ip:a", "", at)
+	if !v.ok || v.remaining != 10 {
+		t.Fatalf("after 11 idle minutes: admitted %v with %d left, want 10 (11 refilled, one drawn)", v.ok, v.remaining)
+	}
+	if _, ok := m.buckets[Budgets["read"].Name+"|ip:b"]; ok {
+		t.Fatal("a full idle bucket survived the sweep")
+	}
+	// Once full again (30 minutes idle), it goes too.
+	m.take(Budgets["read"], "ip:c", "", at.Add(31*time.Minute))
+	if _, ok := m.buckets[sb.Name+"|ip:a"]; ok {
+		t.Fatal("a full idle signup bucket survived the sweep")
+	}
+}
+
 // The leader draws the order budget when the write is proposed; on a
 // single node that is the node itself. A replay draws a token like any
 // request (it did when the meter ran before the handler), and a refusal
