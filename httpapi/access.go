@@ -55,6 +55,16 @@ type SignupResult struct {
 	APIKey      string `json:"apiKey"`
 	AccountID   string `json:"accountId"`
 	RailAddress string `json:"railAddress"`
+	// ReferredBy is SPEC's optional field, declared so that the closed
+	// schema admits it; a signup body is {}, so nothing binds at signup
+	// and it is never sent today.
+	ReferredBy *SignupReferral `json:"referredBy,omitempty" doc:"the referral the new account is bound to; absent today: a signup body is {}, so bind a code afterwards with POST /v1/referral/bind"`
+}
+
+// SignupReferral is the signup result's referredBy.
+type SignupReferral struct {
+	Code      string   `json:"code"`
+	BoundTsMs wire.Int `json:"boundTsMs" unit:"ms"`
 }
 
 func (s *Server) accessRoutes() []*Route {
