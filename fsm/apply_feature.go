@@ -185,7 +185,10 @@ import (
 //	10: a Proof of Reserves snapshot is published por.PublishDelayMs
 //	   after the entry whose time made it due, still of the state at that
 //	   entry, so a node builds it beside apply (LevelPoRBesideApply).
-const FeatureLevel uint32 = 10
+//	11: an account past its USDx quote bound loses its oldest expired
+//	   quote, then its oldest redeem quote, before an open mint quote
+//	   (usdx.LevelQuotesKeepOpenMints).
+const FeatureLevel uint32 = 11
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
 // and leaderboard programmes (issue 15) and Proof of Reserves (issue 14):

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/perpd/perpd/fsm/ledger"
@@ -394,6 +395,12 @@ func (s *State) storeQuote(e *Env, accountID, id, side string, q int64, pz price
 	h := s.holder(accountID)
 	h.Quotes = append(h.Quotes, id)
 	for len(h.Quotes) > QuotesPerAccountMax {
+		if e.T.Level >= LevelQuotesKeepOpenMints {
+			i := s.quoteToDrop(h.Quotes, e.now())
+			delete(s.Quotes, h.Quotes[i])
+			h.Quotes = slices.Delete(h.Quotes, i, i+1)
+			continue
+		}
 		delete(s.Quotes, h.Quotes[0])
 		h.Quotes = h.Quotes[1:]
 	}
@@ -411,6 +418,33 @@ func (s *State) storeQuote(e *Env, accountID, id, side string, q int64, pz price
 		s.QuoteOrder = kept
 	}
 	return qu
+}
+
+// LevelQuotesKeepOpenMints is the feature level (fsm.FeatureLevel) from
+// which an account past QuotesPerAccountMax quotes loses its oldest
+// expired quote first, then its oldest redeem quote, and an open mint
+// quote only when all it holds are open mint quotes. Below it the oldest
+// went whatever it was, so a client quoting redemptions (a redeem quote
+// only shows a price: a redemption takes none) lost an open mint quote
+// well inside its validity (a black-box audit, 2026-11-29: one mint
+// quote, then 20 redeem quotes, then the mint answered 404).
+const LevelQuotesKeepOpenMints uint32 = 11
+
+// quoteToDrop is the index in ids (an account's quotes, oldest first) of
+// the quote that goes when the account holds too many: the oldest expired
+// one, else the oldest redeem quote, else the oldest.
+func (s *State) quoteToDrop(ids []string, now int64) int {
+	redeem := -1
+	for i, id := range ids {
+		qu, ok := s.Quotes[id]
+		if !ok || now >= qu.ExpiresAtMs {
+			return i
+		}
+		if redeem < 0 && qu.Side != SideMint {
+			redeem = i
+		}
+	}
+	return max(redeem, 0)
 }
 
 // LevelQuoteOrderBounded is the feature level (fsm.FeatureLevel) from
