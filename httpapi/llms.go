@@ -22,16 +22,19 @@ func (s *Server) LLMSText(full bool) string {
 		b.WriteString("Any route may refuse 400 validation, 401 unauthorized, 404 not_found, 405 validation, 413 body_too_large, 429 rate_limited (with Retry-After), 500 or 503 unavailable; " +
 			"keyed routes also 403 insufficient_scope; idem routes also 409 idempotency_key_reused (the key was used with another body) or conflict; " +
 			"USDx, referral, promoter, leaderboard and Proof of Reserves routes also 503 feature_unavailable (the cluster's feature level is below them). " +
+			"POST /v1/orders and POST /v1/cancel-all-after answer every such 404, 409 and 413 as 400 with the same code (SPEC: a refusal on order placement is 400). " +
 			"A route's own refusals are listed under it (refuses:), as in /openapi.json. ")
 	}
 	b.WriteString("Routes marked idem need an idempotency-key header (scoped to the account): a retry with the same key and body within 24 hours " +
 		"replays the first success (Idempotent-Replayed: true) and applies nothing twice, except that a key value is shown once only " +
-		"(signup: the retry is 409 conflict; POST /v1/sessions: the replay has no apiKey); another body under the key is 409 idempotency_key_reused. " +
+		"(signup: the retry is 409 conflict; POST /v1/sessions: the replay has no apiKey); another body under the key is 409 idempotency_key_reused (400 on POST /v1/orders and POST /v1/cancel-all-after). " +
 		"A key that begins with " + strings.Join(reservedIdemPrefixes, " or ") + " is refused (400 validation) on keyed routes " +
 		"but POST /v1/usdx/redemptions (whose keys the prefix names) and DELETE /v1/orders/{id}. " +
 		"A refused request does not bind its key: a retry is judged afresh and may succeed. ")
 	b.WriteString(headDoc + " ")
-	b.WriteString("Reads accept X-Min-Index: N (wait until this node applied log index N, as returned in X-Raft-Index) and X-Consistency: linearizable, each at most once (given twice: 400 validation).\n\n")
+	b.WriteString("Reads accept X-Min-Index: N (wait until this node applied log index N, as returned in X-Raft-Index) and X-Consistency: linearizable, each at most once (given twice: 400 validation). " +
+		"Proof of Reserves: GET /por publishes each minute's tree roots, GET /v1/por/proof the caller's inclusion proof; the proof's field " +
+		"descriptions in /openapi.json (ProofDoc.path, LeafDoc.accountTag, LeafDoc.balanceMsat) are the whole verification rule.\n\n")
 	b.WriteString("Typical loop: POST /v1/signup, POST /v1/faucet, GET /v1/markets, subscribe to prices on /v1/ws, POST /v1/orders, POST /v1/sessions for a read+trade delegate key, POST /v1/cancel-all-after, POST /v1/withdrawals/quote then POST /v1/withdrawals.\n\n")
 	b.WriteString("## Endpoints\n\n")
 	lt := newLLMSTypes(s.Routes)

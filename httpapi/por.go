@@ -76,12 +76,12 @@ type PorDetailView struct {
 
 // PorSnapshotView is GET /por (SPEC section 2, Proof of Reserves).
 type PorSnapshotView struct {
-	TsMs                  wire.Int             `json:"tsMs" unit:"ms" doc:"log time of the state the trees are of: a snapshot is taken at the first entry of each minute and published 10000 ms of log time later (from feature level 10), so ageMs is then at least 10000 once it shows"`
+	TsMs                  wire.Int             `json:"tsMs" unit:"ms" doc:"log time of the state the trees are of: a snapshot is of the state the first entry of each minute finds, before that entry applies (records stamped with this very tsMs, that entry's own, are not in it), and is published 10000 ms of log time later (from feature level 10), so ageMs is then at least 10000 once it shows"`
 	AgeMs                 wire.Int             `json:"ageMs" unit:"ms"`
 	StaleAfterMs          wire.Int             `json:"staleAfterMs" unit:"ms"`
 	Stale                 bool                 `json:"stale"`
 	Status                string               `json:"status" enum:"clean,warn,page"`
-	DriftMsat             wire.Int             `json:"driftMsat" unit:"msat" doc:"reserves - liabilities - the traders' open positions at the mark (snapshot.positionsAtMarkMsat); negative is a shortfall"`
+	DriftMsat             wire.Int             `json:"driftMsat" unit:"msat" doc:"reserves - liabilities - the traders' open positions at the mark (snapshot.positionsAtMarkMsat); negative is a shortfall. The liabilities (snapshot.liabilitiesMsat) are the sats tree's total (liability.totalMsat) plus the sats behind the USDx hedge and the stakers' yield escrow (snapshot.hedgeBackingMsat)"`
 	ConsolidationVerified bool                 `json:"consolidationVerified"`
 	Snapshot              any                  `json:"snapshot"`
 	History               []PorHistoryView     `json:"history"`

@@ -25,15 +25,15 @@ type ProofDoc struct {
 	RootSaltHex string    `json:"rootSaltHex"`
 	TreeTsMs    string    `json:"treeTsMs" unit:"ms"`
 	Leaf        LeafDoc   `json:"leaf"`
-	Path        []StepDoc `json:"path" doc:"leaf level first. Verify: start from (SHA-256(rootSalt || accountTag), balance), hashing the raw 32-byte values (not their hex); at step k the sibling is on the left exactly when bit k of leaf.index is 1, and the next node is (SHA-256(left.hash || left.sum || right.hash || right.sum), left.sum + right.sum), each sum as 8 bytes big-endian, every sum non-negative within 2^63-1. The last node must be (rootHash, the total), and rootHash the root GET /por publishes for treeTsMs (liability, or liabilityUsdx for the USDx tree)"`
+	Path        []StepDoc `json:"path" doc:"leaf level first. Verify: start from (SHA-256(rootSalt || accountTag), balance), hashing the raw 32-byte values (not their hex); at step k the sibling is on the left exactly when bit k of leaf.index is 1, and the next node is (SHA-256(left.hash || left.sum || right.hash || right.sum), left.sum + right.sum), each sum as 8 bytes big-endian, every sum non-negative within 2^63-1. The last node must be (rootHash, the total), and rootHash the root GET /por publishes for treeTsMs (liability, or liabilityUsdx for the USDx tree; an older tree's in GET /por history). The leaves are padded to a power of two, at least two, with zero leaves (32 zero bytes, sum 0), so the path has max(1, ceil(log2 leafCount)) steps; a tree without accounts is two zero leaves, whose root is SHA-256 of 80 zero bytes"`
 }
 
 // LeafDoc is the account's leaf.
 type LeafDoc struct {
 	AccountTag   string `json:"accountTag" doc:"HMAC-SHA256 keyed with SHA-256(api key) of the message \"perpd/por/tag/v1\" 0x00 asset 0x00 accountId 0x00 treeTsMs (8 bytes big-endian), with the API key leaf.tagKeyId names: the account's oldest live key holding the read scope (the oldest API key still on record in trees before feature level 8, or when the account has no live read key): recompute it to check that the leaf is yours; new for every tree"`
 	TagKeyID     string `json:"tagKeyId,omitempty" doc:"not in SPEC: the id (as GET /v1/sessions lists it, never the key) of the account's key whose SHA-256 keys accountTag; absent when no key still on record does. Informational and covered by no hash: the check is recomputing accountTag with that key"`
-	BalanceMsat  string `json:"balanceMsat,omitempty" unit:"msat"`
-	BalanceMicro string `json:"balanceMicro,omitempty" unit:"int"`
+	BalanceMsat  string `json:"balanceMsat,omitempty" unit:"msat" doc:"sats tree: what the venue owes the account in the state of treeTsMs: every ledger balance it holds (free, reserved, each open position's margin; not the positions' unrealized PnL, which GET /por's driftMsat counts at the mark), plus its unpaid referral and promoter earnings and the amounts and fees of its withdrawals not yet paid or returned; 0 if that nets below 0"`
+	BalanceMicro string `json:"balanceMicro,omitempty" unit:"int" doc:"USDx tree, in micro-USDx: (usdx + usdxPending + USDx being withdrawn) x 1000000, plus the sUSDx held or cooling at the share price, floor(sUSDx x staked x 1000000 / sUSDx supply)"`
 	Index        uint64 `json:"index"`
 }
 
