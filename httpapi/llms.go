@@ -36,6 +36,11 @@ func (s *Server) LLMSText(full bool) string {
 		"Proof of Reserves: GET /por publishes each minute's tree roots, GET /v1/por/proof the caller's inclusion proof; the proof's field " +
 		"descriptions in /openapi.json (ProofDoc.path, LeafDoc.accountTag, LeafDoc.balanceMsat) are the whole verification rule.\n\n")
 	b.WriteString("Typical loop: POST /v1/signup, POST /v1/faucet, GET /v1/markets, subscribe to prices on /v1/ws, POST /v1/orders, POST /v1/sessions for a read+trade delegate key, POST /v1/cancel-all-after, POST /v1/withdrawals/quote then POST /v1/withdrawals.\n\n")
+	if full {
+		b.WriteString(contractMath())
+	} else {
+		b.WriteString("Contract math (the value of a contract, notional, spread and impact, execution price, fee, margin, entry, PnL, liquidation price, funding, withdrawal fees, each with its rounding): /llms-full.txt.\n\n")
+	}
 	b.WriteString("## Endpoints\n\n")
 	lt := newLLMSTypes(s.Routes)
 	routes := append([]*Route(nil), s.Routes...)
