@@ -51,7 +51,7 @@ type OrderRequest struct {
 
 // OrdersQuery is the query of GET /v1/orders. status may repeat.
 type OrdersQuery struct {
-	State     *string   `json:"state" enum:"resting,armed" doc:"answers the triggers page: live triggers in this state (resting: bracket legs waiting for their entry; armed: in the price index)"`
+	State     *string   `json:"state" enum:"resting,armed" doc:"answers the triggers page: live triggers in this state (resting: bracket legs waiting for their entry; armed: in the price index). A resting limit order is no trigger: the orders page lists it with status accepted"`
 	Status    *string   `json:"status" enum:"accepted,filled,canceled,rejected" repeat:"true" doc:"repeatable; keeps only these statuses"`
 	Limit     *wire.Int `json:"limit" unit:"int" min:"1" max:"200" doc:"page size: 1 to 200, default 50"`
 	BeforeSeq *wire.Int `json:"beforeSeq" unit:"seq" min:"1" doc:"only orders whose latest change has a seq below this (the previous page's nextBeforeSeq); omit for the newest"`

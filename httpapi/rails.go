@@ -92,6 +92,10 @@ func (s *Server) railRoutes() []*Route {
 				"none, is the same withdrawal. After the 24 hours the withdrawal keeps its key: the same key with the same amount and " +
 				"destination answers 201 with the original railRef and queued for as long as the withdrawal is kept, and pays nothing; " +
 				"another amount or destination is 409 idempotency_key_reused.",
+			Notes: map[int]string{201: "The outcome follows in GET /v1/withdrawals and on the account channel: paid, or returned " +
+				"(amount and fee given back, queuedReason says why). On testnet and local the rail is simulated: a Spark payout is paid " +
+				"at once and lands nowhere, another account's railAddress included (no deposit follows; fund a test account with its " +
+				"faucet), and every Lightning payout is returned as an unknown payout invoice"},
 			Handler: s.createWithdrawal},
 		{Method: http.MethodGet, Path: "/v1/withdrawals", Summary: "Withdrawals, newest first",
 			Auth: Keyed, Scope: "read", Budget: "read", Query: PageQuery{},

@@ -42,7 +42,7 @@ type SessionView struct {
 	RevokedTsMs    *wire.Int `json:"revokedTsMs" unit:"ms"`
 	RevokedBy      *string   `json:"revokedBy"`
 	RevokeReason   *string   `json:"revokeReason"`
-	Current        wire.Int  `json:"current" unit:"int"`
+	Current        wire.Int  `json:"current" unit:"int" doc:"1 for the key making this call, 0 for the others"`
 }
 
 // SessionsView is the sessions list result.

@@ -6,10 +6,10 @@ import "github.com/perpd/perpd/fsm/wire"
 type WithdrawalView struct {
 	IdempotencyKey string    `json:"idempotencyKey"`
 	AmountMsat     wire.Int  `json:"amountMsat" unit:"msat"`
-	FeeMsat        *wire.Int `json:"feeMsat" unit:"msat"`
+	FeeMsat        *wire.Int `json:"feeMsat" unit:"msat" doc:"the fee taken with the amount at the request; a returned withdrawal gave both back"`
 	State          string    `json:"state" enum:"requested,queued,paid,returned"`
 	Path           string    `json:"path" enum:"spark,lightning"`
-	QueuedReason   *string   `json:"queuedReason"`
+	QueuedReason   *string   `json:"queuedReason" doc:"the rail's last word: why it is queued, or why it was returned (on testnet every Lightning payout is returned as an unknown payout invoice); null otherwise"`
 	RailRef        *string   `json:"railRef"`
 	RequestedTsMs  wire.Int  `json:"requestedTsMs" unit:"ms"`
 	PaidTsMs       *wire.Int `json:"paidTsMs" unit:"ms"`

@@ -212,15 +212,15 @@ type FillView struct {
 	OpenedContracts    wire.Int       `json:"openedContracts" unit:"contracts"`
 	ExecPriceQ8        wire.Int       `json:"execPriceQ8" unit:"q8"`
 	Oracle             OracleView     `json:"oracle"`
-	SpreadQ9           wire.Int       `json:"spreadQ9" unit:"q9"`
+	SpreadQ9           wire.Int       `json:"spreadQ9" unit:"q9" doc:"baseSpreadQ9 plus this fill's skew impact (llms-full.txt, Contract math)"`
 	TradeNotionalMsat  wire.Int       `json:"tradeNotionalMsat" unit:"msat"`
 	FeeMsat            wire.Int       `json:"feeMsat" unit:"msat"`
 	ImpactMsat         wire.Int       `json:"impactMsat" unit:"msat"`
-	RebateDivertedMsat wire.Int       `json:"rebateDivertedMsat" unit:"msat"`
+	RebateDivertedMsat wire.Int       `json:"rebateDivertedMsat" unit:"msat" doc:"a maker rebate paid elsewhere instead of to this account; always 0 today (no fill earns a rebate)"`
 	RealizedPnlMsat    wire.Int       `json:"realizedPnlMsat" unit:"msat"`
 	FundingSettledMsat wire.Int       `json:"fundingSettledMsat" unit:"msat"`
 	ReleasedMarginMsat wire.Int       `json:"releasedMarginMsat" unit:"msat"`
-	ReservedMarginMsat wire.Int       `json:"reservedMarginMsat" unit:"msat"`
+	ReservedMarginMsat wire.Int       `json:"reservedMarginMsat" unit:"msat" doc:"what a resting order had reserved for this fill (its margin and fee at the limit price) and the fill released to pay its own; 0 for a fill that reserved nothing first"`
 	DeficitMsat        wire.Int       `json:"deficitMsat" unit:"msat"`
 	Referral           *ReferralView  `json:"referral"`
 	PositionAfter      *PositionAfter `json:"positionAfter"`
