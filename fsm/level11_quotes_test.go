@@ -56,6 +56,17 @@ func TestRedeemQuotesDoNotPushOutAnOpenMintQuote(t *testing.T) {
 			if n := len(w.st().u.Holders[a].Quotes); n != usdx.QuotesPerAccountMax {
 				t.Fatalf("the account holds %d quotes", n)
 			}
+			// A redeem quote asked for now is kept (its 201 names it); the
+			// oldest mint quote makes room.
+			oldest := w.st().u.Holders[a].Quotes[0]
+			res, redeem := w.quote(a, k, usdx.SideRedeem, 10)
+			wantOK(t, res)
+			if _, ok := w.st().u.Quotes[redeem.QuoteID]; !ok {
+				t.Fatal("the redeem quote just answered was dropped")
+			}
+			if _, ok := w.st().u.Quotes[oldest]; ok {
+				t.Fatal("the oldest mint quote was kept past the bound")
+			}
 		})
 	}
 }

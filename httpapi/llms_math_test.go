@@ -20,8 +20,22 @@ func TestContractMathMatchesTheVenue(t *testing.T) {
 	a.listMarkets()
 	a.freshPrices()
 	key, _ := a.tradingAccount()
-	if doc := a.do(req{method: "GET", path: "/llms-full.txt"}); !strings.Contains(string(doc.body), "## Contract math") {
-		t.Fatal("llms-full.txt has no contract math section")
+	// The text states the formulas this test applies below.
+	doc := string(a.do(req{method: "GET", path: "/llms-full.txt"}).body)
+	for _, formula := range []string{"## Contract math",
+		"impactQ9 = ceil(5000000 * (2*side*netOI + n) / (2*cap))", "cap = 100 * maxOrderContracts",
+		"a buy at ceil(mid*(1e9+spreadQ9) / (1e9*tick)) * tick, a sell at floor(mid*(1e9-spreadQ9) / (1e9*tick)) * tick",
+		"n contracts at P are worth n*1e19/P msat", "n contracts at P are worth n*P*k/1e8 msat",
+		"that value at the execution price, rounded up", "Taker fee = ceil(notional * takerFeeQ9 / 1e9)",
+		"Initial margin = ceil(notional * rate / 1e9), rate = max(imRateQ9, ceil(1e9 / leverage))",
+		"inverse side*n*1e19*(X-E) / (E*X), quanto side*n*(X-E)*k / 1e8; rounded down",
+		"floor(M * n / contracts)", "impactMsat reports floor(value at mid * impactQ9 / 1e9)",
+		"inverse long n*1e19*E*(1e9+mm) / (1e9*(M*E + n*1e19))", "quanto short 1e9*(n*E*k + M*1e8) / (n*k*(1e9+mm))",
+		"rounded down for a long (due at a mid at or below it), up for a short",
+		"rate = skewQ9 * 100000 / 1e9", "held within a cap per market (50000 on the shipped markets"} {
+		if !strings.Contains(doc, formula) {
+			t.Errorf("llms-full.txt does not state %q", formula)
+		}
 	}
 	params := func(id string) map[string]any { return a.do(req{method: "GET", path: "/v1/markets/" + id}).json(t) }
 	fill := func(idem string) map[string]any {
@@ -119,7 +133,7 @@ func TestContractMathMatchesTheVenue(t *testing.T) {
 	// a book of shorts only has skew -1e9, so -1e5 held within the cap.
 	eth = params("ETH-PERP")
 	want("skewQ9 (shorts only)", eth["skewQ9"], mI(-1e9))
-	want("fundingRateHourlyQ9 (shorts only)", eth["fundingRateHourlyQ9"], mMax(mI(-50_000), mI(-market.FundingSkewCoefQ9)))
+	want("fundingRateHourlyQ9 (shorts only)", eth["fundingRateHourlyQ9"], mMax(mI(-market.DefaultFundingCapQ9), mI(-market.FundingSkewCoefQ9)))
 }
 
 var e19 = new(big.Int).Exp(big.NewInt(10), big.NewInt(19), nil)

@@ -281,11 +281,13 @@ func meterGuard(s *Server, r *Route) gin.HandlerFunc {
 		// log entry all the same. A keyed POST that never proposes (a
 		// withdrawal quote) leaves its draw unused.
 		return func(c *gin.Context) {
-			if !s.draw(c, r, s.budgets[r.Budget]) {
+			v, ok := s.drawVerdict(c, r, s.budgets[r.Budget])
+			if !ok {
 				return
 			}
 			subject, account := subjectOf(c, r)
 			st := stateOf(c)
+			st.local, st.hasLocal = v, true
 			st.draw, st.hasDraw = node.Draw{ID: randomID(16), Budget: r.Budget, Subject: clusterWrites + subject, Account: clusterWrites + account}, true
 		}
 	}
@@ -323,11 +325,15 @@ func addressSubject(c *gin.Context) string { return "ip:" + clientaddr.Key(c.Cli
 // draw takes one token of b for the caller of r on this node's meter, sets
 // the X-RateLimit headers, and answers 429 itself when the budget is empty.
 func (s *Server) draw(c *gin.Context, r *Route, b Budget) bool {
+	_, ok := s.drawVerdict(c, r, b)
+	return ok
+}
+
+// drawVerdict is draw that also returns the verdict.
+func (s *Server) drawVerdict(c *gin.Context, r *Route, b Budget) (verdict, bool) {
 	subject, account := subjectOf(c, r)
 	v := s.meter.take(b, subject, account, time.Now())
-	st := stateOf(c)
-	st.local, st.hasLocal = v, true
-	return s.rateAnswer(c, b.Name, v)
+	return v, s.rateAnswer(c, b.Name, v)
 }
 
 // bindingVerdict is the verdict whose figures an admitted write's rate

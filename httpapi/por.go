@@ -76,7 +76,7 @@ type PorDetailView struct {
 
 // PorSnapshotView is GET /por (SPEC section 2, Proof of Reserves).
 type PorSnapshotView struct {
-	TsMs                  wire.Int             `json:"tsMs" unit:"ms" doc:"log time of the state the trees are of: a snapshot is of the state the first entry of each minute finds, before that entry applies (records stamped with this very tsMs, that entry's own, are not in it), and is published 10000 ms of log time later (from feature level 10), so ageMs is then at least 10000 once it shows"`
+	TsMs                  wire.Int             `json:"tsMs" unit:"ms" doc:"log time of the state the trees are of: a snapshot is of the state at the first entry of each minute after that entry's timers (a funding boundary and its liquidations, cancel-all-after, the USDx waterfall) and before its command: a deposit, order or withdrawal that entry carries, stamped with this very tsMs, is not in it; it is published 10000 ms of log time later (from feature level 10), so ageMs is then at least 10000 once it shows"`
 	AgeMs                 wire.Int             `json:"ageMs" unit:"ms"`
 	StaleAfterMs          wire.Int             `json:"staleAfterMs" unit:"ms"`
 	Stale                 bool                 `json:"stale"`

@@ -27,9 +27,11 @@ type reqState struct {
 	hasIdem bool
 	draw    node.Draw
 	hasDraw bool
-	// local is this node's verdict on the request's budget, when the
-	// node drew it (Server.draw): the binding one if it has fewer tokens
-	// left than the leader's (bindingVerdict).
+	// local is this node's verdict on a keyed write's local budget
+	// (meterGuard), which the leader draws again: the binding one if it
+	// has fewer tokens left than the leader's (bindingVerdict). A read
+	// token an X-Min-Index wait draws on an order is not the write's
+	// budget and is not recorded.
 	local    verdict
 	hasLocal bool
 	// linearized: authGuard already applied a read index learned after

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/gin-gonic/gin"
 )
@@ -134,8 +135,7 @@ var guardFactories = []func(s *Server, r *Route) gin.HandlerFunc{
 type status400Writer struct{ gin.ResponseWriter }
 
 func (w *status400Writer) WriteHeader(code int) {
-	switch code {
-	case http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge:
+	if slices.Contains(refusedAs400, code) {
 		code = http.StatusBadRequest
 	}
 	w.ResponseWriter.WriteHeader(code)

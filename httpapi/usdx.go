@@ -96,9 +96,9 @@ func (s *Server) usdxRoutes() []*Route {
 				// conflict: the node's own retry of the write (its random
 				// idempotency key) whose stored answer was dropped early.
 				409: {wire.CodeConflict, wire.CodeUSDxCapacity, wire.CodeUSDxDust, wire.CodeUSDxMintsHalted, wire.CodeUSDxOracleStale}},
-			Notes: map[int]string{201: "An account keeps its 20 newest quotes, each until 10 minutes after it expires; a 21st " +
-				"drops the oldest expired one, else the oldest redeem quote (a redemption takes no quote), else the oldest mint " +
-				"quote, and a mint on a dropped quote answers 404"}},
+			Notes: map[int]string{201: "An account keeps 20 quotes, each until 10 minutes after it expires; from feature level 11 " +
+				"a new one drops the oldest expired one, else the oldest earlier redeem quote (a redemption takes no quote), else " +
+				"the oldest quote (below it, the oldest quote); a mint on a dropped quote answers 404"}},
 		{Method: http.MethodPost, Path: "/v1/usdx/mints", Summary: "Mint on a quote in one entry: sats debited, hedge short opened, USDx credited; the idempotency-key is the quote id",
 			Auth: Keyed, Scope: "trade", Budget: "order", Idem: true, Request: USDxMintRequest{},
 			Responses: with(201, usdx.SagaView{}), Handler: s.usdxMint,

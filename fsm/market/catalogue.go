@@ -40,7 +40,7 @@ func DefaultCatalogue() []Params {
 		BaseSpreadQ9:           200_000,    // 0.02%
 		MaxLeverage:            100,
 		OracleStalenessMs:      defaultOracleStalenessMs,
-		MaxFundingRateHourlyQ9: defaultFundingCapQ9,
+		MaxFundingRateHourlyQ9: DefaultFundingCapQ9,
 		FundingIntervalMs:      FundingIntervalMs,
 	}
 	btc := common

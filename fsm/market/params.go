@@ -46,7 +46,7 @@ const (
 	QuantoMultiplierMsatMax  = 1_000_000_000 // 0.01 BTC per contract per dollar
 	FundingIntervalMs        = 3_600_000
 	FundingSkewCoefQ9        = 100_000 // k in rate = skew x k: 0.01%/h at full skew
-	defaultFundingCapQ9      = 50_000  // 0.005%/h, about 44% a year
+	DefaultFundingCapQ9      = 50_000  // 0.005%/h, about 44% a year
 	defaultOracleStalenessMs = 10_000
 )
 

@@ -430,12 +430,13 @@ func (s *State) storeQuote(e *Env, accountID, id, side string, q int64, pz price
 // quote, then 20 redeem quotes, then the mint answered 404).
 const LevelQuotesKeepOpenMints uint32 = 11
 
-// quoteToDrop is the index in ids (an account's quotes, oldest first) of
-// the quote that goes when the account holds too many: the oldest expired
-// one, else the oldest redeem quote, else the oldest.
+// quoteToDrop is the index in ids (an account's quotes, oldest first, the
+// one just stored last) of the quote that goes when the account holds too
+// many: the oldest expired one, else the oldest earlier redeem quote, else
+// the oldest. The quote just stored is never the one: its 201 names it.
 func (s *State) quoteToDrop(ids []string, now int64) int {
 	redeem := -1
-	for i, id := range ids {
+	for i, id := range ids[:len(ids)-1] {
 		qu, ok := s.Quotes[id]
 		if !ok || now >= qu.ExpiresAtMs {
 			return i

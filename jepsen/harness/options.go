@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"time"
 
@@ -17,8 +18,8 @@ type Options struct {
 	Workers  int           // concurrent client processes (default 4 per node)
 	Rate     float64       // target client operations per second (default 60)
 	Accounts int           // accounts whose balance is a register (default 12)
-	// Traders are funded accounts that trade (default TradersPerSlice for
-	// each started TraderSlice of Duration; -1: none).
+	// Traders are funded accounts that trade (default DefaultTraders of
+	// Duration and Rate; -1: none).
 	Traders int
 	// Withdrawers are funded accounts that withdraw (default 4; -1: none).
 	Withdrawers int
@@ -70,13 +71,18 @@ type Options struct {
 const (
 	TradersPerSlice = 8
 	TraderSlice     = 20 * time.Minute
+	// DefaultRate is the client operations a second of a run that names
+	// none.
+	DefaultRate = 60
 )
 
-// DefaultTraders is the number of traders a run of duration d gets when
-// none is asked for: TradersPerSlice for each started TraderSlice.
-func DefaultTraders(d time.Duration) int {
+// DefaultTraders is the number of traders a run of duration d at rate
+// operations a second gets when none is asked for: TradersPerSlice for
+// each started TraderSlice, times each started DefaultRate of the rate.
+func DefaultTraders(d time.Duration, rate float64) int {
 	slices := int((d + TraderSlice - 1) / TraderSlice)
-	return TradersPerSlice * max(slices, 1)
+	rates := int(math.Ceil(rate / DefaultRate))
+	return TradersPerSlice * max(slices, 1) * max(rates, 1)
 }
 
 func (o *Options) setDefaults() error {
@@ -102,13 +108,13 @@ func (o *Options) setDefaults() error {
 		o.Workers = 4 * o.Nodes
 	}
 	if o.Rate == 0 {
-		o.Rate = 60
+		o.Rate = DefaultRate
 	}
 	if o.Accounts == 0 {
 		o.Accounts = 12
 	}
 	if o.Traders == 0 {
-		o.Traders = DefaultTraders(o.Duration)
+		o.Traders = DefaultTraders(o.Duration, o.Rate)
 	}
 	if o.Withdrawers == 0 {
 		o.Withdrawers = 4

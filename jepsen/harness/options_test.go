@@ -17,7 +17,7 @@ func TestDefaultTradersGrowWithTheRun(t *testing.T) {
 		{30 * time.Minute, 16},
 		{60 * time.Minute, 24},
 	} {
-		if got := DefaultTraders(c.d); got != c.want {
+		if got := DefaultTraders(c.d, DefaultRate); got != c.want {
 			t.Errorf("DefaultTraders(%v) = %d, want %d", c.d, got, c.want)
 		}
 	}
@@ -32,6 +32,7 @@ func TestOptionsDefaultTradersFollowTheDuration(t *testing.T) {
 		{Options{Duration: 45 * time.Minute}, 24},
 		{Options{Duration: 45 * time.Minute, Traders: 3}, 3},
 		{Options{Duration: 45 * time.Minute, Traders: -1}, -1},
+		{Options{Duration: 10 * time.Minute, Rate: 150}, 24}, // three started 60s of rate
 	} {
 		o := c.in
 		if err := o.setDefaults(); err != nil {

@@ -25,7 +25,7 @@ func run() int {
 	flag.IntVar(&o.Workers, "workers", 0, "concurrent client processes (default 4 per node)")
 	flag.Float64Var(&o.Rate, "rate", 0, "target client operations per second (default 60)")
 	flag.IntVar(&o.Accounts, "accounts", 0, "accounts whose balance is checked as a register (default 12)")
-	flag.IntVar(&o.Traders, "traders", 0, "funded accounts that place and cancel orders (default 8 for each started 20 minutes of -time, so none reaches a node's history bounds; -1: none)")
+	flag.IntVar(&o.Traders, "traders", 0, "funded accounts that place and cancel orders (default 8 for each started 20 minutes of -time and 60 ops/s of -rate, so none reaches a node's history bounds; -1: none)")
 	flag.IntVar(&o.Withdrawers, "withdrawers", 0, "funded accounts that withdraw to the simulated rail (default 4; -1: none)")
 	flag.IntVar(&o.LightningPercent, "lightning-percent", 0, "percent of withdrawals sent to a Lightning invoice, which the simulated rail returns (default 33; -1: none)")
 	flag.Int64Var(&o.Seed, "seed", 0, "random seed (default: time)")
