@@ -143,9 +143,10 @@ func mAdd(a, b *big.Int) *big.Int { return new(big.Int).Add(a, b) }
 func mSub(a, b *big.Int) *big.Int { return new(big.Int).Sub(a, b) }
 func mMul(a, b *big.Int) *big.Int { return new(big.Int).Mul(a, b) }
 func mNeg(a *big.Int) *big.Int    { return new(big.Int).Neg(a) }
+
+// mFloor is floor(a/b) for b > 0 (DivMod's Euclidean quotient).
 func mFloor(a, b *big.Int) *big.Int {
-	q, m := new(big.Int).DivMod(a, b, new(big.Int))
-	_ = m
+	q, _ := new(big.Int).DivMod(a, b, new(big.Int))
 	return q
 }
 func mCeil(a, b *big.Int) *big.Int { return mNeg(mFloor(mNeg(a), b)) }
