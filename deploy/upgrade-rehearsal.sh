@@ -23,15 +23,24 @@ trap cleanup EXIT
 http() { echo "127.0.0.1:$((base + $1))"; }
 raft() { echo "127.0.0.1:$((base - 1000 + $1))"; }
 adm() { echo "127.0.0.1:$((base + 1000 + $1))"; }
+# Raft and admin over mutual TLS, as between hosts: a production cluster
+# rolls with TLS (without it, raft's cluster-secret stream of 2026-11-29
+# refuses an older build's connections; docs/deploy.md).
+"$(dirname "$0")/make-certs.sh" "$dir/tls" node1=127.0.0.1 node2=127.0.0.1 node3=127.0.0.1 -- admin >/dev/null
 declare -A pid
 start() { # BIN I ARGS...
   local bin=$1 i=$2; shift 2
   "$bin" serve --id "node$i" --data "$dir/node$i" --http "$(http "$i")" --raft "$(raft "$i")" --admin "$(adm "$i")" \
+    --tls-cert "$dir/tls/node$i.pem" --tls-key "$dir/tls/node$i-key.pem" --tls-ca "$dir/tls/ca.pem" \
     --deployment bench "$@" >>"$dir/node$i.log" 2>&1 &
   pid[$i]=$!; pids+=("$!")
 }
 stop() { kill "${pid[$1]}"; wait "${pid[$1]}" 2>/dev/null || true; }
-admin() { local i=$1; shift; "$new" admin --addr "$(adm "$i")" --data "$dir/node$i" --timeout 5s "$@"; }
+admin() {
+  local i=$1; shift
+  "$new" admin --addr "$(adm "$i")" --data "$dir/node$i" --timeout 5s \
+    --tls-cert "$dir/tls/admin.pem" --tls-key "$dir/tls/admin-key.pem" --tls-ca "$dir/tls/ca.pem" "$@"
+}
 poll() { # SECONDS CMD...
   local deadline=$((SECONDS + $1)); shift
   until "$@" >/dev/null 2>&1; do
@@ -71,7 +80,9 @@ trade() { # I IDEM BODY PATH
   curl -sf -o /dev/null -X POST -H "x-api-key: $key" -H "idempotency-key: $2" -H 'content-type: application/json' \
     -d "$3" "http://$(http "$1")$4"
 }
+poll 20 same_hash # the key is on every node before node 2 and 3 are asked
 trade 2 fund '{}' /v1/faucet
+poll 20 same_hash
 trade 3 mkt '{"marketId":"BTC-PERP","side":"buy","type":"market","contracts":"1000","reduceOnly":false,"leverage":"10"}' /v1/orders
 # A buy 10% under BTC-PERP's mid (the first market listed), on its tick.
 mid=$(curl -sf "http://$(http 1)/v1/markets" | grep -o '"midQ8":"[0-9]*"' | head -1 | cut -d'"' -f4)

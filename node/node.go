@@ -146,7 +146,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
 	n.snaps = snaps
-	netTrans, dial, err := newTransport(cfg, ks.fingerprint)
+	netTrans, dial, err := newTransport(cfg, ks)
 	if err != nil {
 		return nil, fmt.Errorf("raft transport: %w", err)
 	}
@@ -262,29 +262,27 @@ func campaignNow(r *raft.Raft) {
 	}
 }
 
-// newTransport is raft over mutual TLS when cfg.TLS is set, plain TCP
-// (loopback only, checked in New) otherwise. fingerprint names the
-// cluster in the TLS handshake (newTLSStream).
-func newTransport(cfg Config, fingerprint string) (*raft.NetworkTransport, func(raft.ServerAddress, time.Duration) (net.Conn, error), error) {
+// newTransport is raft over mutual TLS when cfg.TLS is set, otherwise
+// over plain TCP (loopback only, checked in New) with each connection
+// authenticated by the cluster secret (secretStream). The fingerprint
+// names the cluster in either handshake.
+func newTransport(cfg Config, ks *keys) (*raft.NetworkTransport, func(raft.ServerAddress, time.Duration) (net.Conn, error), error) {
 	log := cfg.Logger.Named("transport")
 	tc := transportConfig(log)
 	if cfg.TLS != nil {
-		stream, err := newTLSStream(cfg.RaftAddr, cfg.TLS, fingerprint, log)
+		stream, err := newTLSStream(cfg.RaftAddr, cfg.TLS, ks.fingerprint, log)
 		if err != nil {
 			return nil, nil, err
 		}
 		tc.Stream = stream
 		return raft.NewNetworkTransportWithConfig(tc), stream.Dial, nil
 	}
-	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
+	stream, err := newSecretStream(cfg.RaftAddr, ks.raftStream, ks.fingerprint, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	t, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, addr, tc)
-	dial := func(a raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-		return net.DialTimeout("tcp", string(a), timeout)
-	}
-	return t, dial, err
+	tc.Stream = stream
+	return raft.NewNetworkTransportWithConfig(tc), stream.Dial, nil
 }
 
 // transportConfig is the raft transport's settings but its stream: a pool

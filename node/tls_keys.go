@@ -22,6 +22,7 @@ const (
 	labelPeerBearer  = "perpd/peer-bearer/v1"
 	labelFingerprint = "perpd/cluster-fingerprint/v1"
 	labelConfirmMAC  = "perpd/withdraw-confirm/v1"
+	labelRaftStream  = "perpd/raft-stream/v1"
 	// the rail node key's label lives in rail.NodeKeyFromSecret
 )
 
@@ -45,6 +46,7 @@ type keys struct {
 	peerBearer  string // bearer of /internal/* and relayed admin calls
 	fingerprint string // public: names the secret without revealing it
 	confirmMAC  []byte // withdrawal confirm tokens
+	raftStream  []byte // the plain raft stream's authentication (secretStream)
 	railNode    []byte // the simulated rail's Lightning node key
 }
 
@@ -67,6 +69,7 @@ func deriveKeys(secret string) (*keys, error) {
 		peerBearer:  hex.EncodeToString(derive(labelPeerBearer, 32)),
 		fingerprint: hex.EncodeToString(derive(labelFingerprint, 8)),
 		confirmMAC:  derive(labelConfirmMAC, sha256.Size),
+		raftStream:  derive(labelRaftStream, sha256.Size),
 		railNode:    rk,
 	}, nil
 }

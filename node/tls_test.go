@@ -58,7 +58,7 @@ func TestDerivedKeysArePerPurposeAndIgnoreTheAdminToken(t *testing.T) {
 	if a.peerBearer != b.peerBearer || !bytes.Equal(a.confirmMAC, b.confirmMAC) || !bytes.Equal(a.railNode, b.railNode) {
 		t.Fatal("the same secret derived different keys")
 	}
-	keys := [][]byte{[]byte(a.peerBearer), a.confirmMAC, a.railNode, []byte(a.fingerprint)}
+	keys := [][]byte{[]byte(a.peerBearer), a.confirmMAC, a.railNode, []byte(a.fingerprint), a.raftStream}
 	for i := range keys {
 		for j := range keys {
 			if i != j && bytes.Contains(keys[i], keys[j][:8]) {

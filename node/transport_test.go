@@ -13,7 +13,11 @@ import (
 // append). raft asks the transport for a pipeline and falls back to one
 // append at a time when it is refused.
 func TestReplicationIsNotPipelined(t *testing.T) {
-	tr, _, err := newTransport(Config{RaftAddr: "127.0.0.1:0", Logger: hclog.NewNullLogger()}, "")
+	ks, err := deriveKeys(NewClusterSecret())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, _, err := newTransport(Config{RaftAddr: "127.0.0.1:0", Logger: hclog.NewNullLogger()}, ks)
 	if err != nil {
 		t.Fatal(err)
 	}
