@@ -122,7 +122,7 @@ func Describe(ref refSchema, object objectSchema) map[string]any {
 			"description": "Reconnect (to another node when the stream ended), subscribe and wait for the acknowledgement, then take a REST snapshot.", "reasons": []any{ReasonSlowConsumer, ReasonEventsLost, ReasonStreamEnded}}},
 		"x-svc-protocol-version": ProtocolVersion,
 		"x-svc-ping-every-ms":    PingEvery.Milliseconds(),
-		"x-svc-limits": map[string]any{"maxConnectionsPerNode": MaxConnections, "maxConnectionsPerAddress": MaxConnectionsPerAddress,
+		"x-svc-limits": map[string]any{"maxConnectionsPerNode": MaxConnections, "maxConnectionsPerAddress": MaxConnectionsPerAddress, "maxConnectionsPerIPv6Site": SiteConnectionsFactor * MaxConnectionsPerAddress,
 			"maxAccountChannelConnectionsPerNode": MaxAccountConnections, "maxSubscriptionsPerConnection": MaxSubscriptions,
 			"maxClientFrameBytes": MaxFrameBytes, "sendBufferFrames": SessionBufferMsgs,
 			"rawFramesPerSecond": RawFramesPerSecond, "rawFrameBurst": RawFrameBurst},

@@ -74,6 +74,13 @@ var ReasonFrameFlood = "too many frames (at most " + strconv.Itoa(RawFramesPerSe
 // of MaxConnections; more are refused with 429.
 const MaxConnectionsPerAddress = 100
 
+// SiteConnectionsFactor bounds an IPv6 client's site (its /48, 65,536
+// /64s, free from tunnel brokers) to this many addresses' worth of
+// connections in all: without it 100 of a site's /64s held all of
+// MaxConnections and locked every other client out of the node (security
+// review, 2026-11-29). The rate meter counts sites the same way.
+const SiteConnectionsFactor = 5
+
 // MaxAccountConnections bounds the connections of a node that subscribe to
 // one account's channel: every event of the account is written once per
 // such connection, so without a bound one account (from many addresses)
@@ -132,10 +139,12 @@ type Hub struct {
 
 	// PerAddress bounds one client address's connections
 	// (MaxConnectionsPerAddress by default; the bench profile lifts it,
-	// its fan-out clients all dial from loopback). byAddr counts them.
+	// its fan-out clients all dial from loopback), and an IPv6 site's
+	// (SiteConnectionsFactor times it). byAddr and bySite count them.
 	PerAddress int
 	addrMu     sync.Mutex
 	byAddr     map[string]int
+	bySite     map[string]int
 	// PerAccount bounds the connections subscribed to one account's
 	// channel (MaxAccountConnections by default; the bench profile lifts
 	// it, its account clients share a few traders' accounts).
@@ -164,7 +173,7 @@ func New(n *node.Node, log hclog.Logger) *Hub {
 	m := melody.New()
 	m.Config.MaxMessageSize = MaxFrameBytes
 	h := &Hub{n: n, m: m, log: log, subs: map[string]map[*melody.Session]struct{}{}, PingEvery: PingEvery,
-		PerAddress: MaxConnectionsPerAddress, byAddr: map[string]int{}, PerAccount: MaxAccountConnections}
+		PerAddress: MaxConnectionsPerAddress, byAddr: map[string]int{}, bySite: map[string]int{}, PerAccount: MaxAccountConnections}
 	// A refused upgrade (no Upgrade header, a bad version) answers the
 	// API's JSON refusal, not gorilla's plain text.
 	m.Upgrader.Error = func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
@@ -243,38 +252,50 @@ func (h *Hub) ServeClient(w http.ResponseWriter, r *http.Request, clientIP strin
 		refuse(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "too many WebSocket connections on this node; try another")
 		return
 	}
-	addr := clientaddr.Key(clientIP)
-	if !h.hold(addr) {
+	addr, site := clientaddr.Key(clientIP), clientaddr.Site(clientIP)
+	if why := h.hold(addr, site); why != "" {
 		w.Header().Set("Retry-After", "1")
-		refuse(w, http.StatusTooManyRequests, wire.CodeRateLimited,
-			fmt.Sprintf("at most %d WebSocket connections per client address on this node; close one first", h.PerAddress))
+		refuse(w, http.StatusTooManyRequests, wire.CodeRateLimited, why)
 		return
 	}
-	defer h.release(addr)
+	defer h.release(addr, site)
 	raw := rate.NewLimiter(RawFramesPerSecond, RawFrameBurst)
 	if err := h.m.HandleRequestWithKeys(meteredWriter{ResponseWriter: w, raw: raw}, r, map[string]any{sessionRawKey: raw}); err != nil {
 		h.log.Debug("websocket upgrade failed", "err", err)
 	}
 }
 
-// hold takes one of addr's connection slots, or reports that none is left.
-func (h *Hub) hold(addr string) bool {
+// hold takes one of addr's connection slots and one of its site's (site
+// "" for IPv4: no aggregate), or says why none is left.
+func (h *Hub) hold(addr, site string) string {
 	h.addrMu.Lock()
 	defer h.addrMu.Unlock()
 	if h.byAddr[addr] >= h.PerAddress {
-		return false
+		return fmt.Sprintf("at most %d WebSocket connections per client address on this node; close one first", h.PerAddress)
+	}
+	if site != "" && h.bySite[site] >= SiteConnectionsFactor*h.PerAddress {
+		return fmt.Sprintf("at most %d WebSocket connections per IPv6 /48 on this node; close one first", SiteConnectionsFactor*h.PerAddress)
 	}
 	h.byAddr[addr]++
-	return true
+	if site != "" {
+		h.bySite[site]++
+	}
+	return ""
 }
 
-// release gives addr's slot back; an address with none left is forgotten,
-// so the table holds only addresses with open connections.
-func (h *Hub) release(addr string) {
+// release gives the slots back; an address or site with none left is
+// forgotten, so the tables hold only those with open connections.
+func (h *Hub) release(addr, site string) {
 	h.addrMu.Lock()
 	defer h.addrMu.Unlock()
 	if h.byAddr[addr]--; h.byAddr[addr] <= 0 {
 		delete(h.byAddr, addr)
+	}
+	if site == "" {
+		return
+	}
+	if h.bySite[site]--; h.bySite[site] <= 0 {
+		delete(h.bySite, site)
 	}
 }
 

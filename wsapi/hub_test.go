@@ -3,6 +3,7 @@ package wsapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -253,6 +254,61 @@ func TestConnectionsPerAddressAreBounded(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the closed connection's slot never came back: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestConnectionsPerIPv6SiteAreBounded: the /64s of one IPv6 /48 share
+// SiteConnectionsFactor addresses' worth of connections, so one site
+// cannot take every slot of the node (security review, 2026-11-29: 100 of
+// a /48's /64s held all 10,000); another site and IPv4 are not affected,
+// and a closed connection gives the site's slot back.
+func TestConnectionsPerIPv6SiteAreBounded(t *testing.T) {
+	e := newEnvWith(t, []httpapi.Option{httpapi.WithTrustedProxies([]string{"127.0.0.1/32"})}, func(h *Hub) { h.PerAddress = 2 })
+	url := "ws" + strings.TrimPrefix(e.http.URL, "http") + "/v1/ws"
+	from := func(ip string) (*websocket.Conn, *http.Response, error) {
+		return websocket.DefaultDialer.Dial(url, http.Header{"X-Forwarded-For": {ip}})
+	}
+	site := SiteConnectionsFactor * 2
+	var open []*websocket.Conn
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	for i := range site {
+		c, _, err := from(fmt.Sprintf("2001:db8:1:%x::1", i/2)) // two per /64
+		if err != nil {
+			t.Fatalf("connection %d of the site: %v", i, err)
+		}
+		open = append(open, c)
+	}
+	_, res, err := from("2001:db8:1:ffff::1") // a fresh /64 of the same /48
+	if err == nil || res == nil || res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a connection past the site's %d: %v %+v", site, err, res)
+	}
+	var body map[string]any
+	if json.NewDecoder(res.Body).Decode(&body) != nil || body["code"] != "rate_limited" || !strings.Contains(body["error"].(string), "/48") {
+		t.Fatalf("refusal body %v", body)
+	}
+	for _, ip := range []string{"2001:db8:2::1", "192.0.2.7"} {
+		c, _, err := from(ip)
+		if err != nil {
+			t.Fatalf("%s, another client: %v", ip, err)
+		}
+		open = append(open, c)
+	}
+	open[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, _, err := from("2001:db8:1:ffff::1")
+		if err == nil {
+			open = append(open, c)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the closed connection's site slot never came back: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
