@@ -186,7 +186,8 @@ func adminStateCmd(f *adminFlags) *cobra.Command {
 }
 
 // errReplicasDiffer makes `admin replicas` exit non-zero, for scripts.
-var errReplicasDiffer = errors.New("the replicas do not agree (or a member did not answer): see docs/decisions.md, \"No heartbeat fast path\", for how to replace one")
+var errReplicasDiffer = errors.New("the replicas do not agree, or a member did not answer: docs/deploy.md, \"When a node dies\" " +
+	"(a member down) and its \"Diverged replica\" (hashes that differ), say what to do")
 
 func adminReplicasCmd(f *adminFlags) *cobra.Command {
 	return adminShowCmd(f, "replicas", "Compare every member's state hash at the lowest applied index among them; exit 1 unless they agree",
@@ -316,11 +317,16 @@ func adminSnapshotCmd(f *adminFlags) *cobra.Command {
 			}
 			// Checked before the node is asked: the rename would replace an
 			// earlier snapshot (and its checksum and manifest) without a word.
-			switch _, err := os.Lstat(out); {
-			case err == nil && !force:
-				return fmt.Errorf("--out %s exists: refusing to replace it (and its .sha256 and manifest); pass --force to overwrite", out)
-			case err != nil && !errors.Is(err, os.ErrNotExist):
-				return fmt.Errorf("--out %s: %w", out, err)
+			// FILE and FILE.snap share a manifest (cluster.ManifestPath), so
+			// the manifest is checked too: writing one over another's left
+			// that snapshot unverifiable.
+			for _, p := range []string{out, cluster.ManifestPath(out)} {
+				switch _, err := os.Lstat(p); {
+				case err == nil && !force:
+					return fmt.Errorf("--out %s: %s exists: refusing to replace it (a snapshot, or the manifest of another); pass --force to overwrite", out, p)
+				case err != nil && !errors.Is(err, os.ErrNotExist):
+					return fmt.Errorf("--out %s: %w", out, err)
+				}
 			}
 			c, err := f.client()
 			if err != nil {
@@ -364,7 +370,7 @@ func adminSnapshotCmd(f *adminFlags) *cobra.Command {
 				return fmt.Errorf("%s was written but does not verify: %w", out, err)
 			}
 			return printJSON(cmd.OutOrStdout(), map[string]any{
-				"file": out, "index": fmt.Sprint(meta.Index), "term": fmt.Sprint(meta.Term), "bytes": fmt.Sprint(meta.Size),
+				"file": out, "index": fmt.Sprint(meta.Index), "term": fmt.Sprint(meta.Term), "bytes": fmt.Sprint(b.Bytes),
 				"sha256": b.SHA256, "stateHash": b.StateHash, "manifest": cluster.ManifestPath(out),
 			})
 		},
@@ -404,6 +410,11 @@ func adminRestoreCmd(f *adminFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if in == "" {
 				return fmt.Errorf("--in is required")
+			}
+			// A mistyped path is named as such, not as a file without a
+			// manifest (which pointed the operator at --unverified).
+			if _, err := os.Stat(in); err != nil {
+				return fmt.Errorf("--in: %w", err)
 			}
 			// Check the file before the cluster sees it: a snapshot that
 			// changed since it was taken (a flipped byte in a stored answer

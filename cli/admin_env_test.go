@@ -55,6 +55,10 @@ func TestAdminOperandsDoNotComeFromTheEnvironment(t *testing.T) {
 	if _, err := runAdmin(t, "restore", "--in", snap); err == nil || !strings.Contains(err.Error(), "no manifest") {
 		t.Errorf("restore of a file without a manifest, PERPD_UNVERIFIED set: %v, want the manifest refusal", err)
 	}
+	// A mistyped path is said to be missing, not to lack a manifest.
+	if _, err := runAdmin(t, "restore", "--in", snap+"x"); err == nil || !strings.Contains(err.Error(), "no such file") || strings.Contains(err.Error(), "manifest") {
+		t.Errorf("restore of a missing file: %v, want the file named missing", err)
+	}
 	mu.Lock()
 	if len(bodies) != 0 {
 		t.Errorf("refused commands reached the node: %q", bodies)

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -166,6 +167,16 @@ func TestAdminSnapshotRefusesAnExistingOut(t *testing.T) {
 	if got, _ := os.ReadFile(out); asked != 0 || string(got) != string(old) {
 		t.Fatalf("the refusal asked the node %d times and left --out %q", asked, got)
 	}
+	// b (no .snap) would write b.json, the manifest of b.snap (operator
+	// audit, 2026-11-29: b.snap then failed its own check).
+	sibling := strings.TrimSuffix(out, ".snap")
+	_, err = runAdmin(t, "snapshot", "--addr", srv.Listener.Addr().String(), "--admin-token-file", tokenFile(t, "t"), "--out", sibling)
+	if err == nil || !strings.Contains(err.Error(), cluster.ManifestPath(out)) {
+		t.Fatalf("--out %s beside %s: %v, want a refusal naming the shared manifest", sibling, out, err)
+	}
+	if got, _ := os.ReadFile(cluster.ManifestPath(out)); asked != 0 || string(got) != string(old) {
+		t.Fatalf("the refusal asked the node %d times and left the manifest %q", asked, got)
+	}
 
 	c := clustertest.Start(t, 1)
 	n := c.Leader()
@@ -176,6 +187,9 @@ func TestAdminSnapshotRefusesAnExistingOut(t *testing.T) {
 	var v map[string]any
 	if err := json.Unmarshal([]byte(res), &v); err != nil || v["file"] != out {
 		t.Fatalf("--force: %v %s", err, res)
+	}
+	if fi, err := os.Stat(out); err != nil || v["bytes"] != fmt.Sprint(fi.Size()) {
+		t.Fatalf("the answer's bytes %v, the file's %v (%v)", v["bytes"], fi.Size(), err)
 	}
 	b, err := cluster.ReadManifest(out)
 	if err == nil {

@@ -266,7 +266,8 @@ func runServe(parent context.Context, f serveFlags) error {
 		cancel()
 		if errors.Is(err, cluster.ErrJoinRefused) {
 			_ = n.Shutdown()
-			return fmt.Errorf("this data directory belongs to another cluster than the one --join %s names: %w", f.join, err)
+			return fmt.Errorf("this node's cluster secret is not the one of the cluster --join %s names: either the secret "+
+				"(--cluster-secret-file, else DATA/cluster-secret) is another cluster's, or this data directory is: %w", f.join, err)
 		}
 		if err != nil {
 			log.Warn("could not check the cluster secret with the --join member", "via", f.join, "err", err)
@@ -285,6 +286,7 @@ func runServe(parent context.Context, f serveFlags) error {
 	// only on the first start: a join that failed (leader down, say) is
 	// retried on the next start instead of leaving the node outside for good.
 	// A refusal (another cluster secret) stops the node: it can never join.
+	const joinWait = 2 * time.Minute
 	refused := make(chan error, 2)
 	go func() {
 		if err := awaitGenesisDeployment(ctx, n, f.deployment); err != nil {
@@ -293,14 +295,17 @@ func runServe(parent context.Context, f serveFlags) error {
 	}()
 	if f.join != "" && !n.InConfiguration() {
 		go func() {
-			jctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			jctx, cancel := context.WithTimeout(ctx, joinWait)
 			defer cancel()
 			err := cluster.JoinNode(jctx, n, f.join)
 			switch {
 			case errors.Is(err, cluster.ErrJoinRefused):
 				refused <- err
-			case err != nil:
-				log.Error("join failed", "via", f.join, "err", err)
+			case err != nil && ctx.Err() == nil:
+				// Outside the cluster the node can serve nothing; stop, so
+				// that its supervisor starts it (and the join) again and the
+				// failure shows as a failed unit, not a running one.
+				refused <- fmt.Errorf("could not join through %s within %v, stopping (the next start tries again): %w", f.join, joinWait, err)
 			default:
 				log.Info("joined cluster", "via", f.join)
 			}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -373,10 +375,15 @@ func JoinNode(ctx context.Context, n *node.Node, via string) error {
 		return err
 	}
 	var last error
-	for {
+	for attempt := 0; ; attempt++ {
 		last = joinOnce(ctx, n, via, body)
 		if last == nil || errors.Is(last, ErrJoinRefused) {
 			return last
+		}
+		// The operator sees why at once and then every ten seconds, not
+		// only when the whole wait is over.
+		if attempt%joinLogEvery == 0 {
+			n.Config().Logger.Warn("join not done yet; retrying", "via", via, "attempt", attempt+1, "err", last)
 		}
 		select {
 		case <-ctx.Done():
@@ -385,6 +392,10 @@ func JoinNode(ctx context.Context, n *node.Node, via string) error {
 		}
 	}
 }
+
+// joinLogEvery is how many failed join attempts (half a second apart)
+// pass between two log lines.
+const joinLogEvery = 20
 
 func joinOnce(ctx context.Context, n *node.Node, via string, body []byte) error {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -397,6 +408,9 @@ func joinOnce(ctx context.Context, n *node.Node, via string, body []byte) error 
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := n.PeerClient().Do(req)
 	if err != nil {
+		if why := tlsMismatch(err, n.Config().TLS != nil); why != "" {
+			return fmt.Errorf("%w: %s at %s: %s (%v)", ErrJoinRefused, JoinPath, via, why, err)
+		}
 		return err
 	}
 	defer resp.Body.Close()
@@ -404,6 +418,10 @@ func joinOnce(ctx context.Context, n *node.Node, via string, body []byte) error 
 	switch {
 	case resp.StatusCode == http.StatusOK:
 		return nil
+	case resp.StatusCode == http.StatusBadRequest && n.Config().TLS == nil && bytes.Contains(b, []byte("HTTPS server")):
+		// net/http's answer to plain HTTP on a TLS listener.
+		return fmt.Errorf("%w by %s: its admin listener runs mutual TLS and this node has none: "+
+			"start it with --tls-cert, --tls-key and --tls-ca (a node certificate from the cluster CA)", ErrJoinRefused, via)
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		return fmt.Errorf("%w by %s: %s", ErrJoinRefused, via, strings.TrimSpace(string(b)))
 	}
@@ -412,6 +430,25 @@ func joinOnce(ctx context.Context, n *node.Node, via string, body []byte) error 
 		return fmt.Errorf("%w by %s: %s", ErrJoinRefused, via, e.Error)
 	}
 	return fmt.Errorf("join via %s: %d: %s", via, resp.StatusCode, strings.TrimSpace(string(b)))
+}
+
+// tlsMismatch names a join's transport error that only a change of this
+// node's settings can cure (so retrying is pointless), or "" for one that
+// may pass (a member restarting, a network fault).
+func tlsMismatch(err error, withTLS bool) string {
+	var unknownCA x509.UnknownAuthorityError
+	var op *net.OpError
+	var record tls.RecordHeaderError
+	switch {
+	case errors.As(err, &unknownCA):
+		return "the member's certificate is not from this node's --tls-ca: the two run different cluster CAs"
+	case errors.As(err, &op) && op.Op == "remote error" && strings.HasPrefix(op.Err.Error(), "tls: "):
+		// The member's TLS alert (bad certificate, unknown CA, ...).
+		return "the member refused this node's certificate: give it a node certificate from the cluster's CA (--tls-cert, --tls-key, --tls-ca)"
+	case withTLS && (errors.As(err, &record) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")):
+		return "the member's admin listener does not speak TLS while this node does: the cluster runs without TLS, or --join names the wrong port"
+	}
+	return ""
 }
 
 // CheckSameCluster asks the member at via (an admin listener), with this

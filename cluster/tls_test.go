@@ -197,3 +197,83 @@ func TestCheckSameClusterNamesAnotherSecret(t *testing.T) {
 		t.Fatalf("a member of the same cluster: %v", err)
 	}
 }
+
+// TestJoinWithTheWrongTLSIsRefusedAtOnce: a joiner without TLS against a
+// TLS cluster, or with a certificate from another CA, could never join,
+// yet it retried silently for two minutes and then ran on outside the
+// cluster (operator audit, 2026-11-29). Each is now a refusal at the first
+// attempt that names the flags to fix.
+func TestJoinWithTheWrongTLSIsRefusedAtOnce(t *testing.T) {
+	c := clustertest.Start(t, 1, clustertest.TLS())
+	other, err := node.NewCA("another cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := other.PeerTLS("node9", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		tls  *node.PeerTLS
+		want string
+	}{
+		{"no TLS", nil, "--tls-cert"},
+		{"another CA", foreign, "different cluster CAs"},
+		{"another CA's certificate, this cluster's CA", mixedTLS(t, other, c.CA), "refused this node's certificate"},
+	} {
+		n, err := node.New(node.Config{ID: "node9", DataDir: t.TempDir(), RaftAddr: clustertest.FreeAddr(t),
+			AdminAddr: clustertest.FreeAddr(t), ClusterSecret: c.Secret, TLS: tc.tls, Logger: hclog.NewNullLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		start := time.Now()
+		err = cluster.JoinNode(jctx, n, c.Leader().AdminAddr)
+		cancel()
+		_ = n.Shutdown()
+		if !errors.Is(err, cluster.ErrJoinRefused) || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%s: %v, want a refusal naming %q", tc.name, err, tc.want)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("%s: refused after %v, not at the first attempt", tc.name, took)
+		}
+	}
+	if ms, _ := c.Leader().Node.Members(); len(ms) != 1 {
+		t.Fatalf("members after the refused joins: %+v", ms)
+	}
+	// And a joiner with TLS against a cluster without it.
+	plain := clustertest.Start(t, 1)
+	withTLS, err := c.CA.PeerTLS("node9", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(node.Config{ID: "node9", DataDir: t.TempDir(), RaftAddr: clustertest.FreeAddr(t),
+		AdminAddr: clustertest.FreeAddr(t), ClusterSecret: plain.Secret, TLS: withTLS, Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Shutdown()
+	if err := cluster.JoinNode(ctx(t), n, plain.Leader().AdminAddr); !errors.Is(err, cluster.ErrJoinRefused) || !strings.Contains(err.Error(), "does not speak TLS") {
+		t.Fatalf("a TLS joiner of a cluster without TLS: %v", err)
+	}
+}
+
+// mixedTLS is a node certificate from issuer that trusts the CA trusted:
+// the member accepts the joiner's server check but refuses its certificate.
+func mixedTLS(t *testing.T, issuer, trusted *node.CA) *node.PeerTLS {
+	t.Helper()
+	mine, err := issuer.WriteFiles(t.TempDir(), "node9", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := trusted.WriteFiles(t.TempDir(), "node8", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := node.LoadPeerTLS(mine.Cert, mine.Key, theirs.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -188,7 +188,7 @@ func (n *Node) CheckPeer(r *http.Request) error {
 	}
 	if fp := r.Header.Get(ClusterHeader); fp != "" && fp != n.keys.fingerprint {
 		return fmt.Errorf("cluster secret mismatch: the caller's cluster secret (fingerprint %.16s) differs from this cluster's (%s); "+
-			"copy the cluster-secret file from a member's data directory to the caller's", fp, n.keys.fingerprint)
+			"give the caller the members' cluster secret (its --cluster-secret-file, else DATA/cluster-secret)", fp, n.keys.fingerprint)
 	}
 	return errors.New("node-to-node call without this cluster's peer credential")
 }
