@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -98,7 +99,7 @@ func adminCmd() *cobra.Command {
 	addTokenFlags(pf, &f.token, &f.tokenFile, "file holding the node's admin token (default: PERPD_ADMIN_TOKEN, else --data/admin-token)")
 	pf.StringVar(&f.data, "data", "./data", "data directory to read the admin token from when none is given")
 	addTLSFlags(pf, &f.tlsFlags, "the operator's client certificate, when the cluster runs TLS")
-	pf.BoolVar(&f.human, "human", false, "print tables instead of JSON")
+	pf.BoolVar(&f.human, "human", false, "print tables instead of JSON (status, state, replicas, transfer-leadership, market list)")
 	pf.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the node")
 	cmd.AddCommand(adminStatusCmd(f), adminStateCmd(f), adminReplicasCmd(f), adminJoinCmd(f), adminRemoveCmd(f),
 		adminTransferCmd(f), adminSnapshotCmd(f), adminRestoreCmd(f))
@@ -166,7 +167,14 @@ func printStatusTable(w io.Writer, st *node.Status) error {
 		fmt.Fprintf(tw, "HALTED\t%s\n", st.Halted)
 	}
 	fmt.Fprintf(tw, "node\t%s (%s)\n", st.ID, st.State)
-	fmt.Fprintf(tw, "leader\t%s raft=%s http=%s\n", st.Leader.ID, st.Leader.Raft, st.Leader.HTTP)
+	if st.Leader.ID == "" {
+		fmt.Fprintf(tw, "leader\tnone known\n")
+	} else {
+		fmt.Fprintf(tw, "leader\t%s raft=%s http=%s\n", st.Leader.ID, st.Leader.Raft, st.Leader.HTTP)
+	}
+	if !slices.ContainsFunc(st.Members, func(m node.Member) bool { return m.ID == st.ID }) {
+		fmt.Fprintf(tw, "member\tno: %s is not in the configuration it holds (removed, or not joined yet)\n", st.ID)
+	}
 	fmt.Fprintf(tw, "applied/commit\t%s / %s\n", st.AppliedIndex, st.CommitIndex)
 	fmt.Fprintf(tw, "last snapshot\t%s\n", st.LastSnapshotIndex)
 	fmt.Fprintf(tw, "state hash\t%s\n\n", st.StateHash)

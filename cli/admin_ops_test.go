@@ -15,6 +15,7 @@ import (
 	"github.com/perpd/perpd/cluster"
 	"github.com/perpd/perpd/cluster/clustertest"
 	"github.com/perpd/perpd/fsm"
+	"github.com/perpd/perpd/node"
 )
 
 // TestAdminVerifyBackupAndFeatureLevelCommands runs the two operator
@@ -197,5 +198,28 @@ func TestAdminSnapshotRefusesAnExistingOut(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatalf("--force left an --out that does not verify against its manifest: %v", err)
+	}
+}
+
+// TestStatusTableSaysWhenTheNodeIsNoMember: `admin status --human` on a
+// removed node printed "leader  raft= http=" and nothing else to notice
+// (operator audit, 2026-11-29).
+func TestStatusTableSaysWhenTheNodeIsNoMember(t *testing.T) {
+	var b strings.Builder
+	st := &node.Status{ID: "node3", State: "Follower", Members: []node.Member{{ID: "node1", Raft: "127.0.0.1:7001", Suffrage: "Voter"}}}
+	if err := printStatusTable(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "none known") || !strings.Contains(out, "node3 is not in the configuration") {
+		t.Fatalf("a removed node's table:\n%s", out)
+	}
+	b.Reset()
+	st.Members = append(st.Members, node.Member{ID: "node3", Raft: "127.0.0.1:7003", Suffrage: "Voter"})
+	st.Leader.ID = "node1"
+	if err := printStatusTable(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Contains(out, "not in the configuration") || strings.Contains(out, "none known") {
+		t.Fatalf("a member's table:\n%s", out)
 	}
 }
