@@ -277,7 +277,14 @@ func (c *AdminClient) Restore(ctx context.Context, backup []byte) (*StateView, e
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("restore: %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
+		// As Do words a refusal: its message, not the raw JSON body.
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(b, &e) == nil && e.Error != "" {
+			return nil, fmt.Errorf("POST /admin/restore: %d: %s", resp.StatusCode, e.Error)
+		}
+		return nil, fmt.Errorf("POST /admin/restore: %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
 	}
 	var st StateView
 	return &st, json.Unmarshal(b, &st)

@@ -29,6 +29,9 @@ func TestRestoreOfAnotherDeploymentsSnapshotIsRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), "--deployment local") {
 		t.Fatalf("restoring a local cluster's snapshot into a testnet one: %v", err)
 	}
+	if strings.Contains(err.Error(), "{") {
+		t.Fatalf("the refusal shows the raw JSON body: %v", err)
+	}
 	leader.Node.Machine().Read(func(st *fsm.State, _ uint64) {
 		if st.Genesis == nil || st.Genesis.Deployment != "testnet" {
 			t.Fatalf("genesis after the refused restore: %+v", st.Genesis)
