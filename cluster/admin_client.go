@@ -377,15 +377,31 @@ var ErrJoinRefused = errors.New("join refused")
 func JoinNode(ctx context.Context, n *node.Node, via string) error {
 	cfg := n.Config()
 	level := fsm.FeatureLevel
-	body, err := json.Marshal(JoinRequest{ID: cfg.ID, Raft: n.RaftAddr(), BuildLevel: &level, Deployment: cfg.Deployment})
-	if err != nil {
-		return err
-	}
+	// Fresh goes with every attempt until one may have been acted on: a
+	// join whose answer was lost may have made this node a voter, and its
+	// retry must not then be refused as a voter that lost its data.
+	fresh := n.FreshDataDir()
 	var last error
 	for attempt := 0; ; attempt++ {
+		body, err := json.Marshal(JoinRequest{ID: cfg.ID, Raft: n.RaftAddr(), BuildLevel: &level, Deployment: cfg.Deployment, Fresh: fresh})
+		if err != nil {
+			return err
+		}
 		last = joinOnce(ctx, n, via, body)
+		if errors.Is(last, errVoterDataLost) {
+			// Until the member is removed and the directory emptied, no
+			// start may take part: raft may already have been sent entries,
+			// and a restart would then look like a member's.
+			if err := n.MarkVoterDataLost(last.Error()); err != nil {
+				n.Config().Logger.Error("could not record the refusal in the data directory", "err", err)
+			}
+		}
 		if last == nil || errors.Is(last, ErrJoinRefused) {
 			return last
+		}
+		var op *net.OpError
+		if !errors.As(last, &op) || op.Op != "dial" {
+			fresh = false // it may have reached the leader
 		}
 		// The operator sees why at once and then every ten seconds, not
 		// only when the whole wait is over.
@@ -399,6 +415,9 @@ func JoinNode(ctx context.Context, n *node.Node, via string) error {
 		}
 	}
 }
+
+// errVoterDataLost marks the refusal of CodeVoterDataLost.
+var errVoterDataLost = errors.New(CodeVoterDataLost)
 
 // joinLogEvery is how many failed join attempts (half a second apart)
 // pass between two log lines.
@@ -433,6 +452,9 @@ func joinOnce(ctx context.Context, n *node.Node, via string, body []byte) error 
 		return fmt.Errorf("%w by %s: %s", ErrJoinRefused, via, strings.TrimSpace(string(b)))
 	}
 	var e struct{ Code, Error string }
+	if resp.StatusCode == http.StatusConflict && json.Unmarshal(b, &e) == nil && e.Code == CodeVoterDataLost {
+		return fmt.Errorf("%w by %s: %w: %s", ErrJoinRefused, via, errVoterDataLost, e.Error)
+	}
 	if resp.StatusCode == http.StatusConflict && json.Unmarshal(b, &e) == nil && (e.Code == CodeMemberElsewhere || e.Code == CodeBuildTooOld || e.Code == CodeDeploymentMismatch) {
 		return fmt.Errorf("%w by %s: %s", ErrJoinRefused, via, e.Error)
 	}

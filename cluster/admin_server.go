@@ -208,6 +208,11 @@ type JoinRequest struct {
 	// deployment than the genesis stops itself once it reads the genesis:
 	// added first, it would stay behind as a voter that never answers.
 	Deployment string `json:"deployment,omitempty"`
+	// Fresh says the joining node started on a new data directory
+	// (node.FreshDataDir; JoinNode sends it, an operator's join and older
+	// builds do not). Such a node under the id of a voter has lost that
+	// voter's log, and is refused (CodeVoterDataLost).
+	Fresh bool `json:"fresh,omitempty"`
 }
 
 func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
@@ -239,12 +244,29 @@ func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if !req.Replace {
-		members, err := s.n.Members()
-		if err != nil {
-			writeJSON(w, statusFor(err), errBody(err.Error()))
-			return
+	members, err := s.n.Members()
+	if err != nil {
+		writeJSON(w, statusFor(err), errBody(err.Error()))
+		return
+	}
+	if req.Fresh {
+		// A voter's log holds entries the cluster may count as committed
+		// on its acknowledgement alone: with three voters, an entry on the
+		// leader and this one is committed, and if this one comes back
+		// empty and votes with the third before the leader's log is heard
+		// from, the entry is gone. Taken out first, it joins as new.
+		for _, m := range members {
+			// At another address the join is refused below as a move.
+			if m.ID == req.ID && m.Raft == req.Raft && m.Suffrage == raft.Voter.String() {
+				writeJSON(w, http.StatusConflict, map[string]string{"code": CodeVoterDataLost,
+					"error": fmt.Sprintf("node %q is a voter of this cluster but started on an empty data directory: its raft log is lost, "+
+						"and a voter without its log can undo committed entries. Remove it first (perpd admin remove --id %s), "+
+						"then start it again: it joins as a new member and is sent a snapshot", req.ID, req.ID)})
+				return
+			}
 		}
+	}
+	if !req.Replace {
 		for _, m := range members {
 			if m.ID == req.ID && m.Raft != req.Raft {
 				writeJSON(w, http.StatusConflict, map[string]string{"code": CodeMemberElsewhere,
@@ -281,6 +303,10 @@ const CodeDeploymentMismatch = "deployment_mismatch"
 // CodeMemberElsewhere is the code of a join refused because its id is a
 // member at another raft address: final for a starting node (JoinNode).
 const CodeMemberElsewhere = "member_at_another_address"
+
+// CodeVoterDataLost is the code of a join refused because a node on a new
+// data directory asks under the id of a voter: final for JoinNode.
+const CodeVoterDataLost = "voter_data_lost"
 
 // CodeBuildTooOld is the code of a join refused because the node's build
 // implements less than the cluster's feature level: final for JoinNode.

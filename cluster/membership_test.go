@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/perpd/perpd/cluster"
 	"github.com/perpd/perpd/cluster/clustertest"
@@ -324,5 +327,69 @@ func TestJoinOfAMalformedOrTakenRaftAddressIsRefused(t *testing.T) {
 	}
 	if v := voters(t, leader.Node); len(v) != 3 {
 		t.Fatalf("voters after the refused joins: %v", v)
+	}
+}
+
+// TestAWipedVoterMustBeRemovedBeforeItRejoins: a node started on an empty
+// data directory under the id of a voter (its disk replaced, its directory
+// deleted) has lost a log the cluster may count on for committed entries.
+// Its join is refused, naming the removal, and the refusal is recorded in
+// the directory, so no later start takes part (raft may have been sent
+// entries meanwhile, and a restart would look like a member's); once the
+// member is removed and the directory emptied, it joins as a new member.
+// A member that merely restarts is not fresh.
+func TestAWipedVoterMustBeRemovedBeforeItRejoins(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	for i := range 3 {
+		propose(t, c.Leader().Node, fmt.Sprintf("acct:before-wipe-%d", i))
+	}
+	victim := c.Followers()[0]
+	c.Kill(victim.ID)
+	c.Restart(victim.ID)
+	if c.Member(victim.ID).Node.FreshDataDir() {
+		t.Fatal("a member restarted on its own data directory counts as fresh")
+	}
+	c.Kill(victim.ID)
+	if err := os.RemoveAll(victim.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	cfg := node.Config{ID: victim.ID, DataDir: victim.DataDir, RaftAddr: victim.RaftAddr,
+		ClusterSecret: c.Secret, AdminToken: "t", Logger: hclog.NewNullLogger()}
+	n, err := node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !n.FreshDataDir() {
+		t.Fatal("a wiped data directory does not count as fresh")
+	}
+	leader := c.Leader()
+	err = cluster.JoinNode(ctx(t), n, leader.AdminAddr)
+	_ = n.Shutdown()
+	if !errors.Is(err, cluster.ErrJoinRefused) || !strings.Contains(err.Error(), "perpd admin remove --id "+victim.ID) {
+		t.Fatalf("the wiped voter's join: %v", err)
+	}
+	if _, err := node.New(cfg); err == nil || !strings.Contains(err.Error(), "voter whose data is lost") {
+		t.Fatalf("a start after the refusal: %v, want a refusal to start", err)
+	}
+	if _, err := c.Admin(leader.ID).Remove(ctx(t), victim.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(victim.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	n, err = node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Shutdown()
+	if err := cluster.JoinNode(ctx(t), n, leader.AdminAddr); err != nil {
+		t.Fatalf("the removed member's join: %v", err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !hasKey(n, "acct:before-wipe-2") {
+		if time.Now().After(deadline) {
+			t.Fatal("the re-joined member never caught up")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

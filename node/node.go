@@ -36,6 +36,9 @@ type Node struct {
 	// does (with TLS, a handshake as a member of this cluster).
 	dialRaft func(raft.ServerAddress, time.Duration) (net.Conn, error)
 	Events   *Bus
+	// freshDataDir is set when this start found no member mark and no
+	// raft state in the data directory (FreshDataDir).
+	freshDataDir bool
 
 	forwarder     *forwarder
 	keys          *keys
@@ -99,6 +102,9 @@ func New(cfg Config) (*Node, error) {
 	// directory's own mode keeps other users out.
 	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory %s must be private to this node's user (0700): %w", cfg.DataDir, err)
+	}
+	if err := checkVoterDataLost(cfg.DataDir); err != nil {
+		return nil, err
 	}
 	marked, err := checkNodeIDFile(cfg.DataDir, cfg.ID)
 	if err != nil {
@@ -176,6 +182,7 @@ func New(cfg Config) (*Node, error) {
 	n.Raft = r
 	// Checked before the transport hands raft any request: a refused
 	// node takes no part in the cluster, not even for a moment.
+	n.freshDataDir = !marked && !has
 	if !marked {
 		if has {
 			if err := checkStoredConfiguration(r, cfg.DataDir, cfg.ID, trans.LocalAddr()); err != nil {
@@ -345,6 +352,12 @@ func (n *Node) Machine() *fsm.Machine { return n.machine }
 
 // IsLeader reports whether this node currently leads.
 func (n *Node) IsLeader() bool { return n.Raft.State() == raft.Leader }
+
+// FreshDataDir reports whether this start found the data directory new:
+// no member mark (node-id) and no raft state. A node that joined and then
+// stopped before it was sent any entry has its mark; one whose directory
+// was wiped has not.
+func (n *Node) FreshDataDir() bool { return n.freshDataDir }
 
 // StoreHealthy reports whether the raft log store answers and its last
 // write succeeded (StoreProblem says what is wrong).

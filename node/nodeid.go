@@ -62,3 +62,32 @@ func checkStoredConfiguration(r *raft.Raft, dataDir, id string, addr raft.Server
 func writeNodeIDFile(dataDir, id string) error {
 	return writePrivate(filepath.Join(dataDir, nodeIDFile), []byte(id+"\n"))
 }
+
+// voterDataLostFile, in a data directory, records that the cluster
+// refused this directory's node as a voter that lost its data
+// (MarkVoterDataLost). New refuses to start on it: raft runs from the
+// start, before the join is asked, and the leader may already have sent
+// the directory entries, after which a restart would look like a member's
+// and rejoin without asking.
+const voterDataLostFile = "voter-data-lost"
+
+// MarkVoterDataLost records the refusal of this node's join as a voter
+// whose data is lost (why is the cluster's message), so that no start on
+// this directory takes part in the cluster until the operator has removed
+// the member and emptied the directory.
+func (n *Node) MarkVoterDataLost(why string) error {
+	return writePrivate(filepath.Join(n.cfg.DataDir, voterDataLostFile), []byte(why+"\n"))
+}
+
+func checkVoterDataLost(dataDir string) error {
+	b, err := os.ReadFile(filepath.Join(dataDir, voterDataLostFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("the cluster refused this data directory's node as a voter whose data is lost (%s): remove the member "+
+		"(perpd admin remove --id ID on any member), then empty %s (raft.db, snapshots, node-id, %s; keep the secret files you put "+
+		"there) and start it again: it joins as a new member", strings.TrimSpace(string(b)), dataDir, voterDataLostFile)
+}
