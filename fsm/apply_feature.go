@@ -188,7 +188,11 @@ import (
 //	11: an account past its USDx quote bound loses its oldest expired
 //	   quote, then its oldest redeem quote, before an open mint quote
 //	   (usdx.LevelQuotesKeepOpenMints).
-const FeatureLevel uint32 = 11
+//	12: the dead-man switches cancel at most trade.CancelAfterFireBudget
+//	   orders (plus one account's) in one entry and leave the due
+//	   switches after that to the next entries
+//	   (trade.LevelCancelAfterBudget).
+const FeatureLevel uint32 = 12
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
 // and leaderboard programmes (issue 15) and Proof of Reserves (issue 14):

@@ -343,3 +343,58 @@ func TestCancelAllAfterFiresAtTheSameEntryOnEveryReplica(t *testing.T) {
 		t.Fatal("the later deadline fired early")
 	}
 }
+
+// TestCancelAllAfterFiresAtMostABudgetAnEntry: deadlines are the client's
+// to choose, so many accounts' switches, each over 200 resting orders, can
+// come due at one entry (resource review, 2026-11-29: 880,000 cancels held
+// apply for 5.8 s). From trade.LevelCancelAfterBudget one entry fires the
+// due switches while their orders fit trade.CancelAfterFireBudget, and the
+// next entry that advances log time fires the rest, in (deadline, account)
+// order; below the level all fire at once, as the log's old entries did.
+func TestCancelAllAfterFiresAtMostABudgetAnEntry(t *testing.T) {
+	per := trade.RestingOrdersPerAccountMax
+	accounts := trade.CancelAfterFireBudget/per + 1
+	for _, level := range []uint32{trade.LevelCancelAfterBudget - 1, trade.LevelCancelAfterBudget} {
+		w := newTradeWorldAt(t, level)
+		w.unchecked, w.m.opts.CheckInvariants = true, false // O(state) a check, 20,000 times
+		var accts []string
+		for range accounts {
+			wantOK(t, w.print("BTCUSD", usdQ8(100_000))) // log time passes: keep the oracle fresh
+			a, k := w.account(btcBTC)
+			for j := range per {
+				created(t, w.order(a, k, limitOrder(fmt.Sprintf("r%d", j), "BTC-PERP", "buy", 1, usdQ8(90_000))), trade.StatusResting)
+			}
+			accts = append(accts, a)
+			w.cancelAfter(a, k, "arm", 60_000)
+		}
+		// Every deadline within one second of log time: one tick covers all.
+		var last int64
+		w.m.Read(func(st *State, _ uint64) { last = int64(*st.Trade.CancelAfter(accts[len(accts)-1]).DeadlineTsMs) })
+		first := len(cancelEvents(w.tickTo(last)))
+		if level < trade.LevelCancelAfterBudget {
+			if first != accounts*per {
+				t.Fatalf("level %d: %d cancels at the deadline, want all %d", level, first, accounts*per)
+			}
+			continue
+		}
+		if first > trade.CancelAfterFireBudget || first < trade.CancelAfterFireBudget-per {
+			t.Fatalf("level %d: %d cancels in the first entry, want at most the budget %d", level, first, trade.CancelAfterFireBudget)
+		}
+		left := 0
+		w.m.Read(func(st *State, _ uint64) {
+			for _, a := range accts {
+				if st.Trade.CancelAfter(a).Armed {
+					left++
+				}
+			}
+		})
+		if left*per != accounts*per-first {
+			t.Fatalf("level %d: %d switches still armed after %d of %d cancels", level, left, first, accounts*per)
+		}
+		if rest := len(cancelEvents(w.tickTo(w.ts + 1_000))); first+rest != accounts*per {
+			t.Fatalf("level %d: the next entry cancelled %d, want the other %d", level, rest, accounts*per-first)
+		}
+		w.unchecked, w.m.opts.CheckInvariants = false, true
+		w.tickTo(w.ts + 1_000) // the invariants are checked after it
+	}
+}

@@ -89,15 +89,42 @@ func (s *State) SetCancelAfter(accountID string, nowMs, timeoutMs int64) CancelA
 	return s.CancelAfter(accountID)
 }
 
+// CancelAfterFireBudget bounds the orders the switches cancel in one
+// entry from LevelCancelAfterBudget: a switch is fired whole, and the
+// first due one always fires, so an entry cancels at most this many plus
+// RestingOrdersPerAccountMax. Every switch's deadline is the client's to
+// choose (the arm answers it in log time), so thousands of accounts, each
+// with its 200 orders, could be made due at once: 880,000 cancels held
+// apply on every replica for 5.8 s (resource review, 2026-11-29). At about
+// 6 us a cancel the budget is about 0.1 s of apply.
+const CancelAfterFireBudget = 20_000
+
+// LevelCancelAfterBudget is the feature level (fsm.FeatureLevel) from
+// which FireCancelAfter stops at CancelAfterFireBudget and leaves the due
+// switches after it to the next entries that advance log time.
+const LevelCancelAfterBudget uint32 = 12
+
 // FireCancelAfter runs when log time advances: every switch whose
 // deadline has come disarms and cancels its account's resting orders, in
-// (deadline, account) order. Only due deadlines are touched.
+// (deadline, account) order. Only due deadlines are touched. From
+// LevelCancelAfterBudget one run stops before the switch that would take
+// it past CancelAfterFireBudget cancels (never at the first); the switches
+// left stay due, in order, and fire at the next entries that advance log
+// time (a tick a second when nothing else comes).
 func (s *State) FireCancelAfter(env *Env) {
 	set := s.deadlineSet()
+	spent := 0
 	for {
 		d, ok := set.Min()
 		if !ok || d.tsMs > env.NowMs {
 			return
+		}
+		if env.Level >= LevelCancelAfterBudget {
+			n := len(s.Accounts[d.account].Live)
+			if spent > 0 && spent+n > CancelAfterFireBudget {
+				return
+			}
+			spent += n
 		}
 		set.Delete(d)
 		s.Accounts[d.account].CancelAfterTsMs = 0
