@@ -40,6 +40,10 @@ func applyCancelAllAfter(c *Ctx) (int, any, *wire.Refusal) {
 		return 0, nil, wire.Refuse(http.StatusBadRequest, wire.CodeValidation,
 			"timeoutMs %d: 0 disarms, otherwise it must be within [%d, %d]", p.TimeoutMs, trade.CancelAfterMinMs, trade.CancelAfterMaxMs)
 	}
+	if c.St.FeatureLevel >= trade.LevelCancelAfterBudget {
+		// Left due by a budgeted timer run: it fires before the refresh.
+		c.St.Trade.FireOverdue(c.tradeEnv(), c.Cmd.Account)
+	}
 	view := c.St.Trade.SetCancelAfter(c.Cmd.Account, c.Now(), p.TimeoutMs)
 	c.St.Access.Touch(c.Cmd.KeyID, c.Now())
 	return http.StatusOK, view, nil

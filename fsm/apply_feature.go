@@ -190,8 +190,8 @@ import (
 //	   (usdx.LevelQuotesKeepOpenMints).
 //	12: the dead-man switches cancel at most trade.CancelAfterFireBudget
 //	   orders (plus one account's) in one entry and leave the due
-//	   switches after that to the next entries
-//	   (trade.LevelCancelAfterBudget).
+//	   switches after that to the next entries, and the refresh of a
+//	   switch so left due fires it first (trade.LevelCancelAfterBudget).
 const FeatureLevel uint32 = 12
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -398,3 +398,38 @@ func TestCancelAllAfterFiresAtMostABudgetAnEntry(t *testing.T) {
 		w.tickTo(w.ts + 1_000) // the invariants are checked after it
 	}
 }
+
+// TestCancelAllAfterRefreshOfAnOverdueSwitchFiresItFirst: with the budget,
+// a due switch can wait for a later entry; a refresh in that entry came
+// after the deadline, so it must find the switch fired (its orders
+// cancelled) and arm anew, not rescue the orders as a refresh in time does.
+func TestCancelAllAfterRefreshOfAnOverdueSwitchFiresItFirst(t *testing.T) {
+	per := trade.RestingOrdersPerAccountMax
+	w := newTradeWorldAt(t, trade.LevelCancelAfterBudget)
+	w.unchecked, w.m.opts.CheckInvariants = true, false
+	// Two budgets' worth of other switches, all due before the honest one.
+	for range 2*trade.CancelAfterFireBudget/per + 1 {
+		wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+		a, k := w.account(btcBTC)
+		for j := range per {
+			created(t, w.order(a, k, limitOrder(fmt.Sprintf("r%d", j), "BTC-PERP", "buy", 1, usdQ8(90_000))), trade.StatusResting)
+		}
+		w.cancelAfter(a, k, "arm", 60_000)
+	}
+	wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+	h, hk := w.account(btcBTC)
+	created(t, w.order(h, hk, limitOrder("mine", "BTC-PERP", "buy", 1, usdQ8(90_000))), trade.StatusResting)
+	due := int64(*w.cancelAfter(h, hk, "arm", 60_000).DeadlineTsMs)
+	w.tickTo(due) // fires the first budget only
+	if w.orderOf(h, "mine").Status != trade.StatusAccepted {
+		t.Fatal("the honest switch fired in the first entry; the test needs it left for later")
+	}
+	// The refresh's entry fires the second budget in its timer, then the
+	// handler fires the honest switch before arming it again.
+	armedAt(t, w.cancelAfter(h, hk, "late", 60_000), w.ts+60_000)
+	if got := w.orderOf(h, "mine"); got.Status != trade.StatusCanceled {
+		t.Fatalf("a refresh after the deadline rescued the order: %s", got.Status)
+	}
+	w.unchecked, w.m.opts.CheckInvariants = false, true
+	w.tickTo(w.ts + 1_000)
+}

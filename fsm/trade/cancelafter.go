@@ -132,6 +132,21 @@ func (s *State) FireCancelAfter(env *Env) {
 	}
 }
 
+// FireOverdue fires the account's switch if its deadline has passed but a
+// budgeted run (LevelCancelAfterBudget) left it for a later entry. The
+// refresh of such a switch calls it first: a refresh that arrives after
+// the deadline must find the switch fired, as it would have without the
+// budget, not rescue the orders.
+func (s *State) FireOverdue(env *Env, accountID string) {
+	a, ok := s.Accounts[accountID]
+	if !ok || a.CancelAfterTsMs == 0 || a.CancelAfterTsMs > env.NowMs {
+		return
+	}
+	s.deadlineSet().Delete(deadline{tsMs: a.CancelAfterTsMs, account: accountID})
+	a.CancelAfterTsMs = 0
+	s.cancelResting(env, accountID, ReasonCancelAllAfter)
+}
+
 // cancelResting cancels every live order and trigger of the account
 // through the same path as a client's cancel (reservation released through
 // the ledger, a fresh seq and an event each), in placement order. A
