@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -63,7 +62,7 @@ const (
 
 // streamAuthTimeout bounds an incoming connection's authentication, so a
 // peer that connects and says nothing holds no goroutine for long.
-var streamAuthTimeout = tlsHandshakeTimeout
+const streamAuthTimeout = tlsHandshakeTimeout
 
 // errStreamAuth is what raft sees of a dial whose peer failed the exchange.
 var errStreamAuth = errors.New("raft peer failed the cluster-secret authentication (a different cluster secret, or not a perpd node)")
@@ -85,7 +84,8 @@ func (s *secretStream) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &secretConn{Conn: c, stream: s}, nil
+	return &firstUseConn{Conn: c, handshake: func() error { return s.acceptorExchange(c) },
+		timeout: streamAuthTimeout, refusals: s.refusals}, nil
 }
 
 func (s *secretStream) Close() error   { return s.ln.Close() }
@@ -176,43 +176,4 @@ func (s *secretStream) acceptorExchange(c net.Conn) error {
 		return errors.New("wrong proof: the peer does not hold this cluster's secret")
 	}
 	return nil
-}
-
-// secretConn runs the acceptor's exchange on first use, under a deadline,
-// in raft's per-connection goroutine rather than its accept loop (as
-// handshakeConn does for TLS). A refused peer is logged here, bounded, and
-// raft is told io.EOF, which it closes without a line of its own.
-type secretConn struct {
-	net.Conn
-	stream *secretStream
-	once   sync.Once
-	err    error
-}
-
-func (c *secretConn) authenticate() error {
-	c.once.Do(func() {
-		_ = c.Conn.SetDeadline(time.Now().Add(streamAuthTimeout))
-		err := c.stream.acceptorExchange(c.Conn)
-		_ = c.Conn.SetDeadline(time.Time{})
-		if err != nil {
-			c.stream.refusals.Warn(err.Error(), "remote", c.Conn.RemoteAddr().String())
-			_ = c.Conn.Close()
-			c.err = io.EOF
-		}
-	})
-	return c.err
-}
-
-func (c *secretConn) Read(b []byte) (int, error) {
-	if err := c.authenticate(); err != nil {
-		return 0, err
-	}
-	return c.Conn.Read(b)
-}
-
-func (c *secretConn) Write(b []byte) (int, error) {
-	if err := c.authenticate(); err != nil {
-		return 0, err
-	}
-	return c.Conn.Write(b)
 }

@@ -100,7 +100,8 @@ func (s *tlsStream) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &handshakeConn{Conn: tls.Server(c, s.server), refusals: s.refusals}, nil
+	tc := tls.Server(c, s.server)
+	return &firstUseConn{Conn: tc, handshake: tc.Handshake, timeout: tlsHandshakeTimeout, refusals: s.refusals}, nil
 }
 
 func (s *tlsStream) Close() error   { return s.ln.Close() }
@@ -110,21 +111,25 @@ func (s *tlsStream) Dial(address raft.ServerAddress, timeout time.Duration) (net
 	return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", string(address), s.client)
 }
 
-// handshakeConn completes the server handshake on first use, under a
-// deadline, in raft's per-connection goroutine rather than its accept loop.
-// A failed handshake is logged here, bounded, and raft is told io.EOF,
-// which it closes without a line of its own.
-type handshakeConn struct {
-	*tls.Conn
-	refusals *boundedlog.Logger
-	once     sync.Once
-	err      error
+// firstUseConn runs an accepted connection's handshake (TLS's, or the
+// cluster-secret exchange) on first use, under a deadline, in raft's
+// per-connection goroutine rather than its accept loop, so one peer that
+// says nothing holds up no other. A failed handshake is logged here,
+// bounded, and raft is told io.EOF, which it closes without a line of its
+// own.
+type firstUseConn struct {
+	net.Conn
+	handshake func() error
+	timeout   time.Duration
+	refusals  *boundedlog.Logger
+	once      sync.Once
+	err       error
 }
 
-func (c *handshakeConn) handshake() error {
+func (c *firstUseConn) run() error {
 	c.once.Do(func() {
-		_ = c.Conn.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
-		err := c.Conn.Handshake()
+		_ = c.Conn.SetDeadline(time.Now().Add(c.timeout))
+		err := c.handshake()
 		_ = c.Conn.SetDeadline(time.Time{})
 		if err != nil {
 			c.refusals.Warn(err.Error(), "remote", c.Conn.RemoteAddr().String())
@@ -135,15 +140,15 @@ func (c *handshakeConn) handshake() error {
 	return c.err
 }
 
-func (c *handshakeConn) Read(b []byte) (int, error) {
-	if err := c.handshake(); err != nil {
+func (c *firstUseConn) Read(b []byte) (int, error) {
+	if err := c.run(); err != nil {
 		return 0, err
 	}
 	return c.Conn.Read(b)
 }
 
-func (c *handshakeConn) Write(b []byte) (int, error) {
-	if err := c.handshake(); err != nil {
+func (c *firstUseConn) Write(b []byte) (int, error) {
+	if err := c.run(); err != nil {
 		return 0, err
 	}
 	return c.Conn.Write(b)
