@@ -101,13 +101,7 @@ func (c *AdminClient) Do(ctx context.Context, method, path string, in, out any) 
 		return fmt.Errorf("%s %s: the admin listener runs TLS: pass the operator's --tls-cert, --tls-key and --tls-ca", method, path)
 	}
 	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			return fmt.Errorf("%s %s: %d: %s", method, path, resp.StatusCode, e.Error)
-		}
-		return fmt.Errorf("%s %s: %d: %s", method, path, resp.StatusCode, strings.TrimSpace(string(b)))
+		return refusal(method, path, resp.StatusCode, b)
 	}
 	if out != nil {
 		return json.Unmarshal(b, out)
@@ -277,14 +271,7 @@ func (c *AdminClient) Restore(ctx context.Context, backup []byte) (*StateView, e
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != http.StatusOK {
-		// As Do words a refusal: its message, not the raw JSON body.
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			return nil, fmt.Errorf("POST /admin/restore: %d: %s", resp.StatusCode, e.Error)
-		}
-		return nil, fmt.Errorf("POST /admin/restore: %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
+		return nil, refusal(http.MethodPost, "/admin/restore", resp.StatusCode, b)
 	}
 	var st StateView
 	return &st, json.Unmarshal(b, &st)
@@ -361,6 +348,18 @@ func (p *progressReader) Read(b []byte) (int, error) {
 		p.fn(p.done, p.total)
 	}
 	return n, err
+}
+
+// refusal words an admin call's non-2xx answer: the body's error message,
+// or the body itself when it has none.
+func refusal(method, path string, status int, body []byte) error {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		return fmt.Errorf("%s %s: %d: %s", method, path, status, e.Error)
+	}
+	return fmt.Errorf("%s %s: %d: %s", method, path, status, strings.TrimSpace(string(body)))
 }
 
 // ErrJoinRefused means the cluster refused this node's credentials (its
@@ -452,11 +451,13 @@ func joinOnce(ctx context.Context, n *node.Node, via string, body []byte) error 
 		return fmt.Errorf("%w by %s: %s", ErrJoinRefused, via, strings.TrimSpace(string(b)))
 	}
 	var e struct{ Code, Error string }
-	if resp.StatusCode == http.StatusConflict && json.Unmarshal(b, &e) == nil && e.Code == CodeVoterDataLost {
-		return fmt.Errorf("%w by %s: %w: %s", ErrJoinRefused, via, errVoterDataLost, e.Error)
-	}
-	if resp.StatusCode == http.StatusConflict && json.Unmarshal(b, &e) == nil && (e.Code == CodeMemberElsewhere || e.Code == CodeBuildTooOld || e.Code == CodeDeploymentMismatch) {
-		return fmt.Errorf("%w by %s: %s", ErrJoinRefused, via, e.Error)
+	if resp.StatusCode == http.StatusConflict && json.Unmarshal(b, &e) == nil {
+		switch e.Code {
+		case CodeVoterDataLost:
+			return fmt.Errorf("%w by %s: %w: %s", ErrJoinRefused, via, errVoterDataLost, e.Error)
+		case CodeMemberElsewhere, CodeBuildTooOld, CodeDeploymentMismatch:
+			return fmt.Errorf("%w by %s: %s", ErrJoinRefused, via, e.Error)
+		}
 	}
 	return fmt.Errorf("join via %s: %d: %s", via, resp.StatusCode, strings.TrimSpace(string(b)))
 }
