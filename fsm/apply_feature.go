@@ -192,7 +192,11 @@ import (
 //	   orders (plus one account's) in one entry and leave the due
 //	   switches after that to the next entries, and the refresh of a
 //	   switch so left due fires it first (trade.LevelCancelAfterBudget).
-const FeatureLevel uint32 = 12
+//	13: one act on a market's book (a print, a funding boundary, an
+//	   order's sweep) liquidates and checks crossed orders and triggers
+//	   for at most trade.BookActBudget, and the next entries continue
+//	   what it left against their own print (trade.LevelBookBudget).
+const FeatureLevel uint32 = 13
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral
 // and leaderboard programmes (issue 15) and Proof of Reserves (issue 14):

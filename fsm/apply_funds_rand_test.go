@@ -157,15 +157,7 @@ func TestFundsRandomSequencesKeepInvariants(t *testing.T) {
 			w.checkFundsInvariants(step)
 		}
 		// A restored replica goes on exactly like this one.
-		snap, err := w.m.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dst := newReplica(t)
-		if err := dst.m.Restore(snap); err != nil {
-			t.Fatal(err)
-		}
-		dst.next = w.next
+		dst := w.restored()
 		if dst.hash() != w.hash() {
 			t.Fatalf("seed %d: restored funds state hashes differently", seed)
 		}

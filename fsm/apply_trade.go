@@ -34,6 +34,10 @@ func init() {
 	printHooks = append(printHooks, func(c *Ctx, marketID string) {
 		c.St.Trade.OnPrint(c.tradeEnv(), marketID)
 	})
+	// What an act on a book left at its budget (trade.LevelBookBudget)
+	// goes on at the next entries that advance log time, a tick a second
+	// when nothing else comes; BooksBehind is empty below that level.
+	registerTimer(func(c *Ctx) { c.St.Trade.ContinueBooks(c.tradeEnv()) })
 	invariantChecks = append(invariantChecks, func(st *State) error {
 		return st.Trade.CheckInvariants(st.Ledger, st.Market, false, st.NowMs)
 	})

@@ -54,6 +54,22 @@ func (r *replica) hash() string {
 	return h
 }
 
+// restored is a new replica restored from a snapshot of r, ready for r's
+// next entry.
+func (r *replica) restored() *replica {
+	r.t.Helper()
+	snap, err := r.m.Snapshot()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	dst := newReplica(r.t)
+	if err := dst.m.Restore(snap); err != nil {
+		r.t.Fatal(err)
+	}
+	dst.next = r.next
+	return dst
+}
+
 func (r *replica) now() int64 {
 	var now int64
 	r.m.Read(func(st *State, _ uint64) { now = st.NowMs })

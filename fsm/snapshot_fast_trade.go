@@ -22,6 +22,8 @@ func decTrade(r *fastRun, d *rd, s *trade.State) {
 				r.spawn(d, func(d *rd) { s.Books = decStrMap(d, decPtr(decBook)) })
 			case 5:
 				s.NextPositionNo = d.u64()
+			case 6:
+				s.BooksBehind = d.strings()
 			default:
 				failf("unknown trade.State field")
 			}

@@ -152,6 +152,7 @@ var stateCollectionBounds = []collectionBound{
 	{"Trade.Accounts[].Liquidations", perAccount, "trade.LiquidationsKept (1000)", "`FundingFlows` and `Liquidations` the newest 1000"},
 	{"Trade.Accounts[].Live", perAccount, "trade.RestingOrdersPerAccountMax (200)", "`Live` and `Triggers` at most"},
 	{"Trade.Accounts[].marginNames", derived, "one per market the account holds margin in", "`marginNames` (derived)"},
+	{"Trade.BooksBehind", total, "one per market (market.MarketsMax)", "`BooksBehind` at most one entry per market"},
 	{"Trade.Books", operator, "one per market (market.MarketsMax)", "Per market (`Books`, also"},
 	{"Trade.Books[].Index.Entries", total, "twice market.PriceIndexEntriesMax per market", "the price index at most twice `PriceIndexEntriesMax`"},
 	{"Trade.Books[].Index.rising", derived, "Index.Entries", "the price index at most twice `PriceIndexEntriesMax`"},

@@ -175,27 +175,45 @@ func (x *PriceIndex) Len() int { return len(x.Entries) }
 // It visits only the returned entries plus one tree descent, and leaves the
 // index unchanged: the engine decides what to remove.
 func (x *PriceIndex) Crossed(oldMidQ8, newMidQ8 int64) []string {
+	out, _ := x.CrossedN(oldMidQ8, newMidQ8, -1)
+	return out
+}
+
+// CrossedN is Crossed stopped after limit ids (no limit when negative);
+// more reports that at least one more entry was crossed. It visits at
+// most limit+1 entries, so a move across a million levels costs what the
+// caller can act on, not the million.
+func (x *PriceIndex) CrossedN(oldMidQ8, newMidQ8 int64, limit int) ([]string, bool) {
 	x.ensure()
-	var out []string
+	c := collector{limit: limit}
 	switch {
 	case newMidQ8 > oldMidQ8:
 		x.rising.Ascend(indexItem{level: oldMidQ8 + 1}, func(it indexItem) bool {
-			if it.level > newMidQ8 {
-				return false
-			}
-			out = append(out, it.id)
-			return true
+			return it.level <= newMidQ8 && c.take(it)
 		})
 	case newMidQ8 < oldMidQ8:
 		x.falling.Ascend(indexItem{level: oldMidQ8 - 1}, func(it indexItem) bool {
-			if it.level < newMidQ8 {
-				return false
-			}
-			out = append(out, it.id)
-			return true
+			return it.level >= newMidQ8 && c.take(it)
 		})
 	}
-	return out
+	return c.out, c.more
+}
+
+// collector gathers ids up to a limit (none when negative) and notes
+// whether one more was offered.
+type collector struct {
+	limit int
+	out   []string
+	more  bool
+}
+
+func (c *collector) take(it indexItem) bool {
+	if c.limit >= 0 && len(c.out) == c.limit {
+		c.more = true
+		return false
+	}
+	c.out = append(c.out, it.id)
+	return true
 }
 
 // Reached returns the ids whose level a price of midQ8 has reached, moving
@@ -206,21 +224,23 @@ func (x *PriceIndex) Crossed(oldMidQ8, newMidQ8 int64) []string {
 // (a position whose margin funding just drained). It visits only the
 // returned entries plus one descent per tree and changes nothing.
 func (x *PriceIndex) Reached(midQ8 int64) []string {
-	x.ensure()
-	var out []string
-	x.rising.Scan(func(it indexItem) bool {
-		if it.level > midQ8 {
-			return false
-		}
-		out = append(out, it.id)
-		return true
-	})
-	x.falling.Scan(func(it indexItem) bool {
-		if it.level < midQ8 {
-			return false
-		}
-		out = append(out, it.id)
-		return true
-	})
+	out, _ := x.ReachedN(midQ8, -1)
 	return out
+}
+
+// ReachedN is Reached stopped after limit ids (no limit when negative);
+// more reports that at least one more entry is reached. It visits at most
+// limit+1 entries.
+func (x *PriceIndex) ReachedN(midQ8 int64, limit int) ([]string, bool) {
+	x.ensure()
+	c := collector{limit: limit}
+	x.rising.Scan(func(it indexItem) bool {
+		return it.level <= midQ8 && c.take(it)
+	})
+	if !c.more {
+		x.falling.Scan(func(it indexItem) bool {
+			return it.level >= midQ8 && c.take(it)
+		})
+	}
+	return c.out, c.more
 }

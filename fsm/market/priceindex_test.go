@@ -164,3 +164,29 @@ func TestPriceIndexReached(t *testing.T) {
 		t.Fatalf("reached at 301: %s", got)
 	}
 }
+
+// TestPriceIndexCrossedNAndReachedNStopAtTheirLimit: the bounded forms give
+// the unbounded answer's first limit ids, and say whether one more exists.
+func TestPriceIndexCrossedNAndReachedNStopAtTheirLimit(t *testing.T) {
+	x := sampleIndex(t)
+	for limit := -1; limit <= 5; limit++ {
+		all := x.Crossed(99, 200) // four rising entries
+		got, more := x.CrossedN(99, 200, limit)
+		want, wantMore := all, false
+		if limit >= 0 && limit < len(all) {
+			want, wantMore = all[:limit], true
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) || more != wantMore {
+			t.Fatalf("CrossedN limit %d = %v, %v; want %v, %v", limit, got, more, want, wantMore)
+		}
+		all = x.Reached(100) // up-100, then dn-100
+		got, more = x.ReachedN(100, limit)
+		want, wantMore = all, false
+		if limit >= 0 && limit < len(all) {
+			want, wantMore = all[:limit], true
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) || more != wantMore {
+			t.Fatalf("ReachedN limit %d = %v, %v; want %v, %v", limit, got, more, want, wantMore)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package trade
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/perpd/perpd/fsm/ledger"
@@ -164,20 +165,90 @@ func (s *State) OnPrint(env *Env, marketID string) {
 	s.walk(env, m, book, pr)
 }
 
+// BookActBudget bounds what one act on a market's book does from
+// LevelBookBudget: one print, one funding boundary or parameter change,
+// one order's sweep, or one continuation entry. A liquidation costs one
+// plus its account's live orders (what it may cancel); a resting order or
+// trigger the price crossed costs one. The first item of an act is always
+// taken, so every act makes progress and none passes the budget by more
+// than one account's orders. A print may cross every entry of an index
+// (PriceIndexEntriesMax) and a sweep may reach every position of a market:
+// 100,000 crossed orders held apply for 1.27 s, 880,000 for 21 s (resource
+// review, 2026-11-29). At 5-13 us an item the budget is about 0.1 s.
+const BookActBudget = 10_000
+
+// LevelBookBudget is the feature level (fsm.FeatureLevel) from which acts
+// on a book stop at BookActBudget. What an act leaves is continued at the
+// next entries that advance log time (ContinueBooks), each with a budget
+// of its own, against the print of that moment: the positions still due
+// at it are liquidated, and the resting orders and triggers still on the
+// far side of its mid are checked, in the order the price meets them; one
+// the price has since left again waits for it to come back.
+const LevelBookBudget uint32 = 13
+
+// actBudget is what one act on a book has spent (BookActBudget).
+type actBudget struct {
+	limited bool
+	spent   int
+}
+
+func newActBudget(env *Env) actBudget { return actBudget{limited: env.Level >= LevelBookBudget} }
+
+// take spends n units if they fit, or if nothing is spent yet.
+func (b *actBudget) take(n int) bool {
+	if b.limited && b.spent > 0 && b.spent+n > BookActBudget {
+		return false
+	}
+	b.spent += n
+	return true
+}
+
+// room is how many one-unit items the act may still take: no limit when
+// unlimited (-1), at least one otherwise.
+func (b *actBudget) room() int {
+	if !b.limited {
+		return -1
+	}
+	return max(1, BookActBudget-b.spent)
+}
+
 // walk is OnPrint's work once the market may act: the sweep, then the
 // index entries crossed between the mid the book last acted on and pr's.
+// From LevelBookBudget it stops at the act's budget; a book left behind
+// (State.BooksBehind) is walked again from the next entries, then by what
+// the index holds on the far side of the mid (Reached): every entry was
+// put on the near side of the mid of its time, so those are exactly the
+// ones the price has passed and not yet met (crossed or reached).
 func (s *State) walk(env *Env, m *market.MarketState, book *Book, pr market.Print) {
 	marketID := m.Params.MarketID
 	old := book.LastMidQ8
 	book.LastMidQ8 = pr.MidQ8
+	budget := newActBudget(env)
+	behind := s.behind(marketID)
+	if behind {
+		s.setBehind(marketID, false)
+	}
 	// Risk first: a position this print takes below maintenance is
 	// liquidated before its own stop or limit could close it.
-	s.sweep(env, marketID)
+	if !s.sweepWithin(env, marketID, &budget) {
+		return // the book waits for the sweep to finish
+	}
 	if old == 0 || book.Index.Len() == 0 {
 		return
 	}
-	defer s.sweep(env, marketID)
-	for _, id := range book.Index.Crossed(old, pr.MidQ8) {
+	defer s.sweepWithin(env, marketID, &budget)
+	var ids []string
+	var more bool
+	if behind {
+		ids, more = book.Index.ReachedN(pr.MidQ8, budget.room())
+	} else {
+		ids, more = book.Index.CrossedN(old, pr.MidQ8, budget.room())
+	}
+	for _, id := range ids {
+		if !budget.take(1) {
+			more = true // the sweep spent the act's budget
+			break
+		}
 		if _, live := book.Index.Entries[id]; !live {
 			continue // ended by an earlier entry of this print (OCO, a closed position)
 		}
@@ -192,6 +263,46 @@ func (s *State) walk(env *Env, m *market.MarketState, book *Book, pr market.Prin
 			continue
 		}
 		s.tryResting(env, m, pr, book, o)
+	}
+	if more {
+		s.setBehind(marketID, true)
+	}
+}
+
+// ContinueBooks is the timer of LevelBookBudget: every book an act left
+// behind at its budget is walked again against its market's last print,
+// in market id order, each with a budget of its own, when the market may
+// act (OnPrint's conditions: a fresh print, not halted; and no print held
+// past the jump guard, which OnParams asks too).
+func (s *State) ContinueBooks(env *Env) {
+	if len(s.BooksBehind) == 0 {
+		return
+	}
+	for _, id := range slices.Clone(s.BooksBehind) {
+		if !printHeld(env, id) {
+			s.OnPrint(env, id)
+		}
+	}
+}
+
+// behind reports whether the market's book was left behind.
+func (s *State) behind(marketID string) bool {
+	_, found := slices.BinarySearch(s.BooksBehind, marketID)
+	return found
+}
+
+// setBehind records or clears that an act left the market's book behind;
+// BooksBehind stays sorted, one entry per market.
+func (s *State) setBehind(marketID string, on bool) {
+	i, found := slices.BinarySearch(s.BooksBehind, marketID)
+	switch {
+	case on && !found:
+		s.BooksBehind = slices.Insert(s.BooksBehind, i, marketID)
+	case !on && found:
+		s.BooksBehind = slices.Delete(s.BooksBehind, i, i+1)
+		if len(s.BooksBehind) == 0 {
+			s.BooksBehind = nil // the encoded state of a book never behind
+		}
 	}
 }
 

@@ -75,34 +75,53 @@ type Liquidation struct {
 // sweep liquidates every position of the market that is due at its last
 // print: not while the market is halted or its print is stale (the next
 // fresh print sweeps again, and Reached finds whatever became due
-// meanwhile).
+// meanwhile). It is one act on the book (BookActBudget).
 func (s *State) sweep(env *Env, marketID string) {
+	budget := newActBudget(env)
+	s.sweepWithin(env, marketID, &budget)
+}
+
+// sweepWithin is sweep within an act's budget. It reports whether it
+// liquidated everything due; from LevelBookBudget what it leaves stays in
+// the liquidation index, the book is left behind (State.BooksBehind), and
+// the next entries liquidate what is still due at their print.
+func (s *State) sweepWithin(env *Env, marketID string, budget *actBudget) bool {
 	b, ok := s.Books[marketID]
 	if !ok || b.Liq == nil || b.Liq.Len() == 0 {
-		return
+		return true
 	}
 	m := env.Market.MarketsByID[marketID]
 	pr, printed := env.Market.LastPrint(marketID)
 	if !printed || m.Params.Status == market.StatusHalted || env.Market.IsStale(marketID, env.NowMs) || printHeld(env, marketID) {
-		return
+		return true
 	}
-	due := b.Liq.Reached(pr.MidQ8)
+	due, more := b.Liq.ReachedN(pr.MidQ8, budget.room())
 	if len(due) == 0 {
 		// Every fill sweeps its market, and almost always nothing is due:
 		// no ranking to make.
-		return
+		return true
 	}
 	// One ranking for auto-deleveraging per sweep (adlRanking): a gap's
 	// shortfalls re-rank only what each liquidation touched.
 	env.adl = &adlRanking{}
 	defer func() { env.adl = nil }()
 	for _, id := range due {
+		// A liquidation cancels the account's orders in the market: they
+		// count, the account's live orders being their bound.
+		if !budget.take(1 + len(s.Accounts[id].Live)) {
+			more = true
+			break
+		}
 		// An earlier liquidation's auto-deleveraging may have closed or
 		// shrunk this position since Reached listed it.
 		if e, ok := b.Liq.Entries[id]; ok && reached(e.Dir, e.LevelQ8, pr.MidQ8) {
 			s.liquidate(env, m, pr, id)
 		}
 	}
+	if more {
+		s.setBehind(marketID, true)
+	}
+	return !more
 }
 
 // OnParams runs after an operator changed a market's parameters or
@@ -123,7 +142,7 @@ func (s *State) OnParams(env *Env, marketID string) {
 	m, book := env.Market.MarketsByID[marketID], s.Books[marketID]
 	pr, printed := env.Market.LastPrint(marketID)
 	if m == nil || book == nil || !printed || m.Params.Status == market.StatusHalted ||
-		env.Market.IsStale(marketID, env.NowMs) || printHeld(env, marketID) || book.LastMidQ8 == pr.MidQ8 {
+		env.Market.IsStale(marketID, env.NowMs) || printHeld(env, marketID) || (book.LastMidQ8 == pr.MidQ8 && !s.behind(marketID)) {
 		return
 	}
 	s.walk(env, m, book, pr)

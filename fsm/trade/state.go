@@ -66,6 +66,12 @@ type State struct {
 	// NextPositionNo numbers positions (positionId) as they open.
 	NextPositionNo uint64 `cbor:"5,keyasint,omitempty"`
 
+	// BooksBehind lists, sorted, the markets whose book an act left at
+	// its budget (LevelBookBudget): due liquidations or crossed orders
+	// wait for the next entries (ContinueBooks). At most one entry per
+	// market, so MarketsMax; empty (and not encoded) below that level.
+	BooksBehind []string `cbor:"6,keyasint,omitempty"`
+
 	// deadlines orders the armed cancel-all-after switches (cancelafter.go);
 	// derived from Accounts, never serialised.
 	deadlines *btree.BTreeG[deadline]
@@ -388,6 +394,11 @@ func (s *State) CheckInvariants(l *ledger.Ledger, m *market.State, withOI bool, 
 	for mid, b := range s.Books {
 		if b.Index.Len() != indexed[mid] {
 			return fmt.Errorf("market %s: %d index entries, %d live orders indexed", mid, b.Index.Len(), indexed[mid])
+		}
+	}
+	for i, mid := range s.BooksBehind {
+		if _, ok := s.Books[mid]; !ok || (i > 0 && s.BooksBehind[i-1] >= mid) {
+			return fmt.Errorf("books behind %v: not sorted, unique markets with a book", s.BooksBehind)
 		}
 	}
 	oi := map[string][2]int64{}

@@ -1,0 +1,206 @@
+package fsm
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/perpd/perpd/fsm/market"
+	"github.com/perpd/perpd/fsm/trade"
+)
+
+// Feature level 13 (trade.LevelBookBudget): one act on a book does at most
+// trade.BookActBudget, and the next entries continue what it left.
+
+func countKind(evs []Event, kind string) (n int) {
+	for _, ev := range evs {
+		if ev.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+func (w *tradeWorld) booksBehind() (ids []string) {
+	w.m.Read(func(st *State, _ uint64) { ids = slices.Clone(st.Trade.BooksBehind) })
+	return ids
+}
+
+// restingBuys places n one-contract BTC-PERP buy limits at limitQ8, a full
+// account's worth at a time, and returns the accounts. The per-entry
+// invariant check is off while they go in (it is O(state)).
+func (w *tradeWorld) restingBuys(n int, limitQ8 int64) []string {
+	w.t.Helper()
+	per := trade.RestingOrdersPerAccountMax
+	var accts []string
+	for placed := 0; placed < n; {
+		wantOK(w.t, w.print("BTCUSD", usdQ8(100_000))) // keep the oracle fresh
+		a, k := w.account(btcBTC)
+		for j := 0; j < per && placed < n; j++ {
+			created(w.t.(*testing.T), w.order(a, k, limitOrder(fmt.Sprintf("r%d", j), "BTC-PERP", "buy", 1, limitQ8)), trade.StatusResting)
+			placed++
+		}
+		accts = append(accts, a)
+	}
+	return accts
+}
+
+// TestAPrintFillsAtMostABudgetOfCrossedOrders: a print crossing more
+// resting orders than the budget fills the budget, the book is left
+// behind, and the next entry (a tick) fills the rest at its own print.
+// Below the level one print fills them all. A restored replica goes on
+// exactly as the one it came from.
+func TestAPrintFillsAtMostABudgetOfCrossedOrders(t *testing.T) {
+	n := trade.BookActBudget + 300
+	for _, level := range []uint32{trade.LevelBookBudget - 1, trade.LevelBookBudget} {
+		w := newTradeWorldAt(t, level)
+		w.unchecked, w.m.opts.CheckInvariants = true, false
+		w.restingBuys(n, usdQ8(99_000))
+		from := len(w.events)
+		wantOK(t, w.print("BTCUSD", usdQ8(98_000)))
+		first := countKind(w.events[from:], "fill")
+		if level < trade.LevelBookBudget {
+			if first != n || len(w.booksBehind()) != 0 {
+				t.Fatalf("level %d: %d fills at the print (behind %v), want all %d", level, first, w.booksBehind(), n)
+			}
+			continue
+		}
+		if first != trade.BookActBudget {
+			t.Fatalf("level %d: %d fills at the print, want the budget %d", level, first, trade.BookActBudget)
+		}
+		if got := w.booksBehind(); !slices.Equal(got, []string{"BTC-PERP"}) {
+			t.Fatalf("books behind %v after a print past the budget", got)
+		}
+		// A snapshot taken now carries the book's place in line.
+		dst := w.restored()
+		w.mirror = dst
+		rest := countKind(w.tickTo(w.ts+1_000), "fill")
+		if first+rest != n || len(w.booksBehind()) != 0 {
+			t.Fatalf("the next entry filled %d (behind %v), want the other %d", rest, w.booksBehind(), n-first)
+		}
+		if w.hashNow() != dst.hash() {
+			t.Fatal("a replica restored while the book was behind hashes differently after the continuation")
+		}
+		w.mirror = nil
+		w.unchecked, w.m.opts.CheckInvariants = false, true
+		w.tickTo(w.ts + 1_000) // the invariants are checked after it
+	}
+}
+
+// TestACrossedOrderTheBudgetLeftWaitsForThePrice: what a print crossed but
+// the budget left is checked at the next entries against the print of
+// their time. The entry of the print that brings the price back first
+// continues at the old price (its timers run before its command), then the
+// new print finds the rest on the near side of its mid: they rest,
+// unfilled and still indexed, and the next fall fills them.
+func TestACrossedOrderTheBudgetLeftWaitsForThePrice(t *testing.T) {
+	left := 200
+	n := 2*trade.BookActBudget + left
+	w := newTradeWorldAt(t, trade.LevelBookBudget)
+	w.unchecked, w.m.opts.CheckInvariants = true, false
+	accts := w.restingBuys(n, usdQ8(99_000))
+	from := len(w.events)
+	wantOK(t, w.print("BTCUSD", usdQ8(98_000)))
+	wantOK(t, w.print("BTCUSD", usdQ8(100_000))) // back before the rest was met
+	if got := countKind(w.events[from:], "fill"); got != 2*trade.BookActBudget {
+		t.Fatalf("%d fills, want two budgets %d", got, 2*trade.BookActBudget)
+	}
+	if got := w.booksBehind(); len(got) != 0 {
+		t.Fatalf("books behind %v once nothing is left on the far side of the mid", got)
+	}
+	last := accts[len(accts)-1]
+	if o := w.orderOf(last, fmt.Sprintf("r%d", (n-1)%trade.RestingOrdersPerAccountMax)); o.Status != trade.StatusAccepted {
+		t.Fatalf("the newest order %s, want still resting", o.Status)
+	}
+	w.unchecked, w.m.opts.CheckInvariants = false, true
+	wantOK(t, w.print("BTCUSD", usdQ8(99_500))) // checked: every left order still indexed
+	from = len(w.events)
+	wantOK(t, w.print("BTCUSD", usdQ8(98_500)))
+	if got := countKind(w.events[from:], "fill"); got != left {
+		t.Fatalf("the next fall filled %d, want the %d left", got, left)
+	}
+}
+
+// TestALiquidationSweepStopsAtTheBudgetAndTheBookWaitsForIt: liquidations
+// count with the orders they cancel. A print that makes more due than one
+// budget liquidates part; the rest, and a resting order the same print
+// crossed, wait for the next entry: risk first, as within one print.
+func TestALiquidationSweepStopsAtTheBudgetAndTheBookWaitsForIt(t *testing.T) {
+	per := trade.RestingOrdersPerAccountMax - 1 // each long keeps 199 far-away buys
+	longs := trade.BookActBudget/(per+1) + 5
+	for _, level := range []uint32{trade.LevelBookBudget - 1, trade.LevelBookBudget} {
+		w := newTradeWorldAt(t, level)
+		w.unchecked, w.m.opts.CheckInvariants = true, false
+		for range longs {
+			wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+			a, k := w.account(btcBTC / 1000)
+			r := mktOrder("m", "BTC-PERP", "buy", 10)
+			r.Leverage = 50
+			created(t, w.order(a, k, r), trade.StatusFilled)
+			for j := range per {
+				created(t, w.order(a, k, limitOrder(fmt.Sprintf("r%d", j), "BTC-PERP", "buy", 1, usdQ8(50_000))), trade.StatusResting)
+			}
+		}
+		wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+		h, hk := w.account(btcBTC)
+		created(t, w.order(h, hk, limitOrder("mine", "BTC-PERP", "buy", 1, usdQ8(98_000))), trade.StatusResting)
+		from := len(w.events)
+		wantOK(t, w.print("BTCUSD", usdQ8(97_000)))
+		liqs := countKind(w.events[from:], "liquidation")
+		if level < trade.LevelBookBudget {
+			if liqs != longs || w.orderOf(h, "mine").Status != trade.StatusFilled {
+				t.Fatalf("level %d: %d liquidations, mine %s; want all %d and filled", level, liqs, w.orderOf(h, "mine").Status, longs)
+			}
+			continue
+		}
+		if want := trade.BookActBudget / (per + 1); liqs != want {
+			t.Fatalf("%d liquidations at the print, want the budget's %d", liqs, want)
+		}
+		if o := w.orderOf(h, "mine"); o.Status != trade.StatusAccepted {
+			t.Fatalf("a crossed order filled (%s) while liquidations were left due", o.Status)
+		}
+		next := w.tickTo(w.ts + 1_000)
+		if got := countKind(next, "liquidation"); liqs+got != longs {
+			t.Fatalf("the next entry liquidated %d, want the other %d", got, longs-liqs)
+		}
+		if o := w.orderOf(h, "mine"); o.Status != trade.StatusFilled {
+			t.Fatalf("the crossed order is %s after the sweep finished, want filled", o.Status)
+		}
+		if got := w.booksBehind(); len(got) != 0 {
+			t.Fatalf("books behind %v after the continuation", got)
+		}
+		w.unchecked, w.m.opts.CheckInvariants = false, true
+		w.tickTo(w.ts + 1_000)
+	}
+}
+
+// TestABookBehindWaitsForAHaltedMarket: a halted market's book does not
+// act, not even to finish what a budget left; resumed, it finishes. (The
+// halting entry's timers continue once before its command halts it.)
+func TestABookBehindWaitsForAHaltedMarket(t *testing.T) {
+	left := 100
+	n := 2*trade.BookActBudget + left
+	w := newTradeWorldAt(t, trade.LevelBookBudget)
+	w.unchecked, w.m.opts.CheckInvariants = true, false
+	w.restingBuys(n, usdQ8(99_000))
+	wantOK(t, w.print("BTCUSD", usdQ8(98_000)))
+	halted, live := market.StatusHalted, market.StatusLive
+	w.setMarket(MarketSetPayload{MarketID: "BTC-PERP", Status: &halted})
+	if got := countKind(w.tickTo(w.ts+1_000), "fill"); got != 0 {
+		t.Fatalf("a halted market's book filled %d", got)
+	}
+	if got := w.booksBehind(); !slices.Equal(got, []string{"BTC-PERP"}) {
+		t.Fatalf("books behind %v while halted", got)
+	}
+	wantOK(t, w.print("BTCUSD", usdQ8(98_000))) // fresh again when it resumes
+	from := len(w.events)
+	w.setMarket(MarketSetPayload{MarketID: "BTC-PERP", Status: &live})
+	if got := countKind(w.events[from:], "fill"); got != left {
+		t.Fatalf("resuming filled %d, want the %d left", got, left)
+	}
+	if got := w.booksBehind(); len(got) != 0 {
+		t.Fatalf("books behind %v after resuming", got)
+	}
+	w.unchecked, w.m.opts.CheckInvariants = false, true
+	w.tickTo(w.ts + 1_000)
+}
