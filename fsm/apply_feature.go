@@ -195,7 +195,9 @@ import (
 //	13: one act on a market's book (a print, a funding boundary, an
 //	   order's sweep) liquidates and checks crossed orders and triggers
 //	   for at most trade.BookActBudget, and the next entries continue
-//	   what it left against their own print (trade.LevelBookBudget).
+//	   what it left against their own print (trade.LevelBookBudget);
+//	   one print pays at most usdx.QueueDrainBudget queued redemptions,
+//	   the next prints the rest (usdx.LevelQueueDrainBudget).
 const FeatureLevel uint32 = 13
 
 // LevelDomains is the level that turns on USDx (issue 13), the referral

@@ -2,15 +2,19 @@ package fsm
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"testing"
 
 	"github.com/perpd/perpd/fsm/market"
 	"github.com/perpd/perpd/fsm/trade"
+	"github.com/perpd/perpd/fsm/usdx"
 )
 
-// Feature level 13 (trade.LevelBookBudget): one act on a book does at most
-// trade.BookActBudget, and the next entries continue what it left.
+// Feature level 13 (trade.LevelBookBudget, usdx.LevelQueueDrainBudget):
+// one act on a book does at most trade.BookActBudget, and the next entries
+// continue what it left; one print pays at most usdx.QueueDrainBudget
+// queued redemptions.
 
 func countKind(evs []Event, kind string) (n int) {
 	for _, ev := range evs {
@@ -203,4 +207,58 @@ func TestABookBehindWaitsForAHaltedMarket(t *testing.T) {
 	}
 	w.unchecked, w.m.opts.CheckInvariants = false, true
 	w.tickTo(w.ts + 1_000)
+}
+
+// TestAPrintPaysAtMostABudgetOfQueuedRedemptions: redemptions queued over
+// an oracle outage are paid at the next fresh print, from level 13 at most
+// usdx.QueueDrainBudget of them, oldest first; the next print pays the
+// rest. Below it one print pays them all.
+func TestAPrintPaysAtMostABudgetOfQueuedRedemptions(t *testing.T) {
+	per := usdx.QueuedPerAccountMax
+	accounts := usdx.QueueDrainBudget/per + 2
+	for _, level := range []uint32{usdx.LevelQueueDrainBudget - 1, usdx.LevelQueueDrainBudget} {
+		w := &usdxWorld{tradeWorld: newTradeWorldAt(t, level)}
+		w.unchecked, w.m.opts.CheckInvariants = true, false
+		type trader struct{ acct, key string }
+		var ts []trader
+		for range accounts {
+			a, k := w.account(btcBTC)
+			w.mintN(a, k, int64(2*per))
+			ts = append(ts, trader{a, k})
+			wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+		}
+		w.ts += 120_000 // the oracle goes stale: redemptions queue
+		for i, tr := range ts {
+			for j := range per {
+				res := w.cmd(tr.acct, tr.key, CmdUSDxRedeem, USDxAmountPayload{ID: fmt.Sprintf("r%d-%d", i, j), Amount: 2}, "")
+				if res.Status != http.StatusCreated {
+					t.Fatalf("redeem: %d %s", res.Status, res.Body)
+				}
+			}
+		}
+		queued := accounts * per
+		wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+		left := len(w.st().u.Queue)
+		if level < usdx.LevelQueueDrainBudget {
+			if left != 0 {
+				t.Fatalf("level %d: %d still queued after the print, want none", level, left)
+			}
+			continue
+		}
+		if queued-left != usdx.QueueDrainBudget {
+			t.Fatalf("the print paid %d of %d queued, want the budget %d", queued-left, queued, usdx.QueueDrainBudget)
+		}
+		if h := w.holder(ts[len(ts)-1].acct); h.Pending != int64(2*per) {
+			t.Fatalf("the newest redeemer was paid first: %+v", h)
+		}
+		wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+		if left := len(w.st().u.Queue); left != 0 {
+			t.Fatalf("%d still queued after the second print", left)
+		}
+		if h := w.holder(ts[len(ts)-1].acct); h.Pending != 0 {
+			t.Fatalf("the newest redeemer still waits: %+v", h)
+		}
+		w.unchecked, w.m.opts.CheckInvariants = false, true
+		wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+	}
 }

@@ -641,8 +641,21 @@ func (s *State) queuedOf(accountID string) int {
 	return s.queuedBy[accountID]
 }
 
+// QueueDrainBudget bounds the queued redemptions one print pays from
+// LevelQueueDrainBudget. The queue holds up to QueuedPerAccountMax per
+// account, so an outage could line up hundreds of thousands; each costs
+// about 20 us of apply (a hedge fill and the payout), so the budget is
+// about 0.1 s. The rest stay queued, in order, for the next prints.
+const QueueDrainBudget = 5_000
+
+// LevelQueueDrainBudget is the feature level (fsm.FeatureLevel) from which
+// one print pays at most QueueDrainBudget queued redemptions.
+const LevelQueueDrainBudget uint32 = 13
+
 // OnPrint pays the queued redemptions, oldest first, once the hedge
-// market's oracle is fresh again.
+// market's oracle is fresh again: from LevelQueueDrainBudget at most
+// QueueDrainBudget of them, the others at the next prints (a redemption
+// asked meanwhile, while the price is fresh, is paid at once).
 //
 // It also checks the backing identity after the print's trading work
 // (liquidations and auto-deleveraging run on prints), in production too:
@@ -657,6 +670,10 @@ func (s *State) OnPrint(e *Env, marketID string) {
 	}
 	queue := s.Queue
 	s.Queue, s.queuedBy = nil, nil
+	if e.T.Level >= LevelQueueDrainBudget && len(queue) > QueueDrainBudget {
+		s.Queue = slices.Clone(queue[QueueDrainBudget:])
+		queue = queue[:QueueDrainBudget]
+	}
 	for _, id := range queue {
 		sg := s.Sagas[id]
 		h := s.holder(sg.AccountID)
