@@ -125,29 +125,43 @@ func TestACrossedOrderTheBudgetLeftWaitsForThePrice(t *testing.T) {
 	}
 }
 
+// liquidationBacklog opens longs 50x BTC-PERP longs (10 contracts each),
+// each account with 199 far-away resting buys, at a fresh print of
+// 100,000: a print at 97,000 makes them all due.
+func (w *tradeWorld) liquidationBacklog(longs int) {
+	w.t.Helper()
+	t := w.t.(*testing.T)
+	for range longs {
+		wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+		a, k := w.account(btcBTC / 1000)
+		r := mktOrder("m", "BTC-PERP", "buy", 10)
+		r.Leverage = 50
+		created(t, w.order(a, k, r), trade.StatusFilled)
+		for j := range trade.RestingOrdersPerAccountMax - 1 {
+			created(t, w.order(a, k, limitOrder(fmt.Sprintf("r%d", j), "BTC-PERP", "buy", 1, usdQ8(50_000))), trade.StatusResting)
+		}
+	}
+	wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+}
+
+// A liquidation costs one unit and one per order it cancels: 200 here.
+const liquidationsPerBudget = trade.BookActBudget / trade.RestingOrdersPerAccountMax
+
 // TestALiquidationSweepStopsAtTheBudgetAndTheBookWaitsForIt: liquidations
 // count with the orders they cancel. A print that makes more due than one
 // budget liquidates part; the rest, and a resting order the same print
-// crossed, wait for the next entry: risk first, as within one print.
+// crossed, wait for the next entry: risk first, as within one print. The
+// state in between passes the invariants (positions due are expected
+// while their book is behind).
 func TestALiquidationSweepStopsAtTheBudgetAndTheBookWaitsForIt(t *testing.T) {
-	per := trade.RestingOrdersPerAccountMax - 1 // each long keeps 199 far-away buys
-	longs := trade.BookActBudget/(per+1) + 5
+	longs := liquidationsPerBudget + 5
 	for _, level := range []uint32{trade.LevelBookBudget - 1, trade.LevelBookBudget} {
 		w := newTradeWorldAt(t, level)
 		w.unchecked, w.m.opts.CheckInvariants = true, false
-		for range longs {
-			wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
-			a, k := w.account(btcBTC / 1000)
-			r := mktOrder("m", "BTC-PERP", "buy", 10)
-			r.Leverage = 50
-			created(t, w.order(a, k, r), trade.StatusFilled)
-			for j := range per {
-				created(t, w.order(a, k, limitOrder(fmt.Sprintf("r%d", j), "BTC-PERP", "buy", 1, usdQ8(50_000))), trade.StatusResting)
-			}
-		}
-		wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+		w.liquidationBacklog(longs)
 		h, hk := w.account(btcBTC)
 		created(t, w.order(h, hk, limitOrder("mine", "BTC-PERP", "buy", 1, usdQ8(98_000))), trade.StatusResting)
+		w.unchecked, w.m.opts.CheckInvariants = false, true // after each entry from here
 		from := len(w.events)
 		wantOK(t, w.print("BTCUSD", usdQ8(97_000)))
 		liqs := countKind(w.events[from:], "liquidation")
@@ -157,8 +171,8 @@ func TestALiquidationSweepStopsAtTheBudgetAndTheBookWaitsForIt(t *testing.T) {
 			}
 			continue
 		}
-		if want := trade.BookActBudget / (per + 1); liqs != want {
-			t.Fatalf("%d liquidations at the print, want the budget's %d", liqs, want)
+		if liqs != liquidationsPerBudget {
+			t.Fatalf("%d liquidations at the print, want the budget's %d", liqs, liquidationsPerBudget)
 		}
 		if o := w.orderOf(h, "mine"); o.Status != trade.StatusAccepted {
 			t.Fatalf("a crossed order filled (%s) while liquidations were left due", o.Status)
@@ -173,8 +187,68 @@ func TestALiquidationSweepStopsAtTheBudgetAndTheBookWaitsForIt(t *testing.T) {
 		if got := w.booksBehind(); len(got) != 0 {
 			t.Fatalf("books behind %v after the continuation", got)
 		}
-		w.unchecked, w.m.opts.CheckInvariants = false, true
-		w.tickTo(w.ts + 1_000)
+	}
+}
+
+// TestACrossedOrderPaysForTheLegsItCancels: a crossed limit order whose
+// fill closes its account's position cancels the account's armed bracket
+// legs (198 here); they count against the budget, so one print ends at
+// most a budget of orders and one account's more, not 80 accounts' worth
+// for 80 units (found by a review of the change).
+func TestACrossedOrderPaysForTheLegsItCancels(t *testing.T) {
+	const brackets = 99 // 198 armed legs and a closing limit: 199 live orders
+	accounts := 80
+	w := newTradeWorldAt(t, trade.LevelBookBudget)
+	w.unchecked, w.m.opts.CheckInvariants = true, false
+	for range accounts {
+		wantOK(t, w.print("BTCUSD", usdQ8(100_000)))
+		a, k := w.account(btcBTC)
+		for j := range brackets {
+			created(t, w.order(a, k, bracket(fmt.Sprintf("b%d", j), "buy", 1, 0, usdQ8(50_000+int64(j)*10), usdQ8(150_000+int64(j)*10))), trade.StatusFilled)
+		}
+		created(t, w.order(a, k, limitOrder("close", "BTC-PERP", "sell", brackets, usdQ8(101_000))), trade.StatusResting)
+	}
+	from := len(w.events)
+	wantOK(t, w.print("BTCUSD", usdQ8(102_000)))
+	legs := countKind(w.events[from:], "trigger")
+	if legs > trade.BookActBudget+trade.RestingOrdersPerAccountMax {
+		t.Fatalf("one print cancelled %d legs, past the budget by more than one account's orders", legs)
+	}
+	if got := w.booksBehind(); !slices.Equal(got, []string{"BTC-PERP"}) {
+		t.Fatalf("books behind %v after a print past the budget", got)
+	}
+	w.tickTo(w.ts + 1_000)
+	if got := countKind(w.events[from:], "fill"); got != accounts {
+		t.Fatalf("%d closing fills after the continuation, want %d", got, accounts)
+	}
+}
+
+// TestQueuedRedemptionsDoNotSweepPastTheBudget: each queued redemption a
+// print pays trades the hedge with a market order, and an order's sweep
+// does not start a budget of its own while its book is behind; else one
+// print's drain liquidated every due position of the hedge market (found
+// by a review of the change).
+func TestQueuedRedemptionsDoNotSweepPastTheBudget(t *testing.T) {
+	w := &usdxWorld{tradeWorld: newTradeWorldAt(t, trade.LevelBookBudget)}
+	w.unchecked, w.m.opts.CheckInvariants = true, false
+	r, rk := w.account(btcBTC)
+	w.mintN(r, rk, 10)
+	longs := liquidationsPerBudget + 5
+	w.liquidationBacklog(longs)
+	w.ts += 120_000 // stale: redemptions queue
+	for j := range 3 {
+		res := w.cmd(r, rk, CmdUSDxRedeem, USDxAmountPayload{ID: fmt.Sprintf("redq-%d", j), Amount: 2}, "")
+		if res.Status != http.StatusCreated {
+			t.Fatalf("redeem: %d %s", res.Status, res.Body)
+		}
+	}
+	from := len(w.events)
+	wantOK(t, w.print("BTCUSD", usdQ8(97_000)))
+	if liqs := countKind(w.events[from:], "liquidation"); liqs != liquidationsPerBudget {
+		t.Fatalf("one print entry liquidated %d, want one budget's %d", liqs, liquidationsPerBudget)
+	}
+	if left := len(w.st().u.Queue); left != 0 {
+		t.Fatalf("%d redemptions still queued", left)
 	}
 }
 

@@ -85,6 +85,7 @@ func (s *State) fill(env *Env, a *Account, o *Order, pl Plan, reservedMsat int64
 // fill itself (FillEvent), as the position event that follows does
 // (FillPositionEvent): they are rendered when a subscriber reads them.
 func (s *State) recordFill(env *Env, a *Account, f *Fill) {
+	env.work++
 	a.Fills = append(a.Fills, f)
 	if len(a.Fills) > FillsKept {
 		a.Fills = a.Fills[len(a.Fills)-FillsKept:]
@@ -139,6 +140,12 @@ const LevelReindexPast uint32 = 8
 // position_limit, oi_cap. A crossed trigger executes as a market order or
 // is blocked (triggers.go).
 func (s *State) OnPrint(env *Env, marketID string) {
+	budget := newActBudget(env)
+	s.actOnPrint(env, marketID, &budget)
+}
+
+// actOnPrint is OnPrint within an act's budget.
+func (s *State) actOnPrint(env *Env, marketID string, budget *actBudget) {
 	m, ok := env.Market.MarketsByID[marketID]
 	pr, printed := env.Market.LastPrint(marketID)
 	if !ok || !printed {
@@ -162,19 +169,23 @@ func (s *State) OnPrint(env *Env, marketID string) {
 		// or the next print) acts on every level passed meanwhile.
 		return
 	}
-	s.walk(env, m, book, pr)
+	s.walk(env, m, book, pr, budget)
 }
 
 // BookActBudget bounds what one act on a market's book does from
 // LevelBookBudget: one print, one funding boundary or parameter change,
-// one order's sweep, or one continuation entry. A liquidation costs one
-// plus its account's live orders (what it may cancel); a resting order or
-// trigger the price crossed costs one. The first item of an act is always
-// taken, so every act makes progress and none passes the budget by more
-// than one account's orders. A print may cross every entry of an index
-// (PriceIndexEntriesMax) and a sweep may reach every position of a market:
-// 100,000 crossed orders held apply for 1.27 s, 880,000 for 21 s (resource
-// review, 2026-11-29). At 5-13 us an item the budget is about 0.1 s.
+// or the continuation of the books left behind (all of them, at one
+// entry). Each fill, liquidation and ended order (a cancel, a blocked
+// trigger) costs one unit, and each resting order or trigger the price
+// crossed at least one: a crossed order whose fill closes a position and
+// cancels the account's bracket legs costs them all. An item is started
+// while the budget has room, and the first item of an act always is, so
+// every act makes progress and passes the budget by at most one item's
+// work (an account's orders, or a liquidation's auto-deleveraging). A
+// print may cross every entry of an index (PriceIndexEntriesMax) and a
+// sweep may reach every position of a market: 100,000 crossed orders held
+// apply for 1.27 s, 880,000 for 21 s (resource review, 2026-11-29). At
+// 2-15 us a unit the budget is 0.02-0.15 s.
 const BookActBudget = 10_000
 
 // LevelBookBudget is the feature level (fsm.FeatureLevel) from which acts
@@ -194,16 +205,23 @@ type actBudget struct {
 
 func newActBudget(env *Env) actBudget { return actBudget{limited: env.Level >= LevelBookBudget} }
 
-// take spends n units if they fit, or if nothing is spent yet.
-func (b *actBudget) take(n int) bool {
-	if b.limited && b.spent > 0 && b.spent+n > BookActBudget {
+// start reports whether another item may start: the budget has room, or
+// nothing is spent yet. It charges the item's first unit.
+func (b *actBudget) start() bool {
+	if b.limited && b.spent > 0 && b.spent >= BookActBudget {
 		return false
 	}
-	b.spent += n
+	b.spent++
 	return true
 }
 
-// room is how many one-unit items the act may still take: no limit when
+// charge adds what an item did beyond its first unit: the work counted
+// on env (fills, liquidations, ended orders) since work0.
+func (b *actBudget) charge(env *Env, work0 int) {
+	b.spent += max(0, env.work-work0-1)
+}
+
+// room is how many more items the act may start: no limit when
 // unlimited (-1), at least one otherwise.
 func (b *actBudget) room() int {
 	if !b.limited {
@@ -212,6 +230,9 @@ func (b *actBudget) room() int {
 	return max(1, BookActBudget-b.spent)
 }
 
+// exhausted reports whether a limited budget has no room left.
+func (b *actBudget) exhausted() bool { return b.limited && b.spent >= BookActBudget }
+
 // walk is OnPrint's work once the market may act: the sweep, then the
 // index entries crossed between the mid the book last acted on and pr's.
 // From LevelBookBudget it stops at the act's budget; a book left behind
@@ -219,24 +240,23 @@ func (b *actBudget) room() int {
 // the index holds on the far side of the mid (Reached): every entry was
 // put on the near side of the mid of its time, so those are exactly the
 // ones the price has passed and not yet met (crossed or reached).
-func (s *State) walk(env *Env, m *market.MarketState, book *Book, pr market.Print) {
+func (s *State) walk(env *Env, m *market.MarketState, book *Book, pr market.Print, budget *actBudget) {
 	marketID := m.Params.MarketID
 	old := book.LastMidQ8
 	book.LastMidQ8 = pr.MidQ8
-	budget := newActBudget(env)
 	behind := s.behind(marketID)
 	if behind {
 		s.setBehind(marketID, false)
 	}
 	// Risk first: a position this print takes below maintenance is
 	// liquidated before its own stop or limit could close it.
-	if !s.sweepWithin(env, marketID, &budget) {
+	if !s.sweepWithin(env, marketID, budget) {
 		return // the book waits for the sweep to finish
 	}
 	if old == 0 || book.Index.Len() == 0 {
 		return
 	}
-	defer s.sweepWithin(env, marketID, &budget)
+	defer s.sweepWithin(env, marketID, budget)
 	var ids []string
 	var more bool
 	if behind {
@@ -245,42 +265,55 @@ func (s *State) walk(env *Env, m *market.MarketState, book *Book, pr market.Prin
 		ids, more = book.Index.CrossedN(old, pr.MidQ8, budget.room())
 	}
 	for _, id := range ids {
-		if !budget.take(1) {
-			more = true // the sweep spent the act's budget
+		if !budget.start() {
+			more = true
 			break
 		}
-		if _, live := book.Index.Entries[id]; !live {
-			continue // ended by an earlier entry of this print (OCO, a closed position)
-		}
-		no, _ := strconv.ParseUint(id, 10, 64)
-		o := s.Orders[no]
-		if o == nil || o.Status != StatusAccepted {
-			panic(fmt.Sprintf("trade: index entry %s has no live order", id))
-		}
-		if o.Kind != "" {
-			book.Index.Remove(id)
-			s.execTrigger(env, m, pr, o)
-			continue
-		}
-		s.tryResting(env, m, pr, book, o)
+		work0 := env.work
+		s.actOnEntry(env, m, pr, book, id)
+		budget.charge(env, work0)
 	}
 	if more {
 		s.setBehind(marketID, true)
 	}
 }
 
+// actOnEntry acts on one index entry the price crossed: a trigger
+// executes (or is blocked), a resting limit order fills or waits.
+func (s *State) actOnEntry(env *Env, m *market.MarketState, pr market.Print, book *Book, id string) {
+	if _, live := book.Index.Entries[id]; !live {
+		return // ended by an earlier entry of this print (OCO, a closed position)
+	}
+	no, _ := strconv.ParseUint(id, 10, 64)
+	o := s.Orders[no]
+	if o == nil || o.Status != StatusAccepted {
+		panic(fmt.Sprintf("trade: index entry %s has no live order", id))
+	}
+	if o.Kind != "" {
+		book.Index.Remove(id)
+		s.execTrigger(env, m, pr, o)
+		return
+	}
+	s.tryResting(env, m, pr, book, o)
+}
+
 // ContinueBooks is the timer of LevelBookBudget: every book an act left
 // behind at its budget is walked again against its market's last print,
-// in market id order, each with a budget of its own, when the market may
-// act (OnPrint's conditions: a fresh print, not halted; and no print held
+// in market id order, within one budget for all of them, when the market
+// may act (OnPrint's conditions: a fresh print, not halted; and no print held
 // past the jump guard, which OnParams asks too).
 func (s *State) ContinueBooks(env *Env) {
 	if len(s.BooksBehind) == 0 {
 		return
 	}
+	// One act: the books share one budget, in market id order.
+	budget := newActBudget(env)
 	for _, id := range slices.Clone(s.BooksBehind) {
+		if budget.exhausted() {
+			return
+		}
 		if !printHeld(env, id) {
-			s.OnPrint(env, id)
+			s.actOnPrint(env, id, &budget)
 		}
 	}
 }

@@ -78,6 +78,12 @@ type Liquidation struct {
 // meanwhile). It is one act on the book (BookActBudget).
 func (s *State) sweep(env *Env, marketID string) {
 	budget := newActBudget(env)
+	if budget.limited && s.behind(marketID) {
+		// What is due waits its turn at the continuation (ContinueBooks):
+		// an order's or a funding boundary's sweep would otherwise start
+		// a budget of its own for every order of an entry.
+		return
+	}
 	s.sweepWithin(env, marketID, &budget)
 }
 
@@ -106,16 +112,16 @@ func (s *State) sweepWithin(env *Env, marketID string, budget *actBudget) bool {
 	env.adl = &adlRanking{}
 	defer func() { env.adl = nil }()
 	for _, id := range due {
-		// A liquidation cancels the account's orders in the market: they
-		// count, the account's live orders being their bound.
-		if !budget.take(1 + len(s.Accounts[id].Live)) {
+		if !budget.start() {
 			more = true
 			break
 		}
 		// An earlier liquidation's auto-deleveraging may have closed or
 		// shrunk this position since Reached listed it.
 		if e, ok := b.Liq.Entries[id]; ok && reached(e.Dir, e.LevelQ8, pr.MidQ8) {
+			work0 := env.work
 			s.liquidate(env, m, pr, id)
+			budget.charge(env, work0)
 		}
 	}
 	if more {
@@ -145,7 +151,8 @@ func (s *State) OnParams(env *Env, marketID string) {
 		env.Market.IsStale(marketID, env.NowMs) || printHeld(env, marketID) || (book.LastMidQ8 == pr.MidQ8 && !s.behind(marketID)) {
 		return
 	}
-	s.walk(env, m, book, pr)
+	budget := newActBudget(env)
+	s.walk(env, m, book, pr, &budget)
 }
 
 // LevelHeldPrintStopsRisk is the feature level (fsm.FeatureLevel) from
@@ -174,6 +181,7 @@ func (s *State) liquidate(env *Env, m *market.MarketState, pr market.Print, acco
 	if pos.Contracts == 0 || !UnderMaintenance(p, pos, pr.MidQ8) {
 		panic(fmt.Sprintf("trade: liquidation index has %s/%s at a level its position %+v does not reach at %d", accountID, mkt, pos, pr.MidQ8))
 	}
+	env.work++
 	s.cancelInMarket(env, accountID, mkt, ReasonLiquidation)
 
 	closing := -pos.Side

@@ -41,6 +41,10 @@ type Env struct {
 	// adl is the running sweep's auto-deleveraging ranking (liquidate.go);
 	// nil outside a sweep.
 	adl *adlRanking
+	// work counts the fills, liquidations and ended orders of the entry
+	// so far; an act on a book charges its budget by the difference
+	// (actBudget). Never part of the state.
+	work int
 }
 
 // LevelExactFunding is the feature level (fsm.FeatureLevel) from which a
@@ -580,6 +584,7 @@ func (s *State) Cancel(env *Env, accountID, orderID string) (found, canceled boo
 // and reservation go; a bracket entry that ends this way takes its
 // waiting legs with it.
 func (s *State) finish(env *Env, o *Order, status, reason string) {
+	env.work++
 	s.Books[o.MarketID].Index.Remove(indexID(o.No))
 	a := s.account(o.AccountID)
 	if o.ReservedMsat != 0 { // transfer's no-op: no names needed
