@@ -48,6 +48,21 @@ func TestRandomTradingKeepsTheBooksStraight(t *testing.T) {
 	}
 }
 
+// TestRandomTradingWithBooksLeftBehind is the simulation with every act on
+// a book stopped at a few units (trade.LevelBookBudget), so books are left
+// behind and continued at the next entries all the time: every check holds
+// as with whole acts (fills no worse than their limits, triggers only at a
+// mid that reached them, the invariants after every entry, the mirror's
+// answers and hashes, a restore).
+func TestRandomTradingWithBooksLeftBehind(t *testing.T) {
+	defer trade.SetBookActBudgetForTest(3)() // not parallel: the budget is one variable
+	cfg := simConfig{seed: 11, accounts: 400, hot: 60, entries: 4000, hashEvery: 500, behind: true}
+	if testing.Short() {
+		cfg.accounts, cfg.entries = 200, 1500
+	}
+	runTradeSim(t, cfg)
+}
+
 type simConfig struct {
 	seed uint64
 	// accounts trade; the first hot of them take most of the flow, so
@@ -56,6 +71,9 @@ type simConfig struct {
 	entries       int
 	hashEvery     int
 	keepLog       bool
+	// behind counts the entries after which a book was left behind
+	// (trade.LevelBookBudget), and wants some.
+	behind bool
 }
 
 type simAcct struct{ acct, key string }
@@ -280,6 +298,9 @@ func runTradeSim(t *testing.T, cfg simConfig) *tradeWorld {
 			}
 		}
 		w.events = nil
+		if cfg.behind && len(w.booksBehind()) > 0 {
+			tally["book behind"]++
+		}
 		for k := range touched {
 			acct, mkt := splitKey(k)
 			p := w.position(acct, mkt)
@@ -313,6 +334,9 @@ func runTradeSim(t *testing.T, cfg simConfig) *tradeWorld {
 		if tally[want] == 0 && !testing.Short() { // -short runs too few entries to reach every path
 			t.Errorf("weak run: no %q; outcomes %v", want, tally)
 		}
+	}
+	if cfg.behind && tally["book behind"] == 0 {
+		t.Errorf("weak run: no book was ever left behind; outcomes %v", tally)
 	}
 	if fills < cfg.entries/10 {
 		t.Errorf("weak run: %d fills", fills)

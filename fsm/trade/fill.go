@@ -197,18 +197,36 @@ const BookActBudget = 10_000
 // the price has since left again waits for it to come back.
 const LevelBookBudget uint32 = 13
 
-// actBudget is what one act on a book has spent (BookActBudget).
-type actBudget struct {
-	limited bool
-	spent   int
+// actBudgetLimit is BookActBudget, unless a test set another.
+var actBudgetLimit = BookActBudget
+
+// SetBookActBudgetForTest makes acts stop at n units until the returned
+// function restores BookActBudget, so that a random simulation leaves its
+// books behind all the time. For tests only, and never while another test
+// applies entries: it is one variable for the whole process.
+func SetBookActBudgetForTest(n int) (restore func()) {
+	old := actBudgetLimit
+	actBudgetLimit = n
+	return func() { actBudgetLimit = old }
 }
 
-func newActBudget(env *Env) actBudget { return actBudget{limited: env.Level >= LevelBookBudget} }
+// actBudget is what one act on a book has spent (BookActBudget).
+type actBudget struct {
+	limit int // 0: unlimited (below LevelBookBudget)
+	spent int
+}
+
+func newActBudget(env *Env) actBudget {
+	if env.Level < LevelBookBudget {
+		return actBudget{}
+	}
+	return actBudget{limit: actBudgetLimit}
+}
 
 // start reports whether another item may start: the budget has room, or
 // nothing is spent yet. It charges the item's first unit.
 func (b *actBudget) start() bool {
-	if b.limited && b.spent > 0 && b.spent >= BookActBudget {
+	if b.limit > 0 && b.spent > 0 && b.spent >= b.limit {
 		return false
 	}
 	b.spent++
@@ -224,14 +242,14 @@ func (b *actBudget) charge(env *Env, work0 int) {
 // room is how many more items the act may start: no limit when
 // unlimited (-1), at least one otherwise.
 func (b *actBudget) room() int {
-	if !b.limited {
+	if b.limit == 0 {
 		return -1
 	}
-	return max(1, BookActBudget-b.spent)
+	return max(1, b.limit-b.spent)
 }
 
 // exhausted reports whether a limited budget has no room left.
-func (b *actBudget) exhausted() bool { return b.limited && b.spent >= BookActBudget }
+func (b *actBudget) exhausted() bool { return b.limit > 0 && b.spent >= b.limit }
 
 // walk is OnPrint's work once the market may act: the sweep, then the
 // index entries crossed between the mid the book last acted on and pr's.

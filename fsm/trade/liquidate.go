@@ -78,7 +78,7 @@ type Liquidation struct {
 // meanwhile). It is one act on the book (BookActBudget).
 func (s *State) sweep(env *Env, marketID string) {
 	budget := newActBudget(env)
-	if budget.limited && s.behind(marketID) {
+	if budget.limit > 0 && s.behind(marketID) {
 		// What is due waits its turn at the continuation (ContinueBooks):
 		// an order's or a funding boundary's sweep would otherwise start
 		// a budget of its own for every order of an entry.
