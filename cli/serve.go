@@ -224,7 +224,7 @@ func runServe(parent context.Context, f serveFlags) error {
 	}
 	n, err := newNode(node.Config{
 		ID: f.id, DataDir: f.data, RaftAddr: f.raftAddr, HTTPAddr: f.httpAddr, AdminAddr: f.adminAddr,
-		Bootstrap: f.bootstrap, Deployment: f.deployment, AdminToken: token, ClusterSecret: secret, TLS: peerTLS,
+		Bootstrap: f.bootstrap, AwaitJoin: f.join != "", Deployment: f.deployment, AdminToken: token, ClusterSecret: secret, TLS: peerTLS,
 		MetricsToken: metricsToken, ReplicaCheckInterval: f.ops.replicaCheck,
 		SnapshotThreshold: f.snapThreshold, PoRBesideApplyFrom: f.porBesideApplyFrom, TrailingLogs: f.trailingLogs, NoTrailingLogs: f.trailingLogs == 0, GroupLinger: f.groupLinger,
 		CheckInvariants: f.checkInvariants, ApplyArchive: f.applyArchive, Logger: log,

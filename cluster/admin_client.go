@@ -380,9 +380,12 @@ func JoinNode(ctx context.Context, n *node.Node, via string) error {
 	// join whose answer was lost may have made this node a voter, and its
 	// retry must not then be refused as a voter that lost its data.
 	fresh := n.FreshDataDir()
+	// A node holding its raft asks first whether it would be refused
+	// (JoinRequest.Check), and hands raft its requests only once not.
+	check := n.RaftHeld()
 	var last error
 	for attempt := 0; ; attempt++ {
-		body, err := json.Marshal(JoinRequest{ID: cfg.ID, Raft: n.RaftAddr(), BuildLevel: &level, Deployment: cfg.Deployment, Fresh: fresh})
+		body, err := json.Marshal(JoinRequest{ID: cfg.ID, Raft: n.RaftAddr(), BuildLevel: &level, Deployment: cfg.Deployment, Fresh: fresh, Check: check})
 		if err != nil {
 			return err
 		}
@@ -395,11 +398,21 @@ func JoinNode(ctx context.Context, n *node.Node, via string) error {
 				n.Config().Logger.Error("could not record the refusal in the data directory", "err", err)
 			}
 		}
+		if last == nil && check {
+			// Not a lost voter: raft may take part, and the join proper
+			// goes without fresh (an older member ignores the check and
+			// has added this node already; fresh would refuse its retry).
+			if err := n.AdmitRaft(); err != nil {
+				return err
+			}
+			check, fresh = false, false
+			continue
+		}
 		if last == nil || errors.Is(last, ErrJoinRefused) {
 			return last
 		}
 		var op *net.OpError
-		if !errors.As(last, &op) || op.Op != "dial" {
+		if !check && (!errors.As(last, &op) || op.Op != "dial") {
 			fresh = false // it may have reached the leader
 		}
 		// The operator sees why at once and then every ten seconds, not

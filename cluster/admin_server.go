@@ -213,6 +213,12 @@ type JoinRequest struct {
 	// builds do not). Such a node under the id of a voter has lost that
 	// voter's log, and is refused (CodeVoterDataLost).
 	Fresh bool `json:"fresh,omitempty"`
+	// Check asks only whether the join would be refused: the answer is a
+	// refusal, or 200 with the members, and nothing is added. A fresh
+	// node holding its raft (node.Config.AwaitJoin) checks before raft
+	// takes any request, so a wiped voter never votes or acknowledges.
+	// Older builds ignore it and add the node.
+	Check bool `json:"check,omitempty"`
 }
 
 func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
@@ -275,6 +281,10 @@ func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+	}
+	if req.Check {
+		s.members(w)
+		return
 	}
 	if err := s.n.AddVoter(req.ID, req.Raft, req.Force); err != nil {
 		writeJSON(w, statusFor(err), errBody(err.Error()))

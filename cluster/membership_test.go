@@ -353,17 +353,35 @@ func TestAWipedVoterMustBeRemovedBeforeItRejoins(t *testing.T) {
 	if err := os.RemoveAll(victim.DataDir); err != nil {
 		t.Fatal(err)
 	}
-	cfg := node.Config{ID: victim.ID, DataDir: victim.DataDir, RaftAddr: victim.RaftAddr,
+	cfg := node.Config{ID: victim.ID, DataDir: victim.DataDir, RaftAddr: victim.RaftAddr, AwaitJoin: true,
 		ClusterSecret: c.Secret, AdminToken: "t", Logger: hclog.NewNullLogger()}
 	n, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !n.FreshDataDir() {
-		t.Fatal("a wiped data directory does not count as fresh")
+	if !n.FreshDataDir() || !n.RaftHeld() {
+		t.Fatal("a wiped data directory started to join does not count as fresh, or its raft is not held")
 	}
+	// Stopped before it asked, it is as fresh at its next start: the
+	// directory is marked only once the join's check has passed.
+	_ = n.Shutdown()
+	if n, err = node.New(cfg); err != nil || !n.FreshDataDir() {
+		t.Fatalf("the next start: %v, fresh %v", err, err == nil && n.FreshDataDir())
+	}
+	// The leader knows it as a voter and keeps sending to it; held, raft
+	// hears none of it: no leader contact, no term, no vote.
+	time.Sleep(time.Second)
+	untouched := func(when string) {
+		t.Helper()
+		if st := n.Raft.Stats(); st["last_contact"] != "never" || st["term"] != "0" || n.Raft.LastIndex() != 0 {
+			t.Fatalf("%s, the wiped voter's raft took part: last contact %s, term %s, last index %d", when, st["last_contact"], st["term"], n.Raft.LastIndex())
+		}
+	}
+	untouched("before its join")
 	leader := c.Leader()
 	err = cluster.JoinNode(ctx(t), n, leader.AdminAddr)
+	time.Sleep(500 * time.Millisecond)
+	untouched("after the refusal")
 	_ = n.Shutdown()
 	if !errors.Is(err, cluster.ErrJoinRefused) || !strings.Contains(err.Error(), "perpd admin remove --id "+victim.ID) {
 		t.Fatalf("the wiped voter's join: %v", err)

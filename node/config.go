@@ -15,7 +15,12 @@ type Config struct {
 	AdminAddr string // admin and node-to-node listener
 	// Bootstrap forms a new single-voter cluster when the data directory
 	// holds no raft state yet. A node with existing state never bootstraps.
-	Bootstrap  bool
+	Bootstrap bool
+	// AwaitJoin says the node will ask to join (cluster.JoinNode). On a
+	// fresh data directory (FreshDataDir) raft is then handed no request
+	// until AdmitRaft: a voter whose directory was wiped must not vote or
+	// acknowledge entries before the leader has refused it.
+	AwaitJoin  bool
 	Deployment string
 	// GenesisAtLevelZero makes a new cluster's genesis start at feature
 	// level 0, as the builds before feature levels did (tests of the

@@ -39,6 +39,10 @@ type Node struct {
 	// freshDataDir is set when this start found no member mark and no
 	// raft state in the data directory (FreshDataDir).
 	freshDataDir bool
+	// admit hands raft its requests (Config.AwaitJoin); nil once done or
+	// when raft was never held.
+	admitMu sync.Mutex
+	admit   func() error
 
 	forwarder     *forwarder
 	keys          *keys
@@ -183,14 +187,19 @@ func New(cfg Config) (*Node, error) {
 	// Checked before the transport hands raft any request: a refused
 	// node takes no part in the cluster, not even for a moment.
 	n.freshDataDir = !marked && !has
+	holdRaft := cfg.AwaitJoin && n.freshDataDir && !cfg.Bootstrap
 	if !marked {
 		if has {
 			if err := checkStoredConfiguration(r, cfg.DataDir, cfg.ID, trans.LocalAddr()); err != nil {
 				return nil, err
 			}
 		}
-		if err := writeNodeIDFile(cfg.DataDir, cfg.ID); err != nil {
-			return nil, fmt.Errorf("mark the data directory: %w", err)
+		// A held node is marked when admitted: stopped before that, it
+		// starts fresh again and asks again.
+		if !holdRaft {
+			if err := writeNodeIDFile(cfg.DataDir, cfg.ID); err != nil {
+				return nil, fmt.Errorf("mark the data directory: %w", err)
+			}
 		}
 	}
 	// A stop between raft's install of a leader's snapshot and the guard's
@@ -210,7 +219,20 @@ func New(cfg Config) (*Node, error) {
 				"from", from, "to", to, "snapshot-index", idx, "snapshot-term", term, "point-stored", point)
 		}
 	}
-	trans.start(follower{r: r, logs: logs, snaps: snaps, log: cfg.Logger.Named("transport")})
+	held := follower{r: r, logs: logs, snaps: snaps, log: cfg.Logger.Named("transport")}
+	if holdRaft {
+		// Requests wait in the transport until the join's check has
+		// passed (AdmitRaft).
+		n.admit = func() error {
+			if err := writeNodeIDFile(cfg.DataDir, cfg.ID); err != nil {
+				return fmt.Errorf("mark the data directory: %w", err)
+			}
+			trans.start(held)
+			return nil
+		}
+	} else {
+		trans.start(held)
+	}
 	if cfg.Bootstrap && !has {
 		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
 			ID: raft.ServerID(cfg.ID), Address: trans.LocalAddr(), Suffrage: raft.Voter,
@@ -352,6 +374,30 @@ func (n *Node) Machine() *fsm.Machine { return n.machine }
 
 // IsLeader reports whether this node currently leads.
 func (n *Node) IsLeader() bool { return n.Raft.State() == raft.Leader }
+
+// RaftHeld reports whether raft is handed no request yet: a fresh data
+// directory started to join (Config.AwaitJoin), before AdmitRaft.
+func (n *Node) RaftHeld() bool {
+	n.admitMu.Lock()
+	defer n.admitMu.Unlock()
+	return n.admit != nil
+}
+
+// AdmitRaft marks a held node's data directory as this member's and hands
+// raft the requests its transport kept waiting, and every later one; it
+// does nothing on a node not held.
+func (n *Node) AdmitRaft() error {
+	n.admitMu.Lock()
+	defer n.admitMu.Unlock()
+	if n.admit == nil {
+		return nil
+	}
+	if err := n.admit(); err != nil {
+		return err
+	}
+	n.admit = nil
+	return nil
+}
 
 // FreshDataDir reports whether this start found the data directory new:
 // no member mark (node-id) and no raft state. A node that joined and then

@@ -232,6 +232,7 @@ func (c *Cluster) tryStart(m *Member, fresh bool) error {
 		HTTPAddr:           httpLn.Addr().String(),
 		AdminAddr:          adminLn.Addr().String(),
 		Bootstrap:          m.bootstrap,
+		AwaitJoin:          !m.bootstrap, // every other member joins (Cluster.join)
 		Deployment:         c.cfg.deployment,
 		GenesisAtLevelZero: c.cfg.levelZero,
 		AdminToken:         c.Token,
