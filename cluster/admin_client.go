@@ -381,27 +381,40 @@ func JoinNode(ctx context.Context, n *node.Node, via string) error {
 	// retry must not then be refused as a voter that lost its data.
 	fresh := n.FreshDataDir()
 	// A node holding its raft asks first whether it would be refused
-	// (JoinRequest.Check), and hands raft its requests only once not.
+	// (JoinCheckPath, which adds nothing), and hands raft its requests
+	// only once not.
 	check := n.RaftHeld()
 	var last error
 	for attempt := 0; ; attempt++ {
-		body, err := json.Marshal(JoinRequest{ID: cfg.ID, Raft: n.RaftAddr(), BuildLevel: &level, Deployment: cfg.Deployment, Fresh: fresh, Check: check})
+		body, err := json.Marshal(JoinRequest{ID: cfg.ID, Raft: n.RaftAddr(), BuildLevel: &level, Deployment: cfg.Deployment, Fresh: fresh})
 		if err != nil {
 			return err
 		}
-		last = joinOnce(ctx, n, via, body)
+		path := JoinPath
+		if check {
+			path = JoinCheckPath
+		}
+		last = joinOnce(ctx, n, via, path, body)
+		if check && errors.Is(last, errNoJoinCheck) {
+			// A member of an older build: no check to ask, so raft goes
+			// as it did there, from now, and the join carries fresh.
+			if err := n.AdmitRaft(); err != nil {
+				return err
+			}
+			check = false
+			continue
+		}
 		if errors.Is(last, errVoterDataLost) {
 			// Until the member is removed and the directory emptied, no
-			// start may take part: raft may already have been sent entries,
-			// and a restart would then look like a member's.
+			// start may take part: an unheld raft may already have been
+			// sent entries, and a restart would then look like a member's.
 			if err := n.MarkVoterDataLost(last.Error()); err != nil {
 				n.Config().Logger.Error("could not record the refusal in the data directory", "err", err)
 			}
 		}
 		if last == nil && check {
 			// Not a lost voter: raft may take part, and the join proper
-			// goes without fresh (an older member ignores the check and
-			// has added this node already; fresh would refuse its retry).
+			// needs no fresh (the check asked it).
 			if err := n.AdmitRaft(); err != nil {
 				return err
 			}
@@ -413,7 +426,7 @@ func JoinNode(ctx context.Context, n *node.Node, via string) error {
 		}
 		var op *net.OpError
 		if !check && (!errors.As(last, &op) || op.Op != "dial") {
-			fresh = false // it may have reached the leader
+			fresh = false // it may have reached the leader (a check adds nothing)
 		}
 		// The operator sees why at once and then every ten seconds, not
 		// only when the whole wait is over.
@@ -435,10 +448,13 @@ var errVoterDataLost = errors.New(CodeVoterDataLost)
 // pass between two log lines.
 const joinLogEvery = 20
 
-func joinOnce(ctx context.Context, n *node.Node, via string, body []byte) error {
+// errNoJoinCheck is a member's 404 at JoinCheckPath: a build before it.
+var errNoJoinCheck = errors.New("no join check at this member")
+
+func joinOnce(ctx context.Context, n *node.Node, via, path string, body []byte) error {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, n.PeerURL(via, JoinPath), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, n.PeerURL(via, path), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -447,7 +463,7 @@ func joinOnce(ctx context.Context, n *node.Node, via string, body []byte) error 
 	resp, err := n.PeerClient().Do(req)
 	if err != nil {
 		if why := tlsMismatch(err, n.Config().TLS != nil); why != "" {
-			return fmt.Errorf("%w: %s at %s: %s (%v)", ErrJoinRefused, JoinPath, via, why, err)
+			return fmt.Errorf("%w: %s at %s: %s (%v)", ErrJoinRefused, path, via, why, err)
 		}
 		return err
 	}
@@ -456,6 +472,8 @@ func joinOnce(ctx context.Context, n *node.Node, via string, body []byte) error 
 	switch {
 	case resp.StatusCode == http.StatusOK:
 		return nil
+	case resp.StatusCode == http.StatusNotFound && path == JoinCheckPath:
+		return errNoJoinCheck
 	case resp.StatusCode == http.StatusBadRequest && n.Config().TLS == nil && bytes.Contains(b, []byte("HTTPS server")):
 		// net/http's answer to plain HTTP on a TLS listener.
 		return fmt.Errorf("%w by %s: its admin listener runs mutual TLS and this node has none: "+

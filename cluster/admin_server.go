@@ -35,6 +35,13 @@ type AdminServer struct {
 // peer credential: a node whose cluster secret differs is refused.
 const JoinPath = "/internal/join"
 
+// JoinCheckPath is where a starting node on a fresh data directory asks,
+// before its raft takes any request (node.Config.AwaitJoin), whether its
+// join would be refused: the leader answers the refusals of JoinPath, or
+// 200 with the members, and adds nothing. Builds before it answer 404,
+// and never act on it.
+const JoinCheckPath = "/internal/join/check"
+
 // relayTimeout bounds a request relayed to the leader (a restore upload).
 const relayTimeout = 3 * time.Minute
 
@@ -47,6 +54,7 @@ func NewAdminServer(n *node.Node) *AdminServer {
 	s.mux.Handle(node.ReadIndexPath, n.ReadIndexHandler())
 	s.mux.Handle(node.MeterPath, n.MeterHandler())
 	s.mux.Handle(JoinPath, n.InternalPost(s.leaderOnly(s.join)))
+	s.mux.Handle(JoinCheckPath, n.InternalPost(s.leaderOnly(s.join)))
 	s.Handle("GET /admin/status", s.status)
 	s.Handle("GET /admin/state", s.state)
 	s.Handle("POST /admin/join", s.leaderOnly(s.join))
@@ -213,12 +221,6 @@ type JoinRequest struct {
 	// builds do not). Such a node under the id of a voter has lost that
 	// voter's log, and is refused (CodeVoterDataLost).
 	Fresh bool `json:"fresh,omitempty"`
-	// Check asks only whether the join would be refused: the answer is a
-	// refusal, or 200 with the members, and nothing is added. A fresh
-	// node holding its raft (node.Config.AwaitJoin) checks before raft
-	// takes any request, so a wiped voter never votes or acknowledges.
-	// Older builds ignore it and add the node.
-	Check bool `json:"check,omitempty"`
 }
 
 func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
@@ -282,7 +284,13 @@ func (s *AdminServer) join(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if req.Check {
+	if r.URL.Path == JoinCheckPath {
+		// Answered by the leader of now, whose configuration is the one
+		// a join would change (a deposed one may still think it leads).
+		if err := s.n.Raft.VerifyLeader().Error(); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, errBody("this node no longer leads: "+err.Error()))
+			return
+		}
 		s.members(w)
 		return
 	}

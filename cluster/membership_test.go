@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -407,6 +410,67 @@ func TestAWipedVoterMustBeRemovedBeforeItRejoins(t *testing.T) {
 	for !hasKey(n, "acct:before-wipe-2") {
 		if time.Now().After(deadline) {
 			t.Fatal("the re-joined member never caught up")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// olderMember stands for a member of a build before the join check: it
+// answers 404 at cluster.JoinCheckPath and passes everything else to the
+// admin listener at target.
+func olderMember(t *testing.T, target string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == cluster.JoinCheckPath {
+			http.NotFound(w, r)
+			return
+		}
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, "http://"+target+r.URL.RequestURI(), r.Body)
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
+
+// TestAHeldJoinerJoinsThroughAnOlderMember: a member of an older build has
+// no join check, and never acts on one (404); the held joiner then lets
+// its raft go as that build's joiners did and joins, fresh, as a new member.
+func TestAHeldJoinerJoinsThroughAnOlderMember(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	propose(t, c.Leader().Node, "acct:before-join")
+	dir := t.TempDir()
+	n, err := node.New(node.Config{ID: "node9", DataDir: dir, RaftAddr: clustertest.FreeAddr(t), AwaitJoin: true,
+		ClusterSecret: c.Secret, AdminToken: "t", Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Shutdown()
+	if !n.RaftHeld() {
+		t.Fatal("a fresh joiner's raft is not held")
+	}
+	if err := cluster.JoinNode(ctx(t), n, olderMember(t, c.Leader().AdminAddr)); err != nil {
+		t.Fatalf("join through an older member: %v", err)
+	}
+	if n.RaftHeld() {
+		t.Fatal("joined, and its raft still held")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !hasKey(n, "acct:before-join") {
+		if time.Now().After(deadline) {
+			t.Fatal("the new member never caught up")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -65,10 +65,11 @@ func writeNodeIDFile(dataDir, id string) error {
 
 // voterDataLostFile, in a data directory, records that the cluster
 // refused this directory's node as a voter that lost its data
-// (MarkVoterDataLost). New refuses to start on it: raft runs from the
-// start, before the join is asked, and the leader may already have sent
-// the directory entries, after which a restart would look like a member's
-// and rejoin without asking.
+// (MarkVoterDataLost). New refuses to start on it: a node whose raft was
+// not held (no Config.AwaitJoin, or a member of an older build without the
+// join check) ran raft before its join was asked, the leader may have sent
+// the directory entries, and a restart would then look like a member's and
+// rejoin without asking.
 const voterDataLostFile = "voter-data-lost"
 
 // MarkVoterDataLost records the refusal of this node's join as a voter
