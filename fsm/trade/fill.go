@@ -190,8 +190,8 @@ const BookActBudget = 10_000
 
 // LevelBookBudget is the feature level (fsm.FeatureLevel) from which acts
 // on a book stop at BookActBudget. What an act leaves is continued at the
-// next entries that advance log time (ContinueBooks), each with a budget
-// of its own, against the print of that moment: the positions still due
+// next entries that advance log time (ContinueBooks), within one budget
+// for all the books behind, against the print of that moment: the positions still due
 // at it are liquidated, and the resting orders and triggers still on the
 // far side of its mid are checked, in the order the price meets them; one
 // the price has since left again waits for it to come back.
@@ -205,6 +205,9 @@ var actBudgetLimit = BookActBudget
 // books behind all the time. For tests only, and never while another test
 // applies entries: it is one variable for the whole process.
 func SetBookActBudgetForTest(n int) (restore func()) {
+	if n < 1 {
+		panic("trade: an act budget is at least one unit")
+	}
 	old := actBudgetLimit
 	actBudgetLimit = n
 	return func() { actBudgetLimit = old }
@@ -223,10 +226,10 @@ func newActBudget(env *Env) actBudget {
 	return actBudget{limit: actBudgetLimit}
 }
 
-// start reports whether another item may start: the budget has room, or
-// nothing is spent yet. It charges the item's first unit.
+// start reports whether another item may start (always the first, as a
+// limit is at least one unit) and charges the item's first unit.
 func (b *actBudget) start() bool {
-	if b.limit > 0 && b.spent > 0 && b.spent >= b.limit {
+	if b.exhausted() {
 		return false
 	}
 	b.spent++
@@ -318,8 +321,8 @@ func (s *State) actOnEntry(env *Env, m *market.MarketState, pr market.Print, boo
 // ContinueBooks is the timer of LevelBookBudget: every book an act left
 // behind at its budget is walked again against its market's last print,
 // in market id order, within one budget for all of them, when the market
-// may act (OnPrint's conditions: a fresh print, not halted; and no print held
-// past the jump guard, which OnParams asks too).
+// may act (OnPrint's conditions: a fresh print, not halted; and no print
+// held past the jump guard, which OnParams asks too).
 func (s *State) ContinueBooks(env *Env) {
 	if len(s.BooksBehind) == 0 {
 		return
