@@ -41,9 +41,10 @@ type Env struct {
 	// adl is the running sweep's auto-deleveraging ranking (liquidate.go);
 	// nil outside a sweep.
 	adl *adlRanking
-	// work counts the fills, liquidations and ended orders of the entry
-	// so far; an act on a book charges its budget by the difference
-	// (actBudget). Never part of the state.
+	// work counts fills, liquidations and ended orders as they happen; an
+	// act on a book charges its budget by the difference over an item
+	// (actBudget). Never reset (the Env outlives entries) and never part
+	// of the state.
 	work int
 }
 
