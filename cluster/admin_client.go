@@ -395,13 +395,15 @@ func JoinNode(ctx context.Context, n *node.Node, via string) error {
 			path = JoinCheckPath
 		}
 		last = joinOnce(ctx, n, via, path, body)
-		if check && errors.Is(last, errNoJoinCheck) {
-			// A member of an older build: no check to ask, so raft goes
-			// as it did there, from now, and the join carries fresh.
+		if check && (last == nil || errors.Is(last, errNoJoinCheck)) {
+			// Not a lost voter: raft may take part, and the join proper
+			// needs no fresh (the check asked it). A member of an older
+			// build has no check to ask: raft goes as it did there, from
+			// now, and the join carries fresh.
 			if err := n.AdmitRaft(); err != nil {
 				return err
 			}
-			check = false
+			check, fresh = false, fresh && last != nil
 			continue
 		}
 		if errors.Is(last, errVoterDataLost) {
@@ -411,15 +413,6 @@ func JoinNode(ctx context.Context, n *node.Node, via string) error {
 			if err := n.MarkVoterDataLost(last.Error()); err != nil {
 				n.Config().Logger.Error("could not record the refusal in the data directory", "err", err)
 			}
-		}
-		if last == nil && check {
-			// Not a lost voter: raft may take part, and the join proper
-			// needs no fresh (the check asked it).
-			if err := n.AdmitRaft(); err != nil {
-				return err
-			}
-			check, fresh = false, false
-			continue
 		}
 		if last == nil || errors.Is(last, ErrJoinRefused) {
 			return last
